@@ -1,0 +1,56 @@
+# ProxOps build, test and maintenance targets. Every target works on a fresh clone (see README.md).
+
+SHELL := /bin/bash
+GO ?= go
+BUF := GOWORK=off $(GO) tool -modfile=tools/go.mod buf
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+FUZZTIME ?= 60s
+BENCHTIME ?= 1x
+
+.PHONY: all build test check lint generate check-generate breaking fuzz fuzz-smoke bench demo demo-live clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/proxops ./cmd/proxops
+
+# The test command: every module of the workspace, with the race detector.
+test:
+	$(GO) test -race -count=1 work
+
+# What CI runs: static checks, generated code freshness, wire compatibility, the tests and a short fuzz pass.
+check: lint check-generate breaking test fuzz-smoke
+
+lint:
+	$(GO) vet work
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^internal/gen/')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(BUF) lint
+	$(BUF) format -d --exit-code
+
+generate:
+	$(BUF) generate
+
+check-generate: generate
+	@if [ -n "$$(git status --porcelain -- internal/gen)" ]; then \
+	  echo "internal/gen is stale: run make generate and commit"; git status --short -- internal/gen; exit 1; fi
+
+# Wire compatibility against the previous commit (skipped on the first commit).
+breaking:
+	@if git rev-parse -q --verify HEAD~1 >/dev/null; then \
+	  $(BUF) breaking --against '.git#ref=HEAD~1'; else echo "breaking: no previous commit"; fi
+
+# Native fuzz targets: FUZZTIME each (make fuzz FUZZTIME=60s).
+fuzz:
+	@scripts/fuzz.sh $(FUZZTIME)
+
+fuzz-smoke:
+	@scripts/fuzz.sh 3s
+
+bench:
+	@scripts/bench.sh $(BENCHTIME)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,228 @@
+// Package inventory holds the observed state of PVE nodes: guests with their raw config exactly as PVE
+// reports it (every key, in PVE's order, with pending values), storages and storage content. Executors
+// produce it, the planner and the adopter read it. It is plain data: no I/O.
+//
+// Secrets never travel in an inventory: a guest's sshkeys value is replaced by a digest of its key set
+// (SSHKeysDigest) and cipassword by CIPasswordPresent.
+package inventory
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// GuestType is the PVE guest type.
+type GuestType string
+
+const (
+	QEMU GuestType = "qemu"
+	LXC  GuestType = "lxc"
+)
+
+// Node is one node's live state.
+type Node struct {
+	Cluster    string
+	Node       string
+	PVEVersion string
+	// Guests sorted by VMID.
+	Guests []Guest
+	// Storages sorted by ID.
+	Storages []Storage
+	// Volumes of the listed storages, sorted by Volid.
+	Volumes []Volume
+	// ListedStorages are the storages whose content was listed (a file absent from a storage that was not
+	// listed is unknown, not missing).
+	ListedStorages []string
+}
+
+// Guest is one VM or container.
+type Guest struct {
+	VMID int
+	Type GuestType
+	Node string
+	// Name is the qemu name or the lxc hostname as the listing reports it.
+	Name string
+	// Status is running or stopped.
+	Status string
+	// QMPStatus is qemu's finer state (running, paused, prelaunch, ...); empty for lxc.
+	QMPStatus string
+	Template  bool
+	Lock      string
+	// Tags is the raw tags string as PVE reports it.
+	Tags string
+	// Digest is the config digest that a write must carry.
+	Digest string
+	// Config holds every key of GET .../pending, in PVE's order.
+	Config    []Entry
+	HAManaged bool
+}
+
+// Entry is one config key with its current and pending state.
+type Entry struct {
+	Key string
+	// Value is the current value; HasValue is false when the key exists only as a pending addition.
+	Value      string
+	HasValue   bool
+	Pending    string
+	HasPending bool
+	// Delete is 1 for a pending delete, 2 for a pending forced delete.
+	Delete int
+}
+
+// Storage is one storage as seen from a node.
+type Storage struct {
+	ID      string
+	Type    string
+	Content []string
+	Shared  bool
+	Active  bool
+	Enabled bool
+	Total   int64
+	Avail   int64
+}
+
+// Volume is one storage content entry.
+type Volume struct {
+	Storage string
+	Volid   string
+	Content string
+	Format  string
+	Size    int64
+	VMID    int
+	Parent  string
+}
+
+// Get returns the current value of a config key.
+func (g Guest) Get(key string) (string, bool) {
+	for _, e := range g.Config {
+		if e.Key == key && e.HasValue {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// Current returns the current config as a map (keys with a current value only).
+func (g Guest) Current() map[string]string {
+	m := make(map[string]string, len(g.Config))
+	for _, e := range g.Config {
+		if e.HasValue {
+			m[e.Key] = e.Value
+		}
+	}
+	return m
+}
+
+// PendingKeys returns the keys that have a pending change or delete, sorted.
+func (g Guest) PendingKeys() []string {
+	var keys []string
+	for _, e := range g.Config {
+		if e.HasPending || e.Delete > 0 {
+			keys = append(keys, e.Key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Running reports whether the guest is running (a paused VM is running but not executing).
+func (g Guest) Running() bool { return g.Status == "running" }
+
+// Paused reports whether a qemu guest is paused.
+func (g Guest) Paused() bool {
+	return g.Type == QEMU && g.Status == "running" && g.QMPStatus == "paused"
+}
+
+// Storage returns a storage as seen from the node.
+func (n Node) Storage(id string) (Storage, bool) {
+	i, ok := slices.BinarySearchFunc(n.Storages, id, func(s Storage, id string) int { return cmp.Compare(s.ID, id) })
+	if !ok {
+		return Storage{}, false
+	}
+	return n.Storages[i], true
+}
+
+// Listed reports whether a storage's content was listed on this node.
+func (n Node) Listed(storage string) bool { return slices.Contains(n.ListedStorages, storage) }
+
+// Sort puts a node's guests, storages, volumes and listed storages in their canonical order.
+func (n *Node) Sort() {
+	slices.SortFunc(n.Guests, func(a, b Guest) int { return cmp.Compare(a.VMID, b.VMID) })
+	slices.SortFunc(n.Storages, func(a, b Storage) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(n.Volumes, func(a, b Volume) int { return cmp.Compare(a.Volid, b.Volid) })
+	slices.Sort(n.ListedStorages)
+	n.ListedStorages = slices.Compact(n.ListedStorages)
+}
+
+// Cluster is the observed state of every allowed node of one cluster.
+type Cluster struct {
+	Name string
+	// Nodes sorted by name.
+	Nodes []Node
+}
+
+// Guest finds a guest by vmid anywhere in the cluster (vmids are unique cluster-wide).
+func (c Cluster) Guest(vmid int) (Guest, bool) {
+	for _, n := range c.Nodes {
+		i, ok := slices.BinarySearchFunc(n.Guests, vmid, func(g Guest, id int) int { return cmp.Compare(g.VMID, id) })
+		if ok {
+			return n.Guests[i], true
+		}
+	}
+	return Guest{}, false
+}
+
+// Node finds a node's inventory by name.
+func (c Cluster) Node(name string) (Node, bool) {
+	for _, n := range c.Nodes {
+		if n.Node == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// Guests returns every guest of the cluster, sorted by vmid.
+func (c Cluster) Guests() []Guest {
+	var out []Guest
+	for _, n := range c.Nodes {
+		out = append(out, n.Guests...)
+	}
+	slices.SortFunc(out, func(a, b Guest) int { return cmp.Compare(a.VMID, b.VMID) })
+	return out
+}
+
+// Fingerprint returns a guest's identity fingerprint: a value PVE regenerates on clone, so a hand-made clone
+// of a managed guest never matches its source's record. For qemu it is the smbios1 uuid; for lxc the sorted
+// set of NIC hwaddrs. An empty fingerprint means the guest has no identity to match.
+func Fingerprint(g Guest) string {
+	switch g.Type {
+	case QEMU:
+		v, _ := g.Get("smbios1")
+		for tok := range strings.SplitSeq(v, ",") {
+			if k, val, ok := strings.Cut(tok, "="); ok && k == "uuid" {
+				return "uuid=" + strings.ToLower(val)
+			}
+		}
+		return ""
+	case LXC:
+		var macs []string
+		for _, e := range g.Config {
+			if !e.HasValue || !strings.HasPrefix(e.Key, "net") {
+				continue
+			}
+			for tok := range strings.SplitSeq(e.Value, ",") {
+				if k, val, ok := strings.Cut(tok, "="); ok && k == "hwaddr" {
+					macs = append(macs, strings.ToLower(val))
+				}
+			}
+		}
+		if len(macs) == 0 {
+			return ""
+		}
+		slices.Sort(macs)
+		return "hwaddr=" + strings.Join(macs, ";")
+	}
+	return ""
+}

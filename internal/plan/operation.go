@@ -1,0 +1,164 @@
+// Package plan computes the ordered plan that makes a cluster's live state equal to its desired state, and
+// holds the plan runner's state machine. It is pure: no I/O, no clock, no randomness.
+package plan
+
+import (
+	"time"
+
+	"github.com/proxops/proxops/internal/inventory"
+)
+
+// Action is what an operation does to PVE.
+type Action string
+
+const (
+	ActionCreate       Action = "create"
+	ActionClone        Action = "clone"
+	ActionConfigure    Action = "configure"
+	ActionResize       Action = "resize"
+	ActionStart        Action = "start"
+	ActionShutdown     Action = "shutdown"
+	ActionStop         Action = "stop"
+	ActionResume       Action = "resume"
+	ActionMarkTemplate Action = "mark-template"
+	ActionDownload     Action = "download"
+	ActionDelete       Action = "delete"
+	ActionClaimTag     Action = "claim-tag"
+)
+
+// Actions lists every action in a fixed order.
+var Actions = []Action{
+	ActionCreate, ActionClone, ActionConfigure, ActionResize, ActionStart, ActionShutdown, ActionStop,
+	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag,
+}
+
+// KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example
+// cloud-init.ssh-keys.main) that the executor resolves and substitutes when it writes.
+type KV struct {
+	Key        string
+	Value      string
+	SecretRefs []string
+}
+
+// Precondition is what must hold on PVE before an operation is applied.
+type Precondition struct {
+	// ExpectAbsent: the guest or artifact must not exist (create, clone, download).
+	ExpectAbsent bool
+	// Digest is the observed config digest (the first write of a guest in a plan).
+	Digest string
+	// Expect lists, for a later write in a guest's sequence, the values the keys it changes must still hold
+	// (an empty Value means absent).
+	Expect []KV
+	// Fingerprint is the identity the live guest must carry (delete, claim).
+	Fingerprint string
+	// ExpectTag: the live guest must carry the ownership tag (delete).
+	ExpectTag bool
+}
+
+// Change is a field-level before → after, for display. Secret values are shown as references.
+type Change struct {
+	Field  string
+	Before string
+	After  string
+}
+
+// Operation is one unit of work for the executors of one node.
+type Operation struct {
+	// ID is deterministic within a plan.
+	ID string
+	// RunID and PlanID are set when a run dispatches the operation.
+	RunID  string
+	PlanID string
+
+	Cluster   string
+	Node      string
+	VMID      int
+	GuestType inventory.GuestType
+	// Ref is Kind/name.
+	Ref    string
+	Action Action
+
+	// Values are the PVE config values to write (create parameters, config keys), in order.
+	Values []KV
+	// Delete lists config keys to delete.
+	Delete []string
+	// Params are the action's own parameters: clone (newid, name, full, target, storage), resize (disk,
+	// size), shutdown (timeout, forceStop), download (url, filename, content, checksum, checksum-algorithm).
+	Params []KV
+	// SourceVMID is the clone source.
+	SourceVMID int
+	// Storage is the storage a clone or download writes to (per-storage concurrency).
+	Storage string
+
+	Precondition Precondition
+	DependsOn    []string
+	Reason       string
+	Changes      []Change
+}
+
+// Param returns the value of an action parameter.
+func (o Operation) Param(key string) (string, bool) {
+	for _, p := range o.Params {
+		if p.Key == key {
+			return p.Value, true
+		}
+	}
+	return "", false
+}
+
+// ResultStatus is the state an executor reports for an operation.
+type ResultStatus string
+
+const (
+	StatusStarted   ResultStatus = "started"
+	StatusProgress  ResultStatus = "progress"
+	StatusSucceeded ResultStatus = "succeeded"
+	StatusFailed    ResultStatus = "failed"
+	StatusSkipped   ResultStatus = "skipped"
+)
+
+// Final reports whether the status ends the operation.
+func (s ResultStatus) Final() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusSkipped
+}
+
+// ErrorClass classifies a failure at the PVE boundary.
+type ErrorClass string
+
+const (
+	// ErrorNone: no failure.
+	ErrorNone ErrorClass = ""
+	// ErrorRetryable: lock timeouts, transport failures, 5xx, 595/596/599.
+	ErrorRetryable ErrorClass = "retryable"
+	// ErrorConflict: the guest changed since it was observed; re-plan.
+	ErrorConflict ErrorClass = "conflict"
+	// ErrorTerminal: parameter errors, permissions, refusals; never retried.
+	ErrorTerminal ErrorClass = "terminal"
+)
+
+// Result is what an executor reports about an operation: progress while it runs, then the outcome.
+type Result struct {
+	RunID     string
+	OpID      string
+	PlanID    string
+	Cluster   string
+	Node      string
+	VMID      int
+	GuestType inventory.GuestType
+	Ref       string
+	Action    Action
+	Status    ResultStatus
+	Message   string
+	UPID      string
+	// TaskLog holds the last lines of the PVE task log.
+	TaskLog    []string
+	ErrorClass ErrorClass
+	// AlreadyDone: the operation was found done on redelivery or re-attach.
+	AlreadyDone bool
+	// Fingerprint is the guest's identity after create, clone or claim.
+	Fingerprint string
+	Attempt     int
+	Executor    string
+	At          time.Time
+	Elapsed     time.Duration
+}

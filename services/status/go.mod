@@ -1,0 +1,5 @@
+module github.com/proxops/proxops/services/status
+
+go 1.26
+
+replace github.com/proxops/proxops => ../..

@@ -1,0 +1,2 @@
+// Package watcher turns git pushes (webhooks), polls and a drift schedule into repository events.
+package watcher
