@@ -1,0 +1,263 @@
+package plan
+
+import "fmt"
+
+// OpState is the state of one operation within a run.
+type OpState string
+
+const (
+	// OpWaiting: not yet dispatched.
+	OpWaiting OpState = "waiting"
+	// OpDispatched: published to its node; no final result yet.
+	OpDispatched OpState = "dispatched"
+	OpSucceeded  OpState = "succeeded"
+	OpFailed     OpState = "failed"
+	// OpSkipped: a dependency failed or was skipped.
+	OpSkipped OpState = "skipped"
+	// OpSuperseded: a newer commit arrived before it was dispatched.
+	OpSuperseded OpState = "superseded"
+)
+
+func (s OpState) final() bool {
+	return s == OpSucceeded || s == OpFailed || s == OpSkipped || s == OpSuperseded
+}
+
+// Outcome of a finished run.
+type Outcome string
+
+const (
+	OutcomeSucceeded  Outcome = "succeeded"
+	OutcomeFailed     Outcome = "failed"
+	OutcomeSuperseded Outcome = "superseded"
+	OutcomeNotApplied Outcome = "not-applied"
+)
+
+// OpOutcome is one operation's final state in a run.
+type OpOutcome struct {
+	ID      string
+	Ref     string
+	Action  Action
+	State   OpState
+	Message string
+}
+
+// Finished summarises a run.
+type Finished struct {
+	Outcome    Outcome
+	Succeeded  int
+	Failed     int
+	Skipped    int
+	Superseded int
+	Operations []OpOutcome
+}
+
+// Run is the plan runner's state machine: which operations are ready to dispatch, which are skipped because
+// a dependency failed, and when the plan is finished. It is fed results in any order, including duplicates
+// and results replayed after a crash; it never dispatches an operation twice and keeps at most one operation
+// per guest in flight.
+type Run struct {
+	ops     []Operation
+	index   map[string]int
+	state   []OpState
+	message []string
+	// busy maps a vmid to the index of its operation in flight.
+	busy map[int]int
+}
+
+// NewRun starts a run of a plan. It fails when a dependency names an unknown operation or points forward.
+func NewRun(p Plan) (*Run, error) {
+	r := &Run{
+		ops:     p.Operations,
+		index:   make(map[string]int, len(p.Operations)),
+		state:   make([]OpState, len(p.Operations)),
+		message: make([]string, len(p.Operations)),
+		busy:    make(map[int]int),
+	}
+	for i, op := range p.Operations {
+		if _, dup := r.index[op.ID]; dup {
+			return nil, fmt.Errorf("plan %s: duplicate operation id %q", p.ID, op.ID)
+		}
+		r.index[op.ID] = i
+		r.state[i] = OpWaiting
+	}
+	for i, op := range p.Operations {
+		for _, dep := range op.DependsOn {
+			j, ok := r.index[dep]
+			if !ok {
+				return nil, fmt.Errorf("plan %s: operation %s depends on unknown operation %q", p.ID, op.ID, dep)
+			}
+			if j >= i {
+				return nil, fmt.Errorf("plan %s: operation %s depends on %s, which is not before it", p.ID, op.ID, dep)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Ready returns the operations that may be dispatched now, in plan order: waiting, every dependency
+// succeeded, and no other operation of the same guest in flight (or picked in this call).
+func (r *Run) Ready() []Operation {
+	var out []Operation
+	picked := map[int]bool{}
+	for i, op := range r.ops {
+		if r.state[i] != OpWaiting || !r.depsSucceeded(i) {
+			continue
+		}
+		if op.VMID > 0 {
+			if _, inFlight := r.busy[op.VMID]; inFlight || picked[op.VMID] {
+				continue
+			}
+			picked[op.VMID] = true
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+func (r *Run) depsSucceeded(i int) bool {
+	for _, dep := range r.ops[i].DependsOn {
+		if r.state[r.index[dep]] != OpSucceeded {
+			return false
+		}
+	}
+	return true
+}
+
+// Dispatched records that an operation was published. It is a no-op for an operation that is not waiting.
+func (r *Run) Dispatched(id string) error {
+	i, ok := r.index[id]
+	if !ok {
+		return fmt.Errorf("unknown operation %q", id)
+	}
+	if r.state[i] != OpWaiting {
+		return nil
+	}
+	r.state[i] = OpDispatched
+	if vmid := r.ops[i].VMID; vmid > 0 {
+		r.busy[vmid] = i
+	}
+	return nil
+}
+
+// Observe feeds a result. Started and progress results mark the operation dispatched (a run reloaded after
+// a crash learns what was in flight); final results settle it and skip the dependants of a failure.
+// Results for unknown operations, and results after an operation is final, are ignored; it reports whether
+// the run's state changed.
+func (r *Run) Observe(res Result) bool {
+	i, ok := r.index[res.OpID]
+	if !ok || r.state[i].final() {
+		return false
+	}
+	switch res.Status {
+	case StatusStarted, StatusProgress:
+		if r.state[i] == OpWaiting {
+			_ = r.Dispatched(res.OpID)
+			return true
+		}
+		return false
+	case StatusSucceeded:
+		r.settle(i, OpSucceeded, res.Message)
+	case StatusFailed:
+		r.settle(i, OpFailed, res.Message)
+		r.skipDependants()
+	case StatusSkipped:
+		r.settle(i, OpSkipped, res.Message)
+		r.skipDependants()
+	default:
+		return false
+	}
+	return true
+}
+
+func (r *Run) settle(i int, s OpState, msg string) {
+	r.state[i] = s
+	r.message[i] = msg
+	if vmid := r.ops[i].VMID; vmid > 0 && r.busy[vmid] == i {
+		delete(r.busy, vmid)
+	}
+}
+
+// skipDependants marks every waiting operation with a failed, skipped or superseded dependency as skipped.
+// Dependencies point backwards, so one pass in plan order reaches the transitive closure.
+func (r *Run) skipDependants() {
+	for i, op := range r.ops {
+		if r.state[i] != OpWaiting {
+			continue
+		}
+		for _, dep := range op.DependsOn {
+			j := r.index[dep]
+			if s := r.state[j]; s == OpFailed || s == OpSkipped || s == OpSuperseded {
+				r.state[i] = OpSkipped
+				r.message[i] = fmt.Sprintf("skipped: %s %s did not succeed", r.ops[j].Ref, r.ops[j].Action)
+				break
+			}
+		}
+	}
+}
+
+// Supersede marks every operation not yet dispatched as superseded; those in flight finish normally.
+func (r *Run) Supersede() {
+	for i := range r.ops {
+		if r.state[i] == OpWaiting {
+			r.state[i] = OpSuperseded
+			r.message[i] = "superseded by a newer commit"
+		}
+	}
+}
+
+// InFlight returns the ids of the operations dispatched without a final result, in plan order.
+func (r *Run) InFlight() []string {
+	var ids []string
+	for i, op := range r.ops {
+		if r.state[i] == OpDispatched {
+			ids = append(ids, op.ID)
+		}
+	}
+	return ids
+}
+
+// State returns an operation's state.
+func (r *Run) State(id string) (OpState, bool) {
+	i, ok := r.index[id]
+	if !ok {
+		return "", false
+	}
+	return r.state[i], true
+}
+
+// Done reports whether every operation is final.
+func (r *Run) Done() bool {
+	for _, s := range r.state {
+		if !s.final() {
+			return false
+		}
+	}
+	return true
+}
+
+// Finished summarises the run; call it when Done.
+func (r *Run) Finished() Finished {
+	var f Finished
+	for i, op := range r.ops {
+		switch r.state[i] {
+		case OpSucceeded:
+			f.Succeeded++
+		case OpFailed:
+			f.Failed++
+		case OpSkipped:
+			f.Skipped++
+		case OpSuperseded:
+			f.Superseded++
+		}
+		f.Operations = append(f.Operations, OpOutcome{ID: op.ID, Ref: op.Ref, Action: op.Action, State: r.state[i], Message: r.message[i]})
+	}
+	switch {
+	case f.Failed > 0:
+		f.Outcome = OutcomeFailed
+	case f.Superseded > 0:
+		f.Outcome = OutcomeSuperseded
+	default:
+		f.Outcome = OutcomeSucceeded
+	}
+	return f
+}
