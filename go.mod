@@ -10,6 +10,7 @@ require (
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
 
 tool google.golang.org/protobuf/cmd/protoc-gen-go
