@@ -80,8 +80,11 @@ func (d *confDesc) prop(key string) *schema.Prop {
 	if p := lookupProp(d.props, d.kind, key); p != nil {
 		return p
 	}
-	if d.kind == "lxc" && (key == "runningmachine" || key == "runningcpu" || key == "vmstate" || key == "meta") {
+	if d.kind == "lxc" && (key == "runningmachine" || key == "runningcpu" || key == "meta") {
 		return nil
+	}
+	if d.kind == "lxc" && key == "vmstate" {
+		return &schema.Prop{Type: "string", Optional: true} // LXC/Config.pm: informative only
 	}
 	return extraConfigKeys[key]
 }

@@ -343,6 +343,7 @@ var hashFormats = map[string]map[string]*schema.Prop{
 		"hv-vendor-id":    {Type: "string", Optional: true, Pattern: `[a-zA-Z0-9]{1,12}`},
 		"phys-bits":       {Type: "string", Optional: true, Pattern: `(?:[0-9]+|host)`},
 		"guest-phys-bits": {Type: "integer", Optional: true},
+		"level":           {Type: "integer", Optional: true},
 		"reported-model":  {Type: "string", Optional: true},
 	},
 	"pve-qm-cicustom": {
