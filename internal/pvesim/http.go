@@ -472,7 +472,7 @@ var reTokenHeader = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
 func (s *Sim) authenticate(r *http.Request) (string, bool, *apiError) {
 	authz := r.Header.Get("Authorization")
 	if m := reTokenHeader.FindStringSubmatch(authz); m != nil {
-		val, err := url.QueryUnescape(strings.TrimSpace(m[1]))
+		val, err := url.PathUnescape(strings.TrimSpace(m[1]))
 		if err != nil {
 			val = m[1]
 		}
@@ -498,7 +498,7 @@ func (s *Sim) authenticate(r *http.Request) (string, bool, *apiError) {
 	if ticket == "" {
 		return "", false, &apiError{status: 401, msg: "No ticket\n"}
 	}
-	if u, err := url.QueryUnescape(ticket); err == nil {
+	if u, err := url.PathUnescape(ticket); err == nil { // uri_unescape: "+" stays "+"
 		ticket = u
 	}
 	user, ok := s.verifyTicket(ticket)
