@@ -1,0 +1,380 @@
+package pvesim
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/proxops/proxops/internal/pvesim/schema"
+)
+
+// Guest config files in PVE's own text format. Sources: qemu-server src/PVE/QemuServer.pm parse_vm_config
+// and write_vm_config; pve-container src/PVE/LXC/Config.pm parse_pct_config and write_pct_config.
+
+// section is one part of a config file: the current config, the pending changes, a snapshot or a special
+// section. conf holds "description" like any other key; lxc holds the raw lxc.* lines in file order.
+type section struct {
+	conf map[string]string
+	lxc  [][2]string
+}
+
+func newSection() *section { return &section{conf: map[string]string{}} }
+
+func (s *section) clone() *section {
+	c := newSection()
+	for k, v := range s.conf {
+		c.conf[k] = v
+	}
+	c.lxc = append([][2]string(nil), s.lxc...)
+	return c
+}
+
+// configFile is a parsed guest config file.
+type configFile struct {
+	current   *section
+	pending   *section // nil when there is no pending section
+	snapshots map[string]*section
+	special   map[string]*section // [special:<name>] sections (qemu), kept verbatim
+}
+
+func (c *configFile) clone() *configFile {
+	n := &configFile{current: c.current.clone(), snapshots: map[string]*section{}, special: map[string]*section{}}
+	if c.pending != nil {
+		n.pending = c.pending.clone()
+	}
+	for k, v := range c.snapshots {
+		n.snapshots[k] = v.clone()
+	}
+	for k, v := range c.special {
+		n.special[k] = v.clone()
+	}
+	return n
+}
+
+// confDesc describes the config keys of one guest type: their schema (from the API schema) and how to treat
+// the value on load.
+type confDesc struct {
+	kind  string // qemu or lxc
+	props map[string]*schema.Prop
+}
+
+// extraConfigKeys are config-file keys that the API does not accept but the file may hold
+// (QemuServer.pm json_config_properties skips them; LXC/Config.pm likewise).
+var extraConfigKeys = map[string]*schema.Prop{
+	"parent":         {Type: "string", Optional: true, Format: "pve-configid"},
+	"snaptime":       {Type: "integer", Optional: true},
+	"vmstate":        {Type: "string", Optional: true, Format: "pve-volume-id"},
+	"runningmachine": {Type: "string", Optional: true},
+	"runningcpu":     {Type: "string", Optional: true},
+	"meta":           {Type: "string", Optional: true},
+	"snapstate":      {Type: "string", Optional: true},
+}
+
+// prop returns the schema of a config key, or nil for an unknown key.
+func (d *confDesc) prop(key string) *schema.Prop {
+	if p := lookupProp(d.props, d.kind, key); p != nil {
+		return p
+	}
+	if d.kind == "lxc" && (key == "runningmachine" || key == "runningcpu" || key == "meta") {
+		return nil
+	}
+	if d.kind == "lxc" && key == "vmstate" {
+		return &schema.Prop{Type: "string", Optional: true} // LXC/Config.pm: informative only
+	}
+	return extraConfigKeys[key]
+}
+
+// isDrive reports whether a qemu key is a disk/cdrom drive (pve-qm-ide/scsi/virtio/sata and efidisk/tpm).
+func isDrive(key string) bool {
+	return reDriveKey.MatchString(key)
+}
+
+var (
+	reDriveKey    = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
+	reMainDrive   = regexp.MustCompile(`^(ide|sata|scsi|virtio)\d+$`)
+	reLXCRawLine  = regexp.MustCompile(`^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$`)
+	reDescrLine   = regexp.MustCompile(`^(description):\s*(.*\S)\s*$`)
+	reDeleteLine  = regexp.MustCompile(`^delete:\s*(.*\S)\s*$`)
+	reKeyLine     = regexp.MustCompile(`^([a-z][a-z_\-]*\d*):\s*(.+?)\s*$`)
+	reSnapSection = regexp.MustCompile(`(?i)^\[([a-z][a-z0-9_\-]+)\]\s*$`)
+	reSpecial     = regexp.MustCompile(`(?i)^\[special:([a-z][a-z0-9_\-]*)\]\s*$`)
+	reAnySection  = regexp.MustCompile(`^\[([^\]]*)\]\s*$`)
+	reBlank       = regexp.MustCompile(`^\s*$`)
+)
+
+// parseConfigFile parses a config file the way PVE's non-strict parser does: bad lines produce warnings
+// and are skipped. The current config is the part before the first section.
+func parseConfigFile(d *confDesc, vmid int, raw string) (*configFile, []string) {
+	cf := &configFile{current: newSection(), snapshots: map[string]*section{}, special: map[string]*section{}}
+	var warnings []string
+	warn := func(format string, a ...any) {
+		warnings = append(warnings, fmt.Sprintf(format, a...))
+	}
+	label := "vm"
+	if d.kind == "lxc" {
+		label = "ct"
+	}
+	cur := cf.current
+	sectionKind := "current"
+	var descr *string
+	finish := func() {
+		if descr != nil {
+			if d.kind == "lxc" {
+				// parse_pct_config keeps the trailing newline of the last comment line.
+				cur.conf["description"] = *descr
+			} else {
+				cur.conf["description"] = strings.TrimRight(*descr, " \t\r\n\f\v")
+			}
+		}
+		descr = nil
+	}
+	pendingRE := regexp.MustCompile(`(?i)^\[PENDING\]\s*$`)
+	if d.kind == "lxc" {
+		pendingRE = regexp.MustCompile(`(?i)^\[pve:pending\]\s*$`)
+	}
+	for _, line := range strings.Split(raw, "\n") {
+		if reBlank.MatchString(line) {
+			continue
+		}
+		switch {
+		case pendingRE.MatchString(line):
+			finish()
+			cf.pending = newSection()
+			cur, sectionKind = cf.pending, "pending"
+			continue
+		case d.kind == "qemu" && reSpecial.MatchString(line):
+			finish()
+			name := reSpecial.FindStringSubmatch(line)[1]
+			cf.special[name] = newSection()
+			cur, sectionKind = cf.special[name], "special"
+			continue
+		case reSnapSection.MatchString(line):
+			finish()
+			name := reSnapSection.FindStringSubmatch(line)[1]
+			if _, dup := cf.snapshots[name]; dup {
+				warn("%s %d - duplicate snapshot section: %s", label, vmid, name)
+			}
+			cf.snapshots[name] = newSection()
+			cur, sectionKind = cf.snapshots[name], "snapshot"
+			continue
+		case reAnySection.MatchString(line):
+			finish()
+			warn("%s %d - skipping unknown section: '%s'", label, vmid, reAnySection.FindStringSubmatch(line)[1])
+			cur, sectionKind = newSection(), "unknown"
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			s := ""
+			if descr != nil {
+				s = *descr
+			}
+			s += decodeText(line[1:]) + "\n"
+			descr = &s
+			continue
+		}
+		if d.kind == "lxc" {
+			if m := reLXCRawLine.FindStringSubmatch(line); m != nil {
+				cur.lxc = append(cur.lxc, [2]string{m[1], m[3]})
+				continue
+			}
+		}
+		if m := reDescrLine.FindStringSubmatch(line); m != nil {
+			s := ""
+			if descr != nil {
+				s = *descr
+			}
+			s += decodeText(m[2])
+			if d.kind == "lxc" {
+				s += "\n"
+			}
+			descr = &s
+			continue
+		}
+		if m := reDeleteLine.FindStringSubmatch(line); m != nil {
+			if sectionKind == "pending" {
+				cur.conf["delete"] = m[1]
+			} else {
+				warn("%s %d - property 'delete' is only allowed in [PENDING]", label, vmid)
+			}
+			continue
+		}
+		m := reKeyLine.FindStringSubmatch(line)
+		if m == nil {
+			warn("%s %d - unable to parse config: %s", label, vmid, line)
+			continue
+		}
+		key, val := m[1], m[2]
+		if sectionKind == "special" {
+			cur.conf[key] = val
+			continue
+		}
+		if d.kind == "qemu" && key == "cdrom" {
+			key = "ide2"
+		}
+		if key == "args" && d.kind == "qemu" {
+			cur.conf[key] = val
+			continue
+		}
+		norm, err := d.checkConfigValue(key, val)
+		if err != nil {
+			warn("%s %d - unable to parse value of '%s' - %s", label, vmid, m[1], strings.TrimSuffix(err.Error(), "\n"))
+			continue
+		}
+		cur.conf[key] = norm
+	}
+	finish()
+	return cf, warnings
+}
+
+// checkConfigValue is QemuServer::check_type / PVE::LXC::Config::check_type: booleans take on/yes/true
+// and are stored as 1/0, integers and numbers are checked, formats are validated. Qemu drives are
+// re-printed (parse_drive + print_drive), so they come back normalised.
+func (d *confDesc) checkConfigValue(key, val string) (string, error) {
+	p := d.prop(key)
+	if p == nil {
+		return "", ferr("unknown setting '%s'", key)
+	}
+	if strings.ContainsAny(val, "\r\n") {
+		return "", ferr("property contains a line feed")
+	}
+	switch p.Type {
+	case "boolean":
+		b, ok := parseBoolean(val)
+		if !ok {
+			return "", ferr("type check ('boolean') failed - got '%s'", val)
+		}
+		return b, nil
+	case "integer":
+		if !regexp.MustCompile(`^\d+$`).MatchString(val) {
+			return "", ferr("type check ('integer') failed - got '%s'", val)
+		}
+		n, _ := strconv.ParseInt(val, 10, 64)
+		return strconv.FormatInt(n, 10), nil
+	case "number":
+		if !regexp.MustCompile(`^(\d+)(\.\d+)?$`).MatchString(val) {
+			return "", ferr("type check ('number') failed - got '%s'", val)
+		}
+		return val, nil
+	}
+	if p.FormatObject != nil {
+		parsed, err := parsePropertyString(p.FormatObject, val, key)
+		if err != nil {
+			return "", err
+		}
+		if d.kind == "qemu" && isDrive(key) {
+			return printPropertyString(p.FormatObject, parsed), nil
+		}
+		return val, nil
+	}
+	if p.Format != "" {
+		if err := checkNamedFormat(p.Format, val, key); err != nil {
+			return "", err
+		}
+		return val, nil
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(val, `"`), `"`), nil
+}
+
+// encodeText is PVE::Tools::encode_text: everything outside 0x20-0x39 and 0x3b-0x7e is %XX-escaped.
+func encodeText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c >= 0x20 && c <= 0x39) || (c >= 0x3b && c <= 0x7e) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// decodeText is PVE::Tools::decode_text (uri_unescape).
+func decodeText(s string) string {
+	if out, err := url.PathUnescape(s); err == nil {
+		return out
+	}
+	return s
+}
+
+// renderConfigFile writes a config file the way write_vm_config / write_pct_config do: description as
+// '#' lines first, then the keys sorted, then [PENDING] (LXC: [pve:pending]), special sections and
+// snapshots in name order.
+func renderConfigFile(kind string, cf *configFile) string {
+	gen := func(s *section, pending bool) string {
+		var b strings.Builder
+		if descr, ok := s.conf["description"]; ok {
+			if descr != "" {
+				for _, l := range strings.Split(descr, "\n") {
+					b.WriteString("#" + encodeText(l) + "\n")
+				}
+			} else if pending {
+				b.WriteString("#\n")
+			}
+		}
+		for _, k := range sortedKeys(s.conf) {
+			if k == "description" {
+				continue
+			}
+			fmt.Fprintf(&b, "%s: %s\n", k, s.conf[k])
+		}
+		for _, e := range s.lxc {
+			fmt.Fprintf(&b, "%s: %s\n", e[0], e[1])
+		}
+		return b.String()
+	}
+	out := gen(cf.current, false)
+	if cf.pending != nil && (len(cf.pending.conf) > 0 || len(cf.pending.lxc) > 0) {
+		if kind == "lxc" {
+			out += "\n[pve:pending]\n"
+		} else {
+			out += "\n[PENDING]\n"
+		}
+		out += gen(cf.pending, true)
+	}
+	for _, name := range sortedKeys(cf.special) {
+		out += "\n[special:" + name + "]\n" + gen(cf.special[name], false)
+	}
+	names := make([]string, 0, len(cf.snapshots))
+	for n := range cf.snapshots {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		out += "\n[" + n + "]\n" + gen(cf.snapshots[n], false)
+	}
+	return out
+}
+
+func sha1Hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// pendingDeletes parses the pending "delete" list ("net1,!scsi1": '!' means force), PVE::AbstractConfig
+// parse_pending_delete.
+func pendingDeletes(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range splitList(s) {
+		force := strings.HasPrefix(k, "!")
+		out[strings.TrimPrefix(k, "!")] = force
+	}
+	return out
+}
+
+func printPendingDeletes(m map[string]bool) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		if m[k] {
+			parts = append(parts, "!"+k)
+		} else {
+			parts = append(parts, k)
+		}
+	}
+	return strings.Join(parts, ",")
+}

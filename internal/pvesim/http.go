@@ -1,0 +1,592 @@
+package pvesim
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/proxops/proxops/internal/pvesim/schema"
+)
+
+// HTTP handling: routing, parameter extraction (pve-http-server AnyEvent.pm extract_params), the
+// envelope (Formatter/Standard.pm), auth (AnyEvent.pm auth_handler, AccessControl.pm) and the request log.
+
+// apiError is an error answered with a status code (PVE::Exception).
+type apiError struct {
+	status int
+	msg    string
+	errors map[string]string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// paramErr is raise_param_exc: 400 "Parameter verification failed." with per-parameter errors.
+func paramErr(errs map[string]string) *apiError {
+	return &apiError{status: 400, msg: "Parameter verification failed.\n", errors: errs}
+}
+
+// permErr is raise_perm_exc: 403 "Permission check failed (<what>)".
+func permErr(what string) *apiError {
+	msg := "Permission check failed"
+	if what != "" {
+		msg += " (" + what + ")"
+	}
+	return &apiError{status: 403, msg: msg + "\n"}
+}
+
+// dieErr is a plain die in handler code: HTTP 500 with the message.
+func dieErr(format string, a ...any) *apiError {
+	return &apiError{status: 500, msg: fmt.Sprintf(format, a...) + "\n"}
+}
+
+// call is one API request being handled.
+type call struct {
+	method   string
+	path     string // relative to /api2/json
+	template string
+	schema   *schema.Method
+	params   map[string]value
+	user     string // authenticated principal: user@realm or user@realm!token
+	isToken  bool
+	total    int // envelope "total" when non-zero
+}
+
+func (c *call) str(k string) string { return c.params[k].s }
+
+func (c *call) has(k string) bool { _, ok := c.params[k]; return ok }
+
+func (c *call) vmid() int { n, _ := strconv.Atoi(c.str("vmid")); return n }
+
+func (c *call) isRoot() bool { return c.user == "root@pam" }
+
+// Hook inspects each API request before the simulator handles it (after auth, before validation).
+// Returning a non-nil Fault answers the request with it instead; a Fault with only Delay set delays the
+// request and lets it through.
+type Hook func(RequestInfo) *Fault
+
+// RequestInfo describes a request to hooks.
+type RequestInfo struct {
+	Method   string
+	Path     string // relative to /api2/json, e.g. /nodes/pve1/qemu
+	Template string // the schema path, e.g. /nodes/{node}/qemu
+	Params   map[string]string
+	User     string
+}
+
+// Fault is an injected answer: status and message (and optional parameter errors), after Delay.
+type Fault struct {
+	Status  int
+	Message string
+	Errors  map[string]string
+	Delay   time.Duration
+}
+
+// Use adds a request hook; hooks run in the order added.
+func (s *Sim) Use(h Hook) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, h)
+}
+
+// RequestLogEntry is one request as the simulator saw it.
+type RequestLogEntry struct {
+	Time     time.Time         `json:"time"`
+	Method   string            `json:"method"`
+	Path     string            `json:"path"`
+	Template string            `json:"template,omitempty"`
+	Params   map[string]string `json:"params,omitempty"`
+	User     string            `json:"user,omitempty"`
+	Status   int               `json:"status"`
+	UPID     string            `json:"upid,omitempty"`
+}
+
+// secretParams are redacted in the request log.
+var secretParams = map[string]bool{"password": true, "cipassword": true, "new-format": false}
+
+// ServeHTTP serves /api2/json.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	status, body, reason, hdr := s.serve(r)
+	writeResponse(w, status, reason, body, hdr)
+}
+
+// Handler returns the simulator as an http.Handler.
+func (s *Sim) Handler() http.Handler { return s }
+
+const apiPrefix = "/api2/json"
+
+func (s *Sim) serve(r *http.Request) (int, []byte, string, http.Header) {
+	entry := RequestLogEntry{Time: time.Now(), Method: r.Method}
+	hdr := http.Header{}
+	finish := func(status int, data any, e *apiError, total int) (int, []byte, string, http.Header) {
+		body, reason := envelope(status, data, e, total)
+		entry.Status = status
+		if str, ok := data.(string); ok && strings.HasPrefix(str, "UPID:") {
+			entry.UPID = str
+		}
+		s.mu.Lock()
+		s.log = append(s.log, entry)
+		if entry.Template != "" {
+			s.counters[entry.Method+" "+entry.Template]++
+		}
+		s.mu.Unlock()
+		return status, body, reason, hdr
+	}
+	raw := r.URL.EscapedPath()
+	if !strings.HasPrefix(raw, "/api2/") {
+		entry.Path = raw
+		return finish(501, nil, &apiError{status: 501, msg: "no such uri"}, 0)
+	}
+	if !strings.HasPrefix(raw, apiPrefix+"/") && raw != apiPrefix {
+		entry.Path = raw
+		return finish(501, nil, &apiError{status: 501, msg: "no such uri"}, 0)
+	}
+	rel := strings.TrimPrefix(raw, apiPrefix)
+	segs, ok := splitPath(rel)
+	entry.Path = "/" + strings.Join(segs, "/")
+	if !ok {
+		return finish(400, nil, &apiError{status: 400, msg: "invalid path"}, 0)
+	}
+	template, pathParams := s.route(segs)
+	var m *schema.Method
+	if template != "" {
+		m = s.api.Method(template, r.Method)
+	}
+	if m == nil {
+		// HTTPServer.pm: find_handler fails → "Method '$method $path' not implemented".
+		return finish(501, nil, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, entry.Path)}, 0)
+	}
+	entry.Template = template
+	c := &call{method: r.Method, path: entry.Path, template: template, schema: m}
+
+	// Auth (no auth for the ticket endpoint itself).
+	if !(template == "/access/ticket" && r.Method == http.MethodPost) {
+		user, isToken, aerr := s.authenticate(r)
+		if aerr != nil {
+			if s.authDelay > 0 {
+				time.Sleep(s.authDelay)
+			}
+			return finish(aerr.status, nil, aerr, 0)
+		}
+		c.user, c.isToken = user, isToken
+		entry.User = user
+		if isToken && !m.TokensAllowed() {
+			e := &apiError{status: 403, msg: fmt.Sprintf("URI '%s' not available with API token, need proper ticket.\n", entry.Path)}
+			return finish(403, nil, e, 0)
+		}
+	}
+
+	params, perr := extractParams(r, pathParams)
+	entry.Params = redact(params)
+	if perr != nil {
+		return finish(perr.status, nil, perr, 0)
+	}
+	c.params = params
+
+	s.mu.Lock()
+	hooks := append([]Hook(nil), s.hooks...)
+	s.mu.Unlock()
+	if len(hooks) > 0 {
+		info := RequestInfo{Method: r.Method, Path: entry.Path, Template: template, Params: plain(params), User: c.user}
+		for _, h := range hooks {
+			if f := h(info); f != nil {
+				if f.Delay > 0 {
+					time.Sleep(f.Delay)
+				}
+				if f.Status != 0 {
+					msg := f.Message
+					if !strings.HasSuffix(msg, "\n") {
+						msg += "\n"
+					}
+					return finish(f.Status, nil, &apiError{status: f.Status, msg: msg, errors: f.Errors}, 0)
+				}
+			}
+		}
+	}
+
+	kind := ""
+	if strings.HasPrefix(template, "/nodes/{node}/qemu") {
+		kind = "qemu"
+	} else if strings.HasPrefix(template, "/nodes/{node}/lxc") {
+		kind = "lxc"
+	}
+	if errs := validateParams(m, kind, params); len(errs) > 0 {
+		return finish(400, nil, paramErr(errs), 0)
+	}
+	h := handlers[r.Method+" "+template]
+	if h == nil {
+		return finish(501, nil, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, entry.Path)}, 0)
+	}
+	s.mu.Lock()
+	if n := c.str("node"); n != "" && s.node(n) == nil && strings.HasPrefix(template, "/nodes/{node}") {
+		s.mu.Unlock()
+		// The proxy to an unknown node fails in PVE::Cluster::remote_node_ip.
+		return finish(500, nil, dieErr("hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known", n, n), 0)
+	}
+	data, err := h(s, c)
+	s.mu.Unlock()
+	if err != nil {
+		ae, ok := err.(*apiError)
+		if !ok {
+			ae = &apiError{status: 500, msg: err.Error()}
+		}
+		if ae.status == 401 && s.authDelay > 0 {
+			time.Sleep(s.authDelay)
+		}
+		return finish(ae.status, nil, ae, 0)
+	}
+	if setCookie, ok := data.(ticketResult); ok {
+		data = map[string]any(setCookie)
+	}
+	return finish(200, data, nil, c.total)
+}
+
+type ticketResult map[string]any
+
+func plain(p map[string]value) map[string]string {
+	out := map[string]string{}
+	for k, v := range p {
+		out[k] = v.s
+	}
+	return out
+}
+
+func redact(p map[string]value) map[string]string {
+	if len(p) == 0 {
+		return nil
+	}
+	out := plain(p)
+	for k := range out {
+		if secretParams[k] {
+			out[k] = "**********"
+		}
+	}
+	return out
+}
+
+// splitPath splits an escaped path into unescaped segments (an empty path is the root).
+func splitPath(rel string) ([]string, bool) {
+	rel = strings.Trim(rel, "/")
+	if rel == "" {
+		return nil, true
+	}
+	var out []string
+	for _, seg := range strings.Split(rel, "/") {
+		if seg == "" {
+			continue
+		}
+		u, err := url.PathUnescape(seg)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, u)
+	}
+	return out, true
+}
+
+// route finds the schema path template matching the segments and the placeholder values.
+func (s *Sim) route(segs []string) (string, map[string]string) {
+	for _, tpl := range s.api.Paths() {
+		tsegs := strings.Split(strings.Trim(tpl, "/"), "/")
+		if len(tsegs) != len(segs) {
+			continue
+		}
+		params := map[string]string{}
+		ok := true
+		for i, ts := range tsegs {
+			if strings.HasPrefix(ts, "{") && strings.HasSuffix(ts, "}") {
+				params[ts[1:len(ts)-1]] = segs[i]
+			} else if ts != segs[i] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return tpl, params
+		}
+	}
+	return "", nil
+}
+
+// extractParams merges body, query and path parameters as AnyEvent.pm extract_params does.
+func extractParams(r *http.Request, pathParams map[string]string) (map[string]value, *apiError) {
+	params := map[string]value{}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		return nil, &apiError{status: 400, msg: "unable to read request body\n"}
+	}
+	if len(bytes.TrimSpace(body)) > 0 && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
+		return nil, &apiError{status: 501, msg: fmt.Sprintf("Unexpected content for method '%s'\n", r.Method)}
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if len(body) > 0 {
+		if ct == "application/json" {
+			var obj map[string]json.RawMessage
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.UseNumber()
+			if err := dec.Decode(&obj); err != nil {
+				return nil, &apiError{status: 400, msg: fmt.Sprintf("malformed JSON string: %v\n", err)}
+			}
+			for k, raw := range obj {
+				params[k] = jsonValue(raw)
+			}
+		} else {
+			vals, err := url.ParseQuery(string(body))
+			if err != nil {
+				return nil, &apiError{status: 400, msg: "unable to parse request body\n"}
+			}
+			for k, vs := range vals {
+				params[k] = value{s: strings.Join(vs, "\x00")}
+			}
+		}
+	}
+	for k, vs := range r.URL.Query() {
+		params[k] = value{s: strings.Join(vs, "\x00")}
+	}
+	for k, v := range pathParams {
+		if old, ok := params[k]; ok && old.s != v {
+			return nil, paramErr(map[string]string{k: "duplicate parameter (already defined in URI) with conflicting values!"})
+		}
+		params[k] = value{s: v}
+	}
+	for k := range params {
+		if k == "_dc" { // ExtJS cache buster, dropped by the server
+			delete(params, k)
+		}
+	}
+	return params, nil
+}
+
+func jsonValue(raw json.RawMessage) value {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return value{}
+	}
+	switch t[0] {
+	case '"':
+		var s string
+		_ = json.Unmarshal(t, &s)
+		return value{s: s}
+	case 't':
+		return value{s: "1", kind: "bool"}
+	case 'f':
+		return value{s: "0", kind: "bool"}
+	case 'n':
+		return value{s: ""}
+	case '[':
+		return value{s: string(t), kind: "ARRAY"}
+	case '{':
+		return value{s: string(t), kind: "HASH"}
+	}
+	return value{s: string(t)}
+}
+
+// envelope renders {"data":…} or the error form, and the reason phrase (the message's first line).
+func envelope(status int, data any, e *apiError, total int) ([]byte, string) {
+	out := map[string]any{"data": data}
+	reason := http.StatusText(status)
+	if e != nil {
+		out["data"] = nil
+		msg := e.msg
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		out["message"] = msg
+		if len(e.errors) > 0 {
+			out["errors"] = e.errors
+		}
+		reason = strings.SplitN(msg, "\n", 2)[0]
+	} else if total > 0 {
+		out["total"] = total
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(out)
+	return bytes.TrimRight(buf.Bytes(), "\n"), reason
+}
+
+var reReasonSafe = regexp.MustCompile(`[^\x20-\x7e]`)
+
+// writeResponse writes the answer. Errors carry PVE's reason phrase: when the connection can be hijacked
+// (HTTP/1.x) the status line is written by hand, since net/http always uses the standard phrase.
+func writeResponse(w http.ResponseWriter, status int, reason string, body []byte, hdr http.Header) {
+	for k, vs := range hdr {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	reason = reReasonSafe.ReplaceAllString(reason, " ")
+	if status >= 400 && reason != http.StatusText(status) {
+		if hj, ok := w.(http.Hijacker); ok {
+			conn, rw, err := hj.Hijack()
+			if err == nil {
+				defer conn.Close()
+				writeRaw(rw, status, reason, w.Header(), body)
+				return
+			}
+		}
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func writeRaw(rw *bufio.ReadWriter, status int, reason string, h http.Header, body []byte) {
+	fmt.Fprintf(rw, "HTTP/1.1 %d %s\r\n", status, reason)
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range h[k] {
+			fmt.Fprintf(rw, "%s: %s\r\n", k, v)
+		}
+	}
+	fmt.Fprintf(rw, "Date: %s\r\n", time.Now().UTC().Format(http.TimeFormat))
+	fmt.Fprintf(rw, "Content-Length: %d\r\nConnection: close\r\n\r\n", len(body))
+	_, _ = rw.Write(body)
+	_ = rw.Flush()
+}
+
+// --- authentication ---
+
+var reTokenHeader = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
+
+// authenticate checks an API token (Authorization: PVEAPIToken=user@realm!id=secret) or a ticket
+// (cookie PVEAuthCookie, CSRFPreventionToken header on writes).
+func (s *Sim) authenticate(r *http.Request) (string, bool, *apiError) {
+	authz := r.Header.Get("Authorization")
+	if m := reTokenHeader.FindStringSubmatch(authz); m != nil {
+		val, err := url.PathUnescape(strings.TrimSpace(m[1]))
+		if err != nil {
+			val = m[1]
+		}
+		i := strings.LastIndex(val, "=")
+		if i < 0 {
+			return "", false, &apiError{status: 401, msg: "Authentication failed!\n"}
+		}
+		id, secret := val[:i], val[i+1:]
+		s.mu.Lock()
+		want, ok := s.tokens[id]
+		s.mu.Unlock()
+		if !ok || !hmac.Equal([]byte(want), []byte(secret)) {
+			return "", false, &apiError{status: 401, msg: "Authentication failed!\n"}
+		}
+		return id, true, nil
+	}
+	ticket := ""
+	if c, err := r.Cookie("PVEAuthCookie"); err == nil {
+		ticket = c.Value
+	} else if strings.HasPrefix(authz, "PVEAuthCookie=") {
+		ticket = strings.TrimPrefix(authz, "PVEAuthCookie=")
+	}
+	if ticket == "" {
+		return "", false, &apiError{status: 401, msg: "No ticket\n"}
+	}
+	if u, err := url.PathUnescape(ticket); err == nil { // uri_unescape: "+" stays "+"
+		ticket = u
+	}
+	user, ok := s.verifyTicket(ticket)
+	if !ok {
+		return "", false, &apiError{status: 401, msg: "No ticket\n"}
+	}
+	if r.Method != http.MethodGet {
+		if !s.verifyCSRF(r.Header.Get("CSRFPreventionToken"), user) {
+			return "", false, &apiError{status: 401, msg: "Permission denied - invalid csrf token\n"}
+		}
+	}
+	return user, false, nil
+}
+
+const ticketLifetime = 2 * time.Hour
+
+func (s *Sim) sign(data string) string {
+	mac := hmac.New(sha256.New, s.ticketKey)
+	mac.Write([]byte(data))
+	return base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// makeTicket builds "PVE:<user>:<8 hex ts>::<sig>" (pve-common Ticket.pm; the signature here is an
+// HMAC, not RSA) and the CSRF token "<8 HEX ts>:<hmac>".
+func (s *Sim) makeTicket(user string, now time.Time) (string, string) {
+	ts := fmt.Sprintf("%08X", now.Unix())
+	data := "PVE:" + url.PathEscape(user) + ":" + ts
+	ticket := data + "::" + s.sign(data)
+	csrf := ts + ":" + s.sign("csrf:"+ts+":"+user)
+	return ticket, csrf
+}
+
+func (s *Sim) verifyTicket(ticket string) (string, bool) {
+	i := strings.Index(ticket, "::")
+	if i < 0 {
+		return "", false
+	}
+	data, sig := ticket[:i], ticket[i+2:]
+	if !hmac.Equal([]byte(s.sign(data)), []byte(sig)) {
+		return "", false
+	}
+	parts := strings.Split(data, ":")
+	if len(parts) != 3 || parts[0] != "PVE" {
+		return "", false
+	}
+	ts, err := strconv.ParseInt(parts[2], 16, 64)
+	if err != nil || time.Since(time.Unix(ts, 0)) > ticketLifetime {
+		return "", false
+	}
+	user, err := url.PathUnescape(parts[1])
+	if err != nil {
+		return "", false
+	}
+	return user, true
+}
+
+func (s *Sim) verifyCSRF(token, user string) bool {
+	i := strings.Index(token, ":")
+	if i < 0 {
+		return false
+	}
+	ts := token[:i]
+	t, err := strconv.ParseInt(ts, 16, 64)
+	if err != nil || time.Since(time.Unix(t, 0)) > ticketLifetime {
+		return false
+	}
+	return hmac.Equal([]byte(s.sign("csrf:"+ts+":"+user)), []byte(token[i+1:]))
+}
+
+// handleTicket is POST /access/ticket (pve-access-control API2/AccessControl.pm create_ticket).
+func (s *Sim) handleTicket(c *call) (any, error) {
+	user := c.str("username")
+	if realm := c.str("realm"); realm != "" && !strings.Contains(user, "@") {
+		user += "@" + realm
+	}
+	pw := c.str("password")
+	ok := false
+	if want, found := s.users[user]; found && hmac.Equal([]byte(want), []byte(pw)) {
+		ok = true
+	} else if u, valid := s.verifyTicket(pw); valid && u == user {
+		ok = true // ticket renewal
+	}
+	if !ok {
+		return nil, &apiError{status: 401, msg: "authentication failure\n"}
+	}
+	ticket, csrf := s.makeTicket(user, time.Now())
+	return map[string]any{
+		"username": user, "ticket": ticket, "CSRFPreventionToken": csrf, "clustername": s.clusterName,
+		"cap": map[string]any{"vms": map[string]int{"VM.Allocate": 1}, "storage": map[string]int{"Datastore.Allocate": 1}},
+	}, nil
+}

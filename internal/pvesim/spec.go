@@ -1,0 +1,153 @@
+package pvesim
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Spec seeds a simulated cluster. docs/simulator.md documents its YAML form.
+type Spec struct {
+	// Version is the pve-manager version GET /version reports (default 9.1.1).
+	Version string `yaml:"version" json:"version"`
+	// ClusterName is reported by /access/ticket and /cluster/status (default "sim").
+	ClusterName string        `yaml:"cluster" json:"cluster"`
+	Nodes       []NodeSpec    `yaml:"nodes" json:"nodes"`
+	Storages    []StorageSpec `yaml:"storages" json:"storages"`
+	// Bridges are the Linux bridges every node has (default vmbr0); a NIC on another bridge is refused.
+	Bridges []string    `yaml:"bridges" json:"bridges"`
+	Tokens  []TokenSpec `yaml:"tokens" json:"tokens"`
+	Users   []UserSpec  `yaml:"users" json:"users"`
+	Guests  []GuestSpec `yaml:"guests" json:"guests"`
+	Files   []FileSpec  `yaml:"files" json:"files"`
+	// TaskDurations maps a task type (qmcreate, qmstart, vzcreate, …) or "default" to how long the task
+	// runs. Unset types use "default", which defaults to 20ms. Zero is allowed.
+	TaskDurations map[string]Duration `yaml:"taskDurations" json:"taskDurations"`
+	// AuthFailureDelay delays every 401 answer, as PVE does (about 3s there); default 0.
+	AuthFailureDelay Duration `yaml:"authFailureDelay" json:"authFailureDelay"`
+	// MACPrefix is the prefix of generated MAC addresses (datacenter.cfg mac_prefix; default BC:24:11).
+	MACPrefix string `yaml:"macPrefix" json:"macPrefix"`
+	// Seed makes generated MACs, UUIDs and ticket keys repeatable when non-zero.
+	Seed int64 `yaml:"seed" json:"seed"`
+}
+
+// NodeSpec is one cluster node.
+type NodeSpec struct {
+	Name string `yaml:"name" json:"name"`
+	// Offline nodes are listed with status "offline" (default online).
+	Offline bool `yaml:"offline" json:"offline"`
+	CPUs    int  `yaml:"cpus" json:"cpus"`
+	// MemoryBytes is the node's memory (default 64 GiB).
+	MemoryBytes int64 `yaml:"memory" json:"memory"`
+}
+
+// StorageSpec is one storage of storage.cfg.
+type StorageSpec struct {
+	ID      string   `yaml:"id" json:"id"`
+	Type    string   `yaml:"type" json:"type"` // dir, lvmthin, lvm, zfspool, rbd, nfs, cifs, btrfs, cephfs
+	Content []string `yaml:"content" json:"content"`
+	Shared  bool     `yaml:"shared" json:"shared"`
+	// Nodes restricts the storage to these nodes (empty: all nodes).
+	Nodes []string `yaml:"nodes" json:"nodes"`
+	// TotalBytes is the capacity (default 1 TiB); allocations beyond it fail.
+	TotalBytes int64 `yaml:"total" json:"total"`
+	// Disabled storages are listed with enabled 0 and refuse allocations.
+	Disabled bool `yaml:"disabled" json:"disabled"`
+}
+
+// TokenSpec is an API token: ID user@realm!name and its secret.
+type TokenSpec struct {
+	ID     string `yaml:"id" json:"id"`
+	Secret string `yaml:"secret" json:"secret"`
+}
+
+// UserSpec is a user who can log in for a ticket (user@realm and password).
+type UserSpec struct {
+	Name     string `yaml:"name" json:"name"`
+	Password string `yaml:"password" json:"password"`
+}
+
+// GuestSpec is an existing guest, given as the raw text of its PVE config file (snapshot and pending
+// sections included).
+type GuestSpec struct {
+	VMID    int    `yaml:"vmid" json:"vmid"`
+	Type    string `yaml:"type" json:"type"` // qemu or lxc
+	Node    string `yaml:"node" json:"node"`
+	Running bool   `yaml:"running" json:"running"`
+	Config  string `yaml:"config" json:"config"`
+}
+
+// FileSpec is a volume that exists on a storage (ISO, container template, import image, disk).
+type FileSpec struct {
+	VolID string `yaml:"volid" json:"volid"`
+	// Node holds the file for node-local storages (default: every node the storage is on).
+	Node string `yaml:"node" json:"node"`
+	Size int64  `yaml:"size" json:"size"`
+}
+
+// Duration is a time.Duration written as "250ms" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d column %d: invalid duration %q: %w", n.Line, n.Column, n.Value, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+// Default root@pam token and password of the default cluster (documented in docs/simulator.md).
+const (
+	DefaultRootTokenID     = "root@pam!proxops"
+	DefaultRootTokenSecret = "8c5b7f0e-1d2a-4c3b-9e4f-5a6b7c8d9e0f"
+	DefaultCITokenID       = "proxops@pve!ci"
+	DefaultCITokenSecret   = "0f9e8d7c-6b5a-4f3e-8d2c-1b0a9f8e7d6c"
+	DefaultRootPassword    = "proxops"
+)
+
+// DefaultSpec is the cluster `proxops sim` serves without --spec: nodes pve1..pve3, storages local (dir)
+// and local-lvm (lvmthin), bridges vmbr0 and vmbr1, a root@pam token, a non-root token and root's password.
+func DefaultSpec() Spec {
+	return Spec{
+		Nodes: []NodeSpec{{Name: "pve1"}, {Name: "pve2"}, {Name: "pve3"}},
+		Storages: []StorageSpec{
+			{ID: "local", Type: "dir", Content: []string{"iso", "vztmpl", "import", "images", "rootdir", "backup", "snippets"}},
+			{ID: "local-lvm", Type: "lvmthin", Content: []string{"images", "rootdir"}},
+		},
+		Bridges: []string{"vmbr0", "vmbr1"},
+		Tokens: []TokenSpec{
+			{ID: DefaultRootTokenID, Secret: DefaultRootTokenSecret},
+			{ID: DefaultCITokenID, Secret: DefaultCITokenSecret},
+		},
+		Users: []UserSpec{{Name: "root@pam", Password: DefaultRootPassword}},
+	}
+}
+
+// LoadSpec reads a cluster spec from a YAML file.
+func LoadSpec(path string) (Spec, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, fmt.Errorf("read spec: %w", err)
+	}
+	return ParseSpec(path, raw)
+}
+
+// ParseSpec parses a cluster spec; name is used in error messages.
+func ParseSpec(name string, raw []byte) (Spec, error) {
+	var s Spec
+	dec := yaml.NewDecoder(bytesReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,227 @@
+package pvesim
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The task engine: asynchronous endpoints return a UPID at once and do their work in a goroutine after
+// the task type's duration, as pvedaemon workers do (pve-common src/PVE/RESTEnvironment.pm fork_worker,
+// src/PVE/UPID.pm).
+
+type task struct {
+	upid      string
+	node      string
+	pid       int
+	pstart    int
+	starttime int64
+	typ       string
+	id        string
+	user      string
+	running   bool
+	exit      string
+	endtime   int64
+	lines     []string
+}
+
+// TaskInfo describes a task to task hooks.
+type TaskInfo struct {
+	UPID, Node, Type, ID, User string
+}
+
+// TaskHook runs just before a task's work. A non-nil error fails the task with that message (fault
+// injection); the work is then not done.
+type TaskHook func(TaskInfo) error
+
+// OnTask adds a task hook.
+func (s *Sim) OnTask(h TaskHook) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.taskHooks = append(s.taskHooks, h)
+}
+
+// taskLog collects the log lines a task's work writes.
+type taskLog struct{ t *task }
+
+func (l taskLog) printf(format string, a ...any) {
+	l.t.lines = append(l.t.lines, strings.Split(strings.TrimRight(fmt.Sprintf(format, a...), "\n"), "\n")...)
+}
+
+var reUPID = regexp.MustCompile(`^UPID:([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8,9}):([0-9A-Fa-f]{8}):([^:\s/]+):([^:\s/]*):([^:\s/]+):$`)
+
+// startTask registers a running task and runs work (under the state lock) once the type's duration has
+// passed. The caller holds s.mu. It returns the UPID.
+func (s *Sim) startTask(nodeName, typ, id, user string, work func(taskLog) error) string {
+	s.nextPID++
+	now := time.Now()
+	t := &task{node: nodeName, pid: s.nextPID, pstart: int(now.Sub(s.bootTime)/(10*time.Millisecond)) + 1000,
+		starttime: now.Unix(), typ: typ, id: id, user: user, running: true}
+	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", nodeName, t.pid, t.pstart, t.starttime, typ, id, user)
+	s.tasks[t.upid] = t
+	s.taskOrder = append(s.taskOrder, t)
+	d, ok := s.durations[typ]
+	if !ok {
+		d = s.durations["default"]
+	}
+	hooks := append([]TaskHook(nil), s.taskHooks...)
+	s.taskWG.Add(1)
+	go func() {
+		defer s.taskWG.Done()
+		if d > 0 {
+			time.Sleep(d)
+		}
+		var err error
+		for _, h := range hooks {
+			if err = h(TaskInfo{UPID: t.upid, Node: nodeName, Type: typ, ID: id, User: user}); err != nil {
+				break
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err == nil {
+			err = work(taskLog{t})
+		}
+		t.running = false
+		t.endtime = time.Now().Unix()
+		if err != nil {
+			msg := strings.TrimRight(err.Error(), "\n")
+			t.exit = msg
+			t.lines = append(t.lines, "TASK ERROR: "+msg)
+		} else {
+			t.exit = "OK"
+			t.lines = append(t.lines, "TASK OK")
+		}
+	}()
+	return t.upid
+}
+
+// WaitTasks blocks until every task started so far has finished (for tests and clean shutdown).
+func (s *Sim) WaitTasks() { s.taskWG.Wait() }
+
+func (s *Sim) taskStatus(t *task) map[string]any {
+	out := map[string]any{
+		"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart, "starttime": t.starttime,
+		"type": t.typ, "id": t.id, "user": t.user,
+	}
+	// Tasks.pm read_task_status splits a token user field into user and tokenid.
+	if i := strings.Index(t.user, "!"); i >= 0 {
+		out["user"] = t.user[:i]
+		out["tokenid"] = t.user[i+1:]
+	}
+	if t.running {
+		out["status"] = "running"
+	} else {
+		out["status"] = "stopped"
+		out["exitstatus"] = t.exit
+	}
+	return out
+}
+
+func (s *Sim) handleTaskStatus(c *call) (any, error) {
+	t, err := s.findTask(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.taskStatus(t), nil
+}
+
+func (s *Sim) findTask(c *call) (*task, error) {
+	upid := c.str("upid")
+	m := reUPID.FindStringSubmatch(upid)
+	if m == nil {
+		return nil, paramErr(map[string]string{"upid": "unable to parse worker upid"})
+	}
+	t, ok := s.tasks[upid]
+	if !ok || t.node != c.str("node") {
+		return nil, dieErr("no such task")
+	}
+	return t, nil
+}
+
+func (s *Sim) handleTaskLog(c *call) (any, error) {
+	t, err := s.findTask(c)
+	if err != nil {
+		return nil, err
+	}
+	start, limit := 0, 50
+	if v, ok := c.params["start"]; ok {
+		start, _ = strconv.Atoi(v.s)
+	}
+	if v, ok := c.params["limit"]; ok {
+		limit, _ = strconv.Atoi(v.s)
+	}
+	lines := t.lines
+	if t.running && len(lines) == 0 {
+		lines = nil
+	}
+	out := []map[string]any{}
+	for i := start; i < len(lines) && len(out) < limit; i++ {
+		out = append(out, map[string]any{"n": i + 1, "t": lines[i]})
+	}
+	if len(lines) == 0 {
+		out = append(out, map[string]any{"n": 1, "t": "no content"})
+	}
+	c.total = len(lines)
+	return out, nil
+}
+
+func (s *Sim) handleTaskList(c *call) (any, error) {
+	nodeName := c.str("node")
+	vmid := c.str("vmid")
+	typefilter := c.str("typefilter")
+	source := c.str("source")
+	if source == "" {
+		source = "archive"
+	}
+	errorsOnly := c.str("errors") == "1"
+	userfilter := c.str("userfilter")
+	start, limit := 0, 50
+	if v, ok := c.params["start"]; ok {
+		start, _ = strconv.Atoi(v.s)
+	}
+	if v, ok := c.params["limit"]; ok {
+		limit, _ = strconv.Atoi(v.s)
+	}
+	var matched []map[string]any
+	for i := len(s.taskOrder) - 1; i >= 0; i-- {
+		t := s.taskOrder[i]
+		if t.node != nodeName {
+			continue
+		}
+		if source == "active" && !t.running || source == "archive" && t.running {
+			continue
+		}
+		if vmid != "" && t.id != vmid || typefilter != "" && !strings.Contains(t.typ, typefilter) ||
+			userfilter != "" && !strings.Contains(t.user, userfilter) || errorsOnly && (t.running || t.exit == "OK") {
+			continue
+		}
+		e := map[string]any{"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart,
+			"starttime": t.starttime, "type": t.typ, "id": t.id, "user": t.user}
+		if !t.running {
+			e["status"] = t.exit
+			e["endtime"] = t.endtime
+		}
+		matched = append(matched, e)
+	}
+	c.total = len(matched)
+	out := []map[string]any{}
+	for i := start; i < len(matched) && len(out) < limit; i++ {
+		out = append(out, matched[i])
+	}
+	return out, nil
+}
+
+func (s *Sim) handleTaskStop(c *call) (any, error) {
+	t, err := s.findTask(c)
+	if err != nil {
+		return nil, err
+	}
+	if t.running {
+		// The simulator cannot interrupt work in flight; the stop is recorded in the log only.
+		t.lines = append(t.lines, "received interrupt")
+	}
+	return nil, nil
+}

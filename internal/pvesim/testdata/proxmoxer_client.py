@@ -1,0 +1,84 @@
+"""Drives the simulator with the unmodified proxmoxer client (Debian python3-proxmoxer).
+
+Usage: proxmoxer_client.py HOST PORT TOKEN_USER TOKEN_NAME TOKEN_SECRET ROOT_PASSWORD
+Exits non-zero with a message on the first failed expectation.
+"""
+import sys
+import time
+
+from proxmoxer import ProxmoxAPI
+from proxmoxer.core import ResourceException
+
+
+def wait(api, node, upid):
+    for _ in range(1000):
+        st = api.nodes(node).tasks(upid).status.get()
+        if st["status"] == "stopped":
+            return st["exitstatus"]
+        time.sleep(0.01)
+    raise SystemExit("task %s did not finish" % upid)
+
+
+def expect(cond, msg):
+    if not cond:
+        raise SystemExit("FAIL: " + msg)
+
+
+def main():
+    host, port, tuser, tname, tsecret, rootpw = sys.argv[1:7]
+    api = ProxmoxAPI(host, port=int(port), user=tuser, token_name=tname, token_value=tsecret,
+                     verify_ssl=False, service="PVE")
+    nodes = sorted(n["node"] for n in api.nodes.get())
+    expect(nodes == ["pve1", "pve2", "pve3"], "nodes %r" % nodes)
+    storages = sorted(s["storage"] for s in api.nodes("pve1").storage.get())
+    expect(storages == ["local", "local-lvm"], "storages %r" % storages)
+    iso = [s["storage"] for s in api.nodes("pve1").storage.get(content="iso")]
+    expect(iso == ["local"], "iso storages %r" % iso)
+
+    vmid = int(api.cluster.nextid.get())
+    upid = api.nodes("pve1").qemu.post(vmid=vmid, name="py-vm", memory=1024, cores=2,
+                                       scsi0="local-lvm:4", net0="virtio,bridge=vmbr0", tags="Web,db")
+    expect(wait(api, "pve1", upid) == "OK", "qemu create")
+    conf = api.nodes("pve1").qemu(vmid).config.get()
+    expect(conf["tags"] == "db;web", "tags %r" % conf["tags"])
+    expect(conf["scsi0"] == "local-lvm:vm-%d-disk-0,size=4G" % vmid, "scsi0 %r" % conf["scsi0"])
+    expect(conf["net0"].startswith("virtio=BC:24:11:"), "net0 %r" % conf["net0"])
+
+    api.nodes("pve1").qemu(vmid).config.put(cores=4, digest=conf["digest"])
+    conf2 = api.nodes("pve1").qemu(vmid).config.get()
+    expect(conf2["cores"] == 4, "cores %r" % conf2["cores"])
+    try:
+        api.nodes("pve1").qemu(vmid).config.put(cores=8, digest=conf["digest"])
+        raise SystemExit("FAIL: stale digest accepted")
+    except ResourceException as e:
+        expect(e.status_code == 500 and "checksum mismatch" in str(e), "stale digest error %s" % e)
+
+    expect(wait(api, "pve1", api.nodes("pve1").qemu(vmid).status.start.post()) == "OK", "start")
+    expect(api.nodes("pve1").qemu(vmid).status.current.get()["status"] == "running", "running")
+    expect(wait(api, "pve1", api.nodes("pve1").qemu(vmid).status.stop.post()) == "OK", "stop")
+
+    ctid = vmid + 1
+    upid = api.nodes("pve2").lxc.post(vmid=ctid, hostname="py-ct", rootfs="local-lvm:2",
+                                      ostemplate="local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+                                      net0="name=eth0,bridge=vmbr0,ip=dhcp", features="nesting=1")
+    expect(wait(api, "pve2", upid) == "OK", "lxc create")
+    ct = api.nodes("pve2").lxc(ctid).config.get()
+    expect(ct["unprivileged"] == 1 and "type=veth" in ct["net0"] and "hwaddr=" in ct["net0"], "ct %r" % ct)
+    api.nodes("pve2").lxc(ctid).config.put(memory=1024, digest=ct["digest"])
+    expect(api.nodes("pve2").lxc(ctid).config.get()["memory"] == 1024, "ct memory")
+    expect(wait(api, "pve2", api.nodes("pve2").lxc(ctid).status.start.post()) == "OK", "ct start")
+    expect(wait(api, "pve2", api.nodes("pve2").lxc(ctid).status.stop.post()) == "OK", "ct stop")
+
+    resources = api.cluster.resources.get(type="vm")
+    expect(sorted(r["vmid"] for r in resources) == [vmid, ctid], "resources %r" % resources)
+
+    # A ticket login with root's password works too.
+    root = ProxmoxAPI(host, port=int(port), user="root@pam", password=rootpw, verify_ssl=False)
+    expect(wait(root, "pve1", root.nodes("pve1").qemu(vmid).delete()) == "OK", "qemu destroy")
+    expect(wait(root, "pve2", root.nodes("pve2").lxc(ctid).delete()) == "OK", "lxc destroy")
+    expect(root.cluster.resources.get(type="vm") == [], "guests left")
+    print("proxmoxer: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
