@@ -20,6 +20,7 @@ import (
 )
 
 func TestSubjectBuildersValidateTokens(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		build   func() (string, error)
@@ -66,6 +67,7 @@ func TestSubjectBuildersValidateTokens(t *testing.T) {
 }
 
 func TestProvisionTwiceChangesNothing(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	before := streamCreated(t, env.bus)
@@ -104,6 +106,7 @@ func streamCreated(t *testing.T, b *bus.Bus) map[string]string {
 }
 
 func TestProvisionCreatesEveryResourceWithContractSettings(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	js := env.bus.JetStream()
@@ -157,6 +160,7 @@ func TestProvisionCreatesEveryResourceWithContractSettings(t *testing.T) {
 }
 
 func TestProvisionUpdatesChangedSettingInPlace(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subj, _ := bus.StatusSubject("lab")
@@ -200,6 +204,7 @@ func TestProvisionUpdatesChangedSettingInPlace(t *testing.T) {
 }
 
 func TestPublishSameMsgIDIsStoredOnce(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	a1, err := env.bus.Publish(ctx, bus.SubjectRepoChanged, wrapperspb.String("c1"), bus.WithMsgID("repo@abc"))
@@ -246,6 +251,7 @@ func opConsumer(t *testing.T, b *bus.Bus, cfg bus.ConsumerConfig) (subject, dura
 }
 
 func TestUnacknowledgedMessageIsRedeliveredAfterAckWait(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, durable := opConsumer(t, env.bus, bus.ConsumerConfig{AckWait: 300 * time.Millisecond})
@@ -302,6 +308,7 @@ func streamMsgs(t *testing.T, b *bus.Bus, stream string) uint64 {
 }
 
 func TestTermStopsRedelivery(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, durable := opConsumer(t, env.bus, bus.ConsumerConfig{AckWait: 200 * time.Millisecond})
@@ -328,6 +335,7 @@ func TestTermStopsRedelivery(t *testing.T) {
 }
 
 func TestNakWithDelayRedeliversAfterTheDelay(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, durable := opConsumer(t, env.bus, bus.ConsumerConfig{AckWait: 10 * time.Second})
@@ -351,6 +359,7 @@ func TestNakWithDelayRedeliversAfterTheDelay(t *testing.T) {
 }
 
 func TestConsumeFetchesNoMoreThanItCanWorkOn(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, durable := opConsumer(t, env.bus, bus.ConsumerConfig{AckWait: 10 * time.Second})
@@ -390,6 +399,7 @@ func TestConsumeFetchesNoMoreThanItCanWorkOn(t *testing.T) {
 }
 
 func TestDeadLetterCopiesAndRemovesFromWorkQueue(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, durable := opConsumer(t, env.bus, bus.ConsumerConfig{AckWait: 10 * time.Second, MaxDeliver: 2})
@@ -420,6 +430,7 @@ func TestDeadLetterCopiesAndRemovesFromWorkQueue(t *testing.T) {
 }
 
 func TestLeaseCannotBeTakenTwiceAndExpires(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{LeaseTTL: time.Second})
 	ctx := testContext(t)
 	events, err := env.bus.WatchLeases(ctx)
@@ -470,6 +481,7 @@ func TestLeaseCannotBeTakenTwiceAndExpires(t *testing.T) {
 }
 
 func TestKVCompareAndSet(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	key, _ := bus.OwnedKey("lab", 101)
@@ -501,6 +513,7 @@ func TestKVCompareAndSet(t *testing.T) {
 }
 
 func TestRestartWithSameDataDirectoryKeepsMessages(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := testContext(t)
 	srv, err := bus.StartServer(ctx, bus.ServerConfig{Dir: dir, SyncAlways: true})
@@ -579,6 +592,7 @@ func TestRestartWithSameDataDirectoryKeepsMessages(t *testing.T) {
 }
 
 func TestDecodeRefusesWrongType(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subj, _ := bus.StatusSubject("lab")
@@ -604,6 +618,7 @@ func TestDecodeRefusesWrongType(t *testing.T) {
 }
 
 func TestExpectedLastSubjectSequenceRejectsRacingWriter(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	planned, _ := bus.PlanSubject("lab", bus.PlanPlanned)
@@ -641,6 +656,7 @@ func bigValue(t testing.TB, size int) *wrapperspb.BytesValue {
 }
 
 func TestLargeMessageRoundTripsThroughPublishAndConsume(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, durable := opConsumer(t, env.bus, bus.ConsumerConfig{})
@@ -671,6 +687,7 @@ func TestLargeMessageRoundTripsThroughPublishAndConsume(t *testing.T) {
 }
 
 func TestLargeMessageRoundTripsThroughRequestReply(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, _ := bus.ObserveSubject("lab", "pve1")
@@ -714,6 +731,7 @@ func TestLargeMessageRoundTripsThroughRequestReply(t *testing.T) {
 }
 
 func TestRequestSeesHandlerErrorAndMissingServer(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, _ := bus.ObserveSubject("lab", "pve1")
@@ -746,6 +764,7 @@ func TestRequestSeesHandlerErrorAndMissingServer(t *testing.T) {
 }
 
 func TestReadStreamFromSequenceAndLastPerSubject(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	var seqs []uint64
@@ -802,6 +821,7 @@ func TestReadStreamFromSequenceAndLastPerSubject(t *testing.T) {
 }
 
 func TestObjectIsWrittenOnceByName(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	wrote, err := env.bus.PutObjectIfAbsent(ctx, bus.ObjectTrees, "tree-abc", wrapperspb.String("first"))
@@ -826,6 +846,7 @@ func TestObjectIsWrittenOnceByName(t *testing.T) {
 }
 
 func TestWorkQueueRefusesSecondOverlappingConsumer(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
 	ctx := testContext(t)
 	subject, _ := opConsumer(t, env.bus, bus.ConsumerConfig{})
@@ -840,6 +861,7 @@ func TestWorkQueueRefusesSecondOverlappingConsumer(t *testing.T) {
 }
 
 func TestListenerWritesClientInfo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := startEnv(t, bus.ServerConfig{Dir: dir, Listen: true}, bus.ProvisionConfig{})
 	ci, err := bus.ReadClientInfo(dir)

@@ -185,10 +185,12 @@ func (b *Bus) handle(ctx context.Context, d *Delivery, h Handler, retry time.Dur
 	if d.isSettled() {
 		return
 	}
+	// Settle even while stopping: a finished handler's work must not be redelivered.
+	sctx := context.WithoutCancel(ctx)
 	var serr error
 	switch {
 	case err == nil:
-		serr = d.Ack(ctx)
+		serr = d.Ack(sctx)
 	case IsTerminal(err):
 		serr = d.Term(err.Error())
 	case ctx.Err() != nil:

@@ -93,11 +93,22 @@ func deployUsers(t *testing.T) []bus.User {
 	return users
 }
 
-// connectAs opens an in-process connection with a deployment user's credentials and a short API timeout:
-// a denied JetStream call is a timeout.
+// connectAs opens an in-process connection with a deployment user's credentials.
 func connectAs(t *testing.T, srv *bus.Server, user string) *bus.Bus {
 	t.Helper()
-	b, err := srv.ConnectUser(user, "pw-"+user, bus.Options{APITimeout: 750 * time.Millisecond, RequestTimeout: 5 * time.Second})
+	return connectWithTimeout(t, srv, user, 5*time.Second)
+}
+
+// connectDenied opens a connection with a short API timeout for calls that must be denied: a denied
+// JetStream call is a timeout.
+func connectDenied(t *testing.T, srv *bus.Server, user string) *bus.Bus {
+	t.Helper()
+	return connectWithTimeout(t, srv, user, 750*time.Millisecond)
+}
+
+func connectWithTimeout(t *testing.T, srv *bus.Server, user string, timeout time.Duration) *bus.Bus {
+	t.Helper()
+	b, err := srv.ConnectUser(user, "pw-"+user, bus.Options{APITimeout: timeout, RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
 	}
@@ -225,6 +236,7 @@ func TestServiceCredentialsAllowTheirWorkAndNothingElse(t *testing.T) {
 	}
 
 	// ...but cannot publish a plan,
+	exec1 = connectDenied(t, env.server, "executor_lab_pve1")
 	before := streamMsgs(t, admin, bus.StreamPlans)
 	if _, err := exec1.Publish(ctx, plan, wrapperspb.String("forged plan")); err == nil {
 		t.Fatal("an executor published a plan")
@@ -245,7 +257,7 @@ func TestServiceCredentialsAllowTheirWorkAndNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	stolen := make(chan string, 1)
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	err = exec1.Consume(cctx, bus.StreamOps, durable2, bus.ConsumeOptions{MaxWait: 500 * time.Millisecond}, func(ctx context.Context, d *bus.Delivery) error {
 		stolen <- d.Subject()
@@ -270,7 +282,7 @@ func TestServiceCredentialsAllowTheirWorkAndNothingElse(t *testing.T) {
 	if _, err := adopter.Publish(ctx, gap, wrapperspb.String("gaps")); err != nil {
 		t.Fatalf("adopter publishes gaps: %v", err)
 	}
-	if _, err := adopter.Publish(ctx, plan, wrapperspb.String("forged")); err == nil {
+	if _, err := connectDenied(t, env.server, "adopter").Publish(ctx, plan, wrapperspb.String("forged")); err == nil {
 		t.Fatal("the adopter published a plan")
 	}
 
@@ -285,7 +297,7 @@ func TestServiceCredentialsAllowTheirWorkAndNothingElse(t *testing.T) {
 	if _, err := status.Publish(ctx, statusSubj, wrapperspb.String("converged")); err != nil {
 		t.Fatalf("status publishes: %v", err)
 	}
-	if _, err := status.AcquireLease(ctx, "lab", "status"); err == nil || errors.Is(err, bus.ErrLeaseHeld) {
+	if _, err := connectDenied(t, env.server, "status").AcquireLease(ctx, "lab", "status"); err == nil || errors.Is(err, bus.ErrLeaseHeld) {
 		t.Fatalf("status took or contended for a plan lease: %v", err)
 	}
 
@@ -293,7 +305,7 @@ func TestServiceCredentialsAllowTheirWorkAndNothingElse(t *testing.T) {
 	if _, err := cli.Publish(ctx, bus.SubjectReconcileRequest, wrapperspb.String("now")); err != nil {
 		t.Fatalf("cli requests a reconcile: %v", err)
 	}
-	if _, err := cli.Publish(ctx, op1, wrapperspb.String("forged")); err == nil {
+	if _, err := connectDenied(t, env.server, "cli").Publish(ctx, op1, wrapperspb.String("forged")); err == nil {
 		t.Fatal("the cli dispatched an operation")
 	}
 }
