@@ -885,3 +885,64 @@ func TestListenerWritesClientInfo(t *testing.T) {
 	}
 	_ = env
 }
+
+func TestConsumeStopsGracefullyAndSettlesHandlersInFlight(t *testing.T) {
+	t.Parallel()
+	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
+	ctx := testContext(t)
+	subject, durable := opConsumer(t, env.bus, bus.ConsumerConfig{AckWait: 10 * time.Second})
+	if _, err := env.bus.Publish(ctx, subject, wrapperspb.String("long task")); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- env.bus.Consume(cctx, bus.StreamOps, durable, bus.ConsumeOptions{MaxWait: 500 * time.Millisecond}, func(ctx context.Context, d *bus.Delivery) error {
+			close(started)
+			if err := d.InProgress(); err != nil {
+				return err
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-started
+	stop()
+	select {
+	case err := <-done:
+		t.Fatalf("Consume returned (%v) while a handler was still running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := streamMsgs(t, env.bus, bus.StreamOps); n != 0 {
+		t.Fatalf("%d messages left: the finished handler's delivery was not acknowledged", n)
+	}
+}
+
+// FuzzSubjectBuilders: whatever a builder accepts is one token per name, never a wildcard.
+func FuzzSubjectBuilders(f *testing.F) {
+	for _, s := range [][2]string{{"lab", "pve1"}, {"a-b", "c-d"}, {"lab.x", "n"}, {"lab", "*"}, {"lab", ">"}, {"", ""}, {"lab", "pve 1"}, {"LAB", "n"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, cluster, node string) {
+		subject, err := bus.OpSubject(cluster, node)
+		if err != nil {
+			return
+		}
+		tokens := strings.Split(subject, ".")
+		if len(tokens) != 5 || tokens[3] != cluster || tokens[4] != node {
+			t.Fatalf("OpSubject(%q, %q) = %q", cluster, node, subject)
+		}
+		if strings.ContainsAny(cluster+node, "*> \t\r\n_") {
+			t.Fatalf("accepted %q/%q", cluster, node)
+		}
+		durable, err := bus.ExecutorConsumer(cluster, node)
+		if err != nil || strings.Count(durable, "_") != 2 || strings.Contains(durable, ".") {
+			t.Fatalf("ExecutorConsumer(%q, %q) = %q, %v", cluster, node, durable, err)
+		}
+	})
+}
