@@ -1,0 +1,67 @@
+package yamldecode
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/proxops/proxops/internal/diag"
+)
+
+// Document is one YAML document of a file.
+type Document struct {
+	// Index is the 1-based position of the document in its file, counting empty documents.
+	Index int
+	// Root is the document's top-level node (never an alias or a document node).
+	Root *yaml.Node
+}
+
+var lineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// Documents splits a file into its non-empty YAML documents. A syntax error ends the file: the documents
+// before it are returned with one error diagnostic that carries the line of the problem (line 1 when the
+// parser does not say).
+func Documents(file string, data []byte) (docs []Document, diags diag.List) {
+	defer func() {
+		if r := recover(); r != nil {
+			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: 1, Column: 1,
+				Message: fmt.Sprintf("invalid YAML: %v", r)})
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for index := 1; ; index++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, diags
+		}
+		if err != nil {
+			return docs, append(diags, syntaxError(file, err))
+		}
+		root := Resolve(&n)
+		if IsNull(root) {
+			continue
+		}
+		docs = append(docs, Document{Index: index, Root: root})
+	}
+}
+
+// syntaxError turns a YAML parser error into a diagnostic with the line it names.
+func syntaxError(file string, err error) diag.Diagnostic {
+	msg := err.Error()
+	d := diag.Diagnostic{Severity: diag.Error, File: file, Line: 1}
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		d.Line, _ = strconv.Atoi(m[1])
+		msg = strings.TrimPrefix(msg, m[0])
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	d.Message = "invalid YAML: " + msg
+	return d
+}
