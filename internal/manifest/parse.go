@@ -125,6 +125,14 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		d.Decode(specNode, "spec", r.Spec)
 	}
 	r.Source = Source{File: file, Document: doc.Index, Positions: d.Positions}
+	for _, e := range d.Diags {
+		if e.Severity == diag.Error {
+			if r.Source.broken == nil {
+				r.Source.broken = map[string]bool{}
+			}
+			r.Source.broken[e.Field] = true
+		}
+	}
 	if r.Source.Positions[""] == (yamldecode.Pos{}) {
 		r.Source.Positions[""] = docPos
 	}

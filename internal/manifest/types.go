@@ -30,6 +30,8 @@ type Source struct {
 	Document int
 	// Positions holds the position of every field that was present, by dotted path (spec.disks[0].size).
 	Positions yamldecode.Positions
+	// broken holds the fields whose value could not be decoded; validation does not report them again.
+	broken map[string]bool
 }
 
 // Pos returns the position of a field path, or of its nearest present ancestor.

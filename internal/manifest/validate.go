@@ -75,19 +75,19 @@ func Validate(r *Resource) diag.List {
 	switch s := r.Spec.(type) {
 	case *VMSpec:
 		if !r.Kind.IsQEMU() {
-			c.errorf("spec", "a %s spec is not a VM spec", r.Kind)
+			c.errorf("spec", "%s %s needs a VM spec", Article(r.Kind), r.Kind)
 			break
 		}
 		c.vm(s)
 	case *LXCSpec:
 		if !r.Kind.IsContainer() {
-			c.errorf("spec", "a %s spec is not a container spec", r.Kind)
+			c.errorf("spec", "%s %s needs a container spec", Article(r.Kind), r.Kind)
 			break
 		}
 		c.lxc(s)
 	case *ArtifactSpec:
 		if !r.Kind.IsArtifact() {
-			c.errorf("spec", "a %s spec is not an artifact spec", r.Kind)
+			c.errorf("spec", "%s %s needs an artifact spec", Article(r.Kind), r.Kind)
 			break
 		}
 		c.artifact(s)
@@ -107,6 +107,9 @@ type checker struct {
 }
 
 func (c *checker) add(sev diag.Severity, field, msg string) {
+	if c.r.Source.broken[field] {
+		return
+	}
 	pos := c.r.Source.Pos(field)
 	c.diags = append(c.diags, diag.Diagnostic{Severity: sev, File: c.r.Source.File, Line: pos.Line,
 		Column: pos.Column, Ref: c.ref, Field: field, Message: msg})
@@ -175,7 +178,7 @@ func (c *checker) vmid(field string, v int) {
 func (c *checker) state(field string, s State) {
 	if c.r.Kind.IsTemplate() {
 		if s != "" && s != StateStopped {
-			c.errorf(field, "invalid state %q for a %s (want stopped or nothing: a template never runs)", s, c.r.Kind)
+			c.errorf(field, "invalid state %q for %s %s (want stopped or nothing: a template never runs)", s, Article(c.r.Kind), c.r.Kind)
 		}
 		return
 	}
@@ -738,7 +741,7 @@ func (c *checker) artifact(s *ArtifactSpec) {
 		exts := artifactExtensions[c.r.Kind]
 		lower := strings.ToLower(s.Filename)
 		if !slices.ContainsFunc(exts, func(e string) bool { return strings.HasSuffix(lower, e) }) {
-			c.errorf("spec.filename", "file name %q must end in %s for a %s", s.Filename, strings.Join(exts, ", "), c.r.Kind)
+			c.errorf("spec.filename", "file name %q must end in %s", s.Filename, orList(exts))
 		}
 	}
 	switch u, err := url.Parse(s.URL); {
@@ -769,4 +772,20 @@ var configKeyRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]+$`)
 func (c *checker) errorAt(pos yamldecode.Pos, field, msg string) {
 	c.diags = append(c.diags, diag.Diagnostic{Severity: diag.Error, File: c.r.Source.File, Line: pos.Line,
 		Column: pos.Column, Ref: c.ref, Field: field, Message: msg})
+}
+
+// orList renders a, b or c.
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// Article returns "an" or "a" for a kind, as it is read aloud (an ISO, an LXC, a VM).
+func Article(k Kind) string {
+	if k == KindISO || k == KindLXC {
+		return "an"
+	}
+	return "a"
 }

@@ -127,6 +127,8 @@ type loader struct {
 	entries map[string][]listed
 	// kindFiles are the manifest files found under kind roots (not directly in them), sorted.
 	kindFiles []string
+	// brokenComposition is set when a resources.yaml could not be read as a list.
+	brokenComposition bool
 }
 
 type listed struct {
@@ -185,7 +187,7 @@ func (l *loader) loadClusters() {
 		name := e.Name()
 		dir := ClustersDir + "/" + name
 		if !ValidClusterName(name) {
-			l.repoError(dir, yamldecode.Pos{}, "%s is not a valid cluster-name directory (lower-case letters, digits and hyphens, at most 64)", dir)
+			l.repoError(dir, yamldecode.Pos{}, "not a valid cluster-name directory (lower-case letters, digits and hyphens, at most 64)")
 			continue
 		}
 		info := dirInfo{
@@ -193,7 +195,7 @@ func (l *loader) loadClusters() {
 			hasComposition: isFile(l.fsys, dir+"/"+CompositionFile),
 		}
 		if !info.hasConfig && !info.hasComposition {
-			l.repoError(dir, yamldecode.Pos{}, "%s/ exists but has no %s", dir, CompositionFile)
+			l.repoError(dir+"/", yamldecode.Pos{}, "exists but has no %s", CompositionFile)
 			continue
 		}
 		dirs[name] = info
@@ -232,12 +234,12 @@ func (l *loader) loadClusters() {
 			if c.Config != nil {
 				file, pos = c.Config.File, c.Config.Pos
 			}
-			clusterError(c, file, pos, "", "pve.clusters."+name,
+			clusterError(c, file, pos, "", "",
 				"pve.clusters.%s is configured but has no composition at %s/%s", name, dir, CompositionFile)
 		}
 	}
 	if len(l.repo.Clusters) == 0 {
-		l.repoError(ClustersDir, yamldecode.Pos{}, "no clusters: add clusters/<name>/config.yaml (the PVE endpoint and nodes) and clusters/<name>/resources.yaml (the manifests it consumes)")
+		l.repoError("", yamldecode.Pos{}, "no clusters: add clusters/<name>/config.yaml (the PVE endpoint and nodes) and clusters/<name>/resources.yaml (the manifests it consumes)")
 	}
 }
 
@@ -268,7 +270,7 @@ func ParseClusterFile(file, name string, data []byte) (*ClusterConfig, diag.List
 	}
 	for _, other := range names {
 		if other != name {
-			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Field: "pve.clusters." + other,
+			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file,
 				Line: at("pve.clusters." + other).Line, Column: at("pve.clusters." + other).Column,
 				Message: fmt.Sprintf("%s declares pve.clusters.%q, which does not match its directory name %s", file, other, name)})
 		}
@@ -309,8 +311,8 @@ func (l *loader) scanKindRoots() {
 				return nil
 			}
 			if path.Dir(p) == root {
-				l.repoError(p, yamldecode.Pos{}, "legacy layout: %s sits directly under the %s/ kind root, which is no longer read; move it to %s/base/ or %s/<cluster>/ and list it in clusters/<cluster>/%s",
-					p, root, root, root, CompositionFile)
+				l.repoError(p, yamldecode.Pos{}, "legacy layout: sits directly under the %s/ kind root, which is no longer read; move it to %s/base/ or %s/<cluster>/ and list it in clusters/<cluster>/%s",
+					root, root, root, CompositionFile)
 				return nil
 			}
 			l.kindFiles = append(l.kindFiles, p)
@@ -337,6 +339,9 @@ func (l *loader) compose() []string {
 		}
 		entries, diags := ParseComposition(file, data)
 		c.Diagnostics = append(c.Diagnostics, diags...)
+		if diags.HasErrors() {
+			l.brokenComposition = true
+		}
 		first := map[string]yamldecode.Pos{}
 		for _, e := range entries {
 			p, ok := l.checkEntry(c, file, dir, e)
@@ -449,7 +454,7 @@ func parseFile(fsys fs.FS, file string) *parsed {
 			pos := r.Source.Pos("kind")
 			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: pos.Line, Column: pos.Column,
 				Ref: r.Ref().String(), Field: "kind",
-				Message: fmt.Sprintf("a %s manifest does not belong under %s/ (%s manifests live under %s/)", r.Kind, root, r.Kind, r.Kind.Root())})
+				Message: fmt.Sprintf("%s %s manifest does not belong under %s/ (%s manifests live under %s/)", manifest.Article(r.Kind), r.Kind, root, r.Kind, r.Kind.Root())})
 		}
 	}
 	return &parsed{resources: rs, diags: diags}
@@ -529,6 +534,11 @@ func (l *loader) checkVMIDs(c *Cluster) {
 	}
 }
 
+// allows reports whether a node is in the cluster's allowlist (an empty allowlist allows every node).
+func (c *Cluster) allows(node string) bool {
+	return c.Config == nil || len(c.Config.Nodes) == 0 || slices.Contains(c.Config.Nodes, node)
+}
+
 // checkNodes reports nodes outside the cluster's allowlist.
 func (l *loader) checkNodes(c *Cluster) {
 	if c.Config == nil || len(c.Config.Nodes) == 0 {
@@ -576,7 +586,7 @@ func (l *loader) checkReferences(c *Cluster, byRef map[manifest.Ref]*manifest.Re
 				continue
 			}
 			node := r.Node()
-			if node == "" {
+			if node == "" || !c.allows(node) {
 				continue
 			}
 			if a := target.Artifact(); a != nil && !a.PlacedOn(node) {
@@ -604,7 +614,7 @@ func unresolved(target manifest.Ref, byRef map[manifest.Ref]*manifest.Resource) 
 		other := manifest.Ref{Kind: k, Name: target.Name}
 		if k != target.Kind {
 			if _, ok := byRef[other]; ok {
-				return fmt.Sprintf("references %s %q, which is not a %s", k, target.Name, target.Kind)
+				return fmt.Sprintf("references %s %q, which is not %s %s", k, target.Name, manifest.Article(target.Kind), target.Kind)
 			}
 		}
 	}
@@ -646,6 +656,9 @@ func (l *loader) checkEndpoints() {
 // checkUnlisted warns about manifest files under kind roots that no cluster lists.
 func (l *loader) checkUnlisted() {
 	if len(l.repo.Clusters) == 0 {
+		return
+	}
+	if l.brokenComposition {
 		return
 	}
 	used := map[string]bool{}

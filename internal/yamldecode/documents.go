@@ -42,7 +42,7 @@ func Documents(file string, data []byte) (docs []Document, diags diag.List) {
 			return docs, diags
 		}
 		if err != nil {
-			return docs, append(diags, syntaxError(file, err))
+			return docs, append(diags, syntaxError(file, data, err))
 		}
 		root := Resolve(&n)
 		if IsNull(root) {
@@ -52,8 +52,10 @@ func Documents(file string, data []byte) (docs []Document, diags diag.List) {
 	}
 }
 
-// syntaxError turns a YAML parser error into a diagnostic with the line it names.
-func syntaxError(file string, err error) diag.Diagnostic {
+// syntaxError turns a YAML parser error into a diagnostic at the line it names (line 1 when it names
+// none). The parser does not report a column, so the column is that of the line's first non-blank
+// character.
+func syntaxError(file string, data []byte, err error) diag.Diagnostic {
 	msg := err.Error()
 	d := diag.Diagnostic{Severity: diag.Error, File: file, Line: 1}
 	if m := lineRE.FindStringSubmatch(msg); m != nil {
@@ -62,6 +64,30 @@ func syntaxError(file string, err error) diag.Diagnostic {
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
+	d.Column = firstColumn(data, d.Line)
 	d.Message = "invalid YAML: " + msg
 	return d
+}
+
+// firstColumn returns the 1-based column of the first non-blank character of a 1-based line, 1 when the
+// line is blank or does not exist.
+func firstColumn(data []byte, line int) int {
+	for i := 1; i < line; i++ {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			return 1
+		}
+		data = data[nl+1:]
+	}
+	if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+		data = data[:nl]
+	}
+	col := 1
+	for _, r := range string(data) {
+		if r != ' ' && r != '\t' && r != '\r' {
+			return col
+		}
+		col++
+	}
+	return 1
 }
