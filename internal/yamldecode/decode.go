@@ -7,6 +7,7 @@ package yamldecode
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +76,7 @@ func Index(path string, i int) string {
 }
 
 // maxVisits bounds the work spent on one document, so alias expansion cannot blow up.
-const maxVisits = 1 << 20
+const maxVisits = 1 << 18
 
 // Decoder decodes nodes of one file, collecting positions and diagnostics.
 type Decoder struct {
@@ -93,7 +94,7 @@ type Decoder struct {
 
 // NewDecoder returns a decoder for a file.
 func NewDecoder(file string) *Decoder {
-	return &Decoder{File: file, Positions: Positions{}}
+	return &Decoder{File: file, Positions: make(Positions, 48)}
 }
 
 // Errorf records an error about path at pos.
@@ -146,18 +147,38 @@ type Pair struct {
 }
 
 // Pairs returns the key/value pairs of a mapping with YAML merge keys (<<) expanded: merged pairs come
-// first and are overridden by the mapping's own keys. Keys that are defined twice are reported.
+// first and are overridden by the mapping's own keys. Keys that are defined twice are reported, and so is a
+// merge that includes itself.
 func (d *Decoder) Pairs(n *yaml.Node, path string) []Pair {
+	return d.pairs(n, path, nil)
+}
+
+// maxMergeDepth bounds nested merge keys.
+const maxMergeDepth = 16
+
+func (d *Decoder) pairs(n *yaml.Node, path string, merging []*yaml.Node) []Pair {
 	n = Resolve(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}
 	var own, merged []Pair
 	for i := 0; i+1 < len(n.Content); i += 2 {
+		d.visits++
+		if d.visits > maxVisits {
+			if d.visits == maxVisits+1 {
+				d.Errorf(Of(n), path, "document is too large or expands too many aliases")
+			}
+			return nil
+		}
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
 			for _, src := range mergeSources(v) {
-				merged = append(merged, d.Pairs(src, path)...)
+				src = Resolve(src)
+				if src == n || slices.Contains(merging, src) || len(merging) >= maxMergeDepth {
+					d.Errorf(Of(k), path, "merge key includes itself or nests too deeply")
+					continue
+				}
+				merged = append(merged, d.pairs(src, path, append(merging, n))...)
 			}
 			continue
 		}

@@ -34,6 +34,17 @@ func Documents(file string, data []byte) (docs []Document, diags diag.List) {
 				Message: fmt.Sprintf("invalid YAML: %v", r)})
 		}
 	}()
+	if !bytes.Contains(data, []byte("\n---")) && !bytes.Contains(data, []byte("\n...")) {
+		// One document (the common case): parsing from the byte slice avoids the reader's buffers.
+		var n yaml.Node
+		if err := yaml.Unmarshal(data, &n); err != nil {
+			return nil, append(diags, syntaxError(file, data, err))
+		}
+		if root := Resolve(&n); !IsNull(root) {
+			docs = append(docs, Document{Index: 1, Root: root})
+		}
+		return docs, diags
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for index := 1; ; index++ {
 		var n yaml.Node
