@@ -107,8 +107,12 @@ type checker struct {
 }
 
 func (c *checker) add(sev diag.Severity, field, msg string) {
-	if c.r.Source.broken[field] {
-		return
+	if c.r.Source.broken != nil {
+		for f := field; f != ""; f = yamldecode.Parent(f) {
+			if c.r.Source.broken[f] {
+				return
+			}
+		}
 	}
 	pos := c.r.Source.Pos(field)
 	c.diags = append(c.diags, diag.Diagnostic{Severity: sev, File: c.r.Source.File, Line: pos.Line,

@@ -54,6 +54,17 @@ type Cluster struct {
 	Diagnostics diag.List
 }
 
+// Resource returns the cluster's resource with a ref, or nil.
+func (c *Cluster) Resource(ref manifest.Ref) *manifest.Resource {
+	i, ok := slices.BinarySearchFunc(c.Resources, ref, func(r *manifest.Resource, ref manifest.Ref) int {
+		return manifest.CompareRefs(r.Ref(), ref)
+	})
+	if !ok {
+		return nil
+	}
+	return c.Resources[i]
+}
+
 // Cluster returns the cluster with a name, or nil.
 func (r *Repository) Cluster(name string) *Cluster {
 	i, ok := slices.BinarySearchFunc(r.Clusters, name, func(c *Cluster, n string) int { return strings.Compare(c.Name, n) })
