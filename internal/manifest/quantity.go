@@ -76,6 +76,9 @@ func (q Quantity) MiB() (int64, error) {
 		return 0, err
 	}
 	if b%MiB != 0 {
+		if _, err := strconv.ParseInt(strings.TrimSpace(string(q)), 10, 64); err == nil {
+			return 0, fmt.Errorf("size %q is not a whole number of MiB: a number without a unit is bytes (write %sMiB)", string(q), strings.TrimSpace(string(q)))
+		}
 		return 0, fmt.Errorf("size %q is not a whole number of MiB (%d bytes; note G is 10^9 bytes, GiB is 2^30)", string(q), b)
 	}
 	return b / MiB, nil

@@ -80,3 +80,10 @@ func TestGiBStringIsShortestExactDecimal(t *testing.T) {
 		}
 	}
 }
+
+func TestABareNumberAsMemoryExplainsThatItIsBytes(t *testing.T) {
+	_, err := manifest.Quantity("2048").MiB()
+	if err == nil || err.Error() != `size "2048" is not a whole number of MiB: a number without a unit is bytes (write 2048MiB)` {
+		t.Errorf("MiB() error = %v", err)
+	}
+}

@@ -221,8 +221,11 @@ func (c *checker) size(field string, q Quantity, required, wholeMiB bool) {
 		c.errorf(field, "%v", err)
 		return
 	}
-	if b == 0 && required {
+	switch {
+	case b == 0 && required:
 		c.errorf(field, "size must be greater than zero")
+	case required && !wholeMiB && b < MiB:
+		c.warnf(field, "size %q is only %d bytes (a number without a unit is bytes); did you mean %sGiB?", string(q), b, strings.TrimSpace(string(q)))
 	}
 }
 
