@@ -17,5 +17,6 @@ templates, ISOs, container templates and disk images, as YAML manifests.`,
 	root.SetVersionTemplate("proxops version {{.Version}}\n")
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newSimCommand())
+	root.AddCommand(newValidateCommand())
 	return root
 }
