@@ -13,6 +13,8 @@ import (
 	"github.com/proxops/proxops/internal/repo"
 )
 
+func init() { register(newValidateCommand) }
+
 type validateOptions struct {
 	repo     string
 	clusters []string
