@@ -8,7 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/proxops/proxops/internal/diag"
+	inventoryv1 "github.com/proxops/proxops/internal/gen/proxops/inventory/v1"
 	planv1 "github.com/proxops/proxops/internal/gen/proxops/plan/v1"
+	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/wire"
 )
@@ -122,5 +124,21 @@ func TestPlanEventsRefuseUnknownEnums(t *testing.T) {
 	}
 	if _, err := wire.PlannedToProto(plan.Planned{Plan: plan.Plan{Findings: []plan.Finding{{Kind: "bogus"}}}}); err == nil {
 		t.Error("an unknown domain finding kind was converted")
+	}
+}
+
+func TestGapReportRoundTrips(t *testing.T) {
+	in := inventory.GapReport{Cluster: "lab", Gaps: []inventory.Gap{
+		{Kind: "VM", Name: "web", Node: "pve1", VMID: 100, Key: "args", Value: "-cpu host", Note: "not modelled", Managed: true},
+		{Kind: "LXC", Name: "ct-101", Node: "pve2", VMID: 101, Key: "lxc.apparmor.profile", Value: "unconfined"},
+	}}
+	var back inventoryv1.GapReport
+	roundTrip(t, wire.GapReportToProto(in), &back)
+	out, err := wire.GapReportFromProto(&back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, out); diff != "" {
+		t.Fatalf("gap report round trip (-in +out):\n%s", diff)
 	}
 }
