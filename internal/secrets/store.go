@@ -101,7 +101,7 @@ func (s *Store) Password(name string) (Value, error) { return s.lookup(string(Pa
 func (s *Store) Resolve(ref, field string) (Value, error) {
 	r, err := ParseRef(ref)
 	if err != nil {
-		return Value{}, WithField(withFile(err, s.File()), field)
+		return Value{}, WithField(err, field)
 	}
 	v, err := s.lookup(string(r.Section), r.Name)
 	return v, WithField(err, field)
@@ -115,7 +115,7 @@ func (s *Store) ResolvePassword(ref, field string) (Value, error) {
 			"reference %s names an SSH key where a cloud-init.passwords.<name> reference is expected", quoteInput(ref))}
 	}
 	if err != nil {
-		return Value{}, WithField(withFile(err, s.File()), field)
+		return Value{}, WithField(err, field)
 	}
 	return s.Resolve(ref, field)
 }
@@ -152,7 +152,7 @@ func (s *Store) ResolveSSHKeys(refs []string, field string) (SSHKeySet, error) {
 				"reference %s names a password where a cloud-init.ssh-keys.<name> reference is expected", quoteInput(ref))}
 		}
 		if err != nil {
-			errs = append(errs, WithField(withFile(err, s.File()), elem))
+			errs = append(errs, WithField(err, elem))
 			continue
 		}
 		v, err := s.lookup(string(SSHKeys), r.Name)
