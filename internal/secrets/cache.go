@@ -123,7 +123,7 @@ func (d *Decryptor) evictLocked() {
 			default:
 				continue // being decrypted
 			}
-			if !found || e.used < oldestUsed || e.used == oldestUsed && (k.file < oldest.file || k.file == oldest.file && k.digest < oldest.digest) {
+			if !found || e.used < oldestUsed { // ticks are unique, so the order is total
 				oldest, oldestUsed, found = k, e.used, true
 			}
 		}

@@ -302,3 +302,30 @@ func TestEnvironmentKeySource(t *testing.T) {
 		})
 	}
 }
+
+func TestDemoSecretsGiveTheSimulatorToken(t *testing.T) {
+	keys, err := secrets.ParseAgeKeys("demo.agekey", fixture(t, "demo/demo.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := secrets.Decrypt(context.Background(), "clusters/demo/secrets.sops.yaml", fixture(t, "demo/secrets.sops.yaml"), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := secrets.ResolvePVECredentials(secrets.PVECredentialInput{Cluster: "demo", Store: store,
+		Refs: secrets.PVESecretRefs{User: "proxops-user", TokenID: "proxops-token-id", Token: "proxops-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, secret, _ := auth.APIToken()
+	if id.Reveal() != "proxops@pve!proxops" || secret.Reveal() != "0b6f2d4e-8a31-4c57-9e02-d1c3a5f7b9e4" {
+		t.Errorf("demo token %s=%s", id.Reveal(), secret.Reveal())
+	}
+	keysSet, err := store.ResolveSSHKeys([]string{"cloud-init.ssh-keys.main", "cloud-init.ssh-keys.backup"}, "f")
+	if err != nil || len(keysSet.Keys) != 2 {
+		t.Errorf("demo ssh keys: %v", err)
+	}
+	if pw, err := store.ResolvePassword("cloud-init.passwords.default", "f"); err != nil || pw.Reveal() != "demo-cipassword-Kx4pT8vN" {
+		t.Errorf("demo password: %v", err)
+	}
+}
