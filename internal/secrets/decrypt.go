@@ -27,8 +27,9 @@ var quietSOPS sync.Once
 
 // Decrypt decrypts a cluster's secrets file into a Store. file names the file in messages (say, its path in
 // the repository); data is its content, read by the caller from a git tree or from disk. The file is always
-// read as YAML, whatever its name. Age identities come from keys; files encrypted to other SOPS key backends
-// (PGP, cloud KMS, Vault) are decrypted by sops' own key service with that backend's usual configuration.
+// read as YAML, whatever its name. Age identities come from keys (nil: none); files encrypted to other SOPS
+// key backends (PGP, cloud KMS, Vault) are decrypted by sops' own key service with that backend's usual
+// configuration.
 //
 // The steps are those of sops' decrypt package (load, recover the data key, decrypt the tree, verify the MAC),
 // driven through sops' public tree and key-service API so the age identities can be injected: the decrypt
@@ -66,7 +67,7 @@ func Decrypt(ctx context.Context, file string, data []byte, keys KeySource) (*St
 	recipients, backends := keyInventory(tree.Metadata)
 
 	svc := &keyService{}
-	if slices.Contains(backends, sopsage.KeyTypeIdentifier) {
+	if slices.Contains(backends, sopsage.KeyTypeIdentifier) && keys != nil {
 		ids, err := keys.AgeKeys()
 		if err != nil {
 			return nil, withFile(err, file)
