@@ -231,6 +231,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
+	var srv *http.Server
 	if w.cfg.Listen != "" {
 		ln, err := net.Listen("tcp", w.cfg.Listen)
 		if err != nil {
@@ -239,7 +240,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		addr := ln.Addr().String()
 		w.addr.Store(&addr)
 		defer w.addr.Store(nil)
-		srv := &http.Server{
+		srv = &http.Server{
 			Handler:           w.Handler(),
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
@@ -254,11 +255,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 				cancel()
 			}
 		})
-		defer func() {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer scancel()
-			_ = srv.Shutdown(sctx)
-		}()
 	}
 	if w.deps.Requests != nil {
 		wg.Go(func() {
@@ -270,6 +266,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.loop(ctx)
 	cancel()
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		scancel()
+	}
 	wg.Wait()
 	select {
 	case err := <-errc:
