@@ -1,12 +1,14 @@
 package watcher
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -61,7 +63,8 @@ func buildAccess(cfg Config, loc location) (remoteAccess, error) {
 		}
 		return acc, nil
 	case kindSSH:
-		build := func() (transport.AuthMethod, error) { return newSSHAuth(cfg, loc) }
+		keys := &signerCache{}
+		build := func() (transport.AuthMethod, error) { return newSSHAuth(cfg, loc, keys) }
 		if _, err := build(); err != nil {
 			return remoteAccess{}, err
 		}
@@ -95,8 +98,16 @@ func (a *sshKeyAuth) ClientConfig() (*ssh.ClientConfig, error) {
 	}, nil
 }
 
-// newSSHAuth reads the key and the known_hosts database for an ssh location.
-func newSSHAuth(cfg Config, loc location) (*sshKeyAuth, error) {
+// signerCache keeps the last parsed private key: decrypting a key is slow by design (bcrypt), so it is done
+// again only when the key file changes.
+type signerCache struct {
+	mu     sync.Mutex
+	sum    [sha256.Size]byte
+	signer ssh.Signer
+}
+
+// newSSHAuth reads the key and the known_hosts database for an ssh location; keys may be nil.
+func newSSHAuth(cfg Config, loc location, keys *signerCache) (*sshKeyAuth, error) {
 	if cfg.SSHKeyFile == "" {
 		return nil, errors.New("ssh-key: required for an ssh url")
 	}
@@ -104,19 +115,12 @@ func newSSHAuth(cfg Config, loc location) (*sshKeyAuth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ssh-key: %w", err)
 	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	var missing *ssh.PassphraseMissingError
-	switch {
-	case errors.As(err, &missing):
-		if cfg.SSHKeyPassphrase == "" {
-			return nil, fmt.Errorf("ssh-key %s: the key is encrypted and no passphrase is set", cfg.SSHKeyFile)
-		}
-		signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, []byte(cfg.SSHKeyPassphrase))
-		if err != nil {
-			return nil, fmt.Errorf("ssh-key %s: cannot decrypt it with the passphrase: %w", cfg.SSHKeyFile, err)
-		}
-	case err != nil:
-		return nil, fmt.Errorf("ssh-key %s: %w", cfg.SSHKeyFile, err)
+	if keys == nil {
+		keys = &signerCache{}
+	}
+	signer, err := keys.parse(cfg, pem)
+	if err != nil {
+		return nil, err
 	}
 	var files []string
 	if cfg.KnownHostsFile != "" {
@@ -143,6 +147,31 @@ func newSSHAuth(cfg Config, loc location) (*sshKeyAuth, error) {
 		hostKeyCallback:   db.HostKeyCallback(),
 		hostKeyAlgorithms: db.HostKeyAlgorithms(net.JoinHostPort(loc.host, port)),
 	}, nil
+}
+
+func (c *signerCache) parse(cfg Config, pem []byte) (ssh.Signer, error) {
+	sum := sha256.Sum256(pem)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.signer != nil && sum == c.sum {
+		return c.signer, nil
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	var missing *ssh.PassphraseMissingError
+	switch {
+	case errors.As(err, &missing):
+		if cfg.SSHKeyPassphrase == "" {
+			return nil, fmt.Errorf("ssh-key %s: the key is encrypted and no passphrase is set", cfg.SSHKeyFile)
+		}
+		signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, []byte(cfg.SSHKeyPassphrase))
+		if err != nil {
+			return nil, fmt.Errorf("ssh-key %s: cannot decrypt it with the passphrase: %w", cfg.SSHKeyFile, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("ssh-key %s: %w", cfg.SSHKeyFile, err)
+	}
+	c.sum, c.signer = sum, signer
+	return signer, nil
 }
 
 // redactor removes credentials from text: the configured secrets and the userinfo of any URL.
