@@ -535,6 +535,32 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 	}
 }
 
+func TestOversizedCommitKeepsTheLastGoodTreeUntilTheBranchMoves(t *testing.T) {
+	s := newRemoteSetup(t)
+	s.cfg.PollInterval = 20 * time.Millisecond
+	r := startWatcher(t, s.cfg, newFakeBus())
+	r.waitCommit(s.first, watcher.TriggerStartup)
+
+	s.repo.write("vm/base/huge.yaml", strings.Repeat("x", watcher.MaxSnapshotFileSize+1))
+	huge := s.repo.commitAndPush("a file too large")
+	waitFor(t, "the refusal", func() bool { return strings.Contains(r.w.Status().LastError, "too large") })
+	fetches := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "fetch"})
+	waitFor(t, "more failed polls", func() bool { return r.w.Status().ConsecutiveFailures >= 4 })
+	if got := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "fetch"}); got != fetches {
+		t.Errorf("the refused commit was fetched again (%v fetches, then %v)", fetches, got)
+	}
+	if st := r.w.Status(); st.Commit != s.first || !st.Stale {
+		t.Errorf("status = %+v, want the first commit kept, stale", st)
+	}
+	if evs := r.bus.pub.forCommit(huge); len(evs) != 0 {
+		t.Errorf("announced the oversized commit: %+v", evs)
+	}
+
+	runGit(t, s.repo.dir, "rm", "-q", "vm/base/huge.yaml")
+	fixed := s.repo.commitAndPush("remove the large file")
+	r.waitCommit(fixed, watcher.TriggerPoll)
+}
+
 func TestStartupWhenTheRemoteIsDownAnnouncesTheLastGoodTree(t *testing.T) {
 	s := newRemoteSetup(t)
 	bus := newFakeBus()
