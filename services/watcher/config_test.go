@@ -9,8 +9,8 @@ import (
 
 func TestParseLocationStripsCredentialsFromTheIdentity(t *testing.T) {
 	cases := []struct {
-		raw                              string
-		kind                             locationKind
+		raw                            string
+		kind                           locationKind
 		identity, user, password, port string
 	}{
 		{"https://git.example.com/ops/infra.git", kindHTTP, "https://git.example.com/ops/infra.git", "", "", ""},
