@@ -9,9 +9,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -56,20 +60,53 @@ func (s *remoteSource) open() (*git.Repository, error) {
 	if err := os.MkdirAll(filepath.Dir(s.dir), 0o700); err != nil {
 		return nil, fmt.Errorf("mirror: %w", err)
 	}
-	repo, err := git.PlainOpen(s.dir)
+	repo, err := git.Open(mirrorStorage(s.dir), nil)
 	if err != nil {
 		if !errors.Is(err, git.ErrRepositoryNotExists) {
 			if err := os.RemoveAll(s.dir); err != nil {
 				return nil, fmt.Errorf("mirror %s: unreadable and cannot be removed: %w", s.dir, err)
 			}
 		}
-		repo, err = git.PlainInit(s.dir, true)
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("mirror: %w", err)
+		}
+		repo, err = git.Init(mirrorStorage(s.dir), nil)
 		if err != nil {
 			return nil, fmt.Errorf("mirror %s: %w", s.dir, err)
 		}
 	}
 	s.repo = repo
 	return repo, nil
+}
+
+// mirrorCacheSize bounds the mirror's cache of decoded objects (go-git's default is 96 MiB).
+const mirrorCacheSize = 8 * cache.MiByte
+
+// mirrorStorage is the bare mirror's object and reference storage.
+func mirrorStorage(dir string) *filesystem.Storage {
+	return filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRU(mirrorCacheSize))
+}
+
+// maxMirrorPacks is how many packfiles fetches may pile up before the mirror is repacked.
+const maxMirrorPacks = 16
+
+// maintain repacks the mirror when fetches have left many packfiles: one pack of the objects reachable from
+// the branch replaces them, which also drops what force-pushes left unreachable.
+func (s *remoteSource) maintain() error {
+	repo, err := s.open()
+	if err != nil {
+		return err
+	}
+	packs, err := repo.Storer.(storer.PackedObjectStorer).ObjectPacks()
+	if err != nil || len(packs) <= maxMirrorPacks {
+		return err
+	}
+	// The storage caches the indexes of the packs it knew: open the mirror afresh after the repack.
+	s.repo = nil
+	if err := repo.RepackObjects(&git.RepackConfig{}); err != nil {
+		return fmt.Errorf("repack mirror %s: %w", s.dir, err)
+	}
+	return nil
 }
 
 func (s *remoteSource) head(ctx context.Context) (plumbing.Hash, error) {

@@ -413,6 +413,11 @@ func (w *Watcher) sync(ctx context.Context, trigger Trigger, force bool) error {
 			return &gitError{w.red.error(err)}
 		}
 		w.log.Debug("fetched", "commit", have.String(), "duration", time.Since(start))
+		if m, ok := w.src.(interface{ maintain() error }); ok {
+			if err := m.maintain(); err != nil {
+				w.log.Warn("mirror maintenance failed", "error", w.red.error(err))
+			}
+		}
 	}
 	if !force && have.String() == w.current.Commit {
 		w.succeeded(have)
