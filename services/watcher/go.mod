@@ -7,7 +7,9 @@ replace github.com/proxops/proxops => ../..
 require (
 	github.com/go-git/go-billy/v5 v5.9.2
 	github.com/go-git/go-git/v5 v5.19.3
+	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/proxops/proxops v0.0.0-00010101000000-000000000000
 	golang.org/x/crypto v0.57.0
 )
 

@@ -83,3 +83,27 @@ func TestMirrorIsRepackedWhenFetchesPileUpPacks(t *testing.T) {
 		t.Errorf("the commit orphaned by the force-push: %v, want it gone", err)
 	}
 }
+
+func TestUnreadableMirrorIsClonedAgain(t *testing.T) {
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	gitCLI(t, root, "init", "-q", "-b", "main", work)
+	gitCLI(t, work, "commit", "-q", "--allow-empty", "-m", "first")
+	newSource := func() *remoteSource {
+		return &remoteSource{url: work, branch: plumbing.NewBranchReferenceName("main"), dir: filepath.Join(root, "mirror"),
+			access: remoteAccess{auth: func() (transport.AuthMethod, error) { return nil, nil }}}
+	}
+	if _, err := newSource().fetch(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "mirror", "config"), []byte("[core\n\tbroken = "), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head, err := newSource().fetch(t.Context())
+	if err != nil {
+		t.Fatalf("fetch into a broken mirror: %v", err)
+	}
+	if head.String() != gitCLI(t, work, "rev-parse", "HEAD") {
+		t.Errorf("mirror head %s after recovery", head)
+	}
+}
