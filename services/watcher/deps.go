@@ -31,7 +31,8 @@ type Publisher interface {
 
 // KV is a small durable key-value store (a JetStream KV bucket). The watcher keeps in it the last commit it
 // announced and the pushed commits it has seen by webhook, so a restart neither forgets nor replays them.
-// Keys use only [-/_=.a-zA-Z0-9].
+// Keys use only [-/_=.a-zA-Z0-9]. The remembered deliveries (one small key per pushed commit) may expire
+// after a few weeks (a bucket TTL): a forgotten delivery replayed later causes at most one fetch.
 type KV interface {
 	// Get returns the value of key and whether it exists.
 	Get(ctx context.Context, key string) (value []byte, found bool, err error)

@@ -33,6 +33,11 @@ type source interface {
 	snapshot(ctx context.Context, commit plumbing.Hash) (TreeSnapshot, string, error)
 }
 
+var (
+	_ source = (*remoteSource)(nil)
+	_ source = (*localSource)(nil)
+)
+
 // errBranchNotFound is returned when the source has no such branch.
 var errBranchNotFound = errors.New("branch not found")
 
@@ -97,7 +102,11 @@ func (s *remoteSource) maintain() error {
 	if err != nil {
 		return err
 	}
-	packs, err := repo.Storer.(storer.PackedObjectStorer).ObjectPacks()
+	pos, ok := repo.Storer.(storer.PackedObjectStorer)
+	if !ok {
+		return nil
+	}
+	packs, err := pos.ObjectPacks()
 	if err != nil || len(packs) <= maxMirrorPacks {
 		return err
 	}

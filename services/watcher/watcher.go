@@ -498,7 +498,6 @@ func (w *Watcher) publish(ctx context.Context, ev RepoChanged) error {
 		return fmt.Errorf("publish %s: %w", ev.EventID, err)
 	}
 	w.m.published.WithLabelValues(string(ev.Trigger)).Inc()
-	w.lastAnnounce = time.Now()
 	w.log.Info("repo changed", "commit", ev.Commit, "tree", ev.Tree, "trigger", string(ev.Trigger),
 		"event_id", ev.EventID, "request_id", ev.RequestID, "dry_run", ev.DryRun)
 	return nil
@@ -507,6 +506,7 @@ func (w *Watcher) publish(ctx context.Context, ev RepoChanged) error {
 // setCurrent records the announced commit, in memory and in the KV.
 func (w *Watcher) setCurrent(ctx context.Context, a announcement) {
 	w.current = a
+	w.lastAnnounce = time.Now()
 	w.rejected = rejectedCommit{}
 	w.mu.Lock()
 	w.status.Commit, w.status.Tree, w.status.Subject = a.Commit, a.Tree, a.Subject
@@ -626,7 +626,8 @@ func (w *Watcher) startupFallback(ctx context.Context) {
 }
 
 // drift re-announces the current commit for the drift slot starting at slotStart, unless the commit was
-// announced less than half an interval ago (a plan is then fresh anyway).
+// announced for every cluster less than half an interval ago (a plan is then fresh anyway). Answers to
+// requests do not count: they may be dry runs or cover some clusters only.
 func (w *Watcher) drift(ctx context.Context, slotStart time.Time) {
 	if w.current.Commit == "" {
 		w.log.Debug("drift tick skipped: no commit announced yet")
@@ -643,7 +644,9 @@ func (w *Watcher) drift(ctx context.Context, slotStart time.Time) {
 	slot := DriftSlot(slotStart, w.cfg.DriftInterval)
 	if err := w.publish(ctx, w.event(w.current, TriggerDrift, DriftEventID(w.repo, w.current.Commit, slot))); err != nil {
 		w.log.Warn("drift tick failed", "error", err)
+		return
 	}
+	w.lastAnnounce = time.Now()
 }
 
 var (

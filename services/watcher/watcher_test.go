@@ -500,6 +500,37 @@ func TestDriftScheduleReannouncesWithADriftID(t *testing.T) {
 	}
 }
 
+func TestDryRunRequestsDoNotHoldBackDriftTicks(t *testing.T) {
+	s := newRemoteSetup(t)
+	s.cfg.DriftInterval = 200 * time.Millisecond
+	bus := newFakeBus()
+	r := startWatcher(t, s.cfg, bus)
+	r.waitCommit(s.first, watcher.TriggerStartup)
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			req := watcher.ReconcileRequest{RequestID: "preview-" + strconv.Itoa(i), DryRun: true, Clusters: []string{"lab"}}
+			if err := bus.reqs.send(t, req); err != nil {
+				t.Errorf("request: %v", err)
+				return
+			}
+		}
+	}()
+	waitFor(t, "two drift ticks among the requests", func() bool {
+		return len(bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerDrift })) >= 2
+	})
+	close(stop)
+	<-done
+}
+
 func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 20 * time.Millisecond
