@@ -202,7 +202,7 @@ func (w *Watcher) serveHealth(rw http.ResponseWriter, _ *http.Request) {
 		Tree       string `json:"tree,omitempty"`
 		Stale      bool   `json:"stale"`
 		LastError  string `json:"last_error,omitempty"`
-		LastSucess string `json:"last_success,omitempty"`
+		LastSuccess string `json:"last_success,omitempty"`
 	}{ok, st.Repo, st.Branch, st.Commit, st.Tree, st.Stale, st.LastError, formatTime(st.LastSuccess)})
 	rw.Header().Set("Content-Type", "application/json")
 	if !ok {

@@ -127,7 +127,7 @@ func verifyToken(secret, token string) bool {
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && token != ""
 }
 
-// webhookRequest is one provider's view of a request: whether it is signed by the secret, what event it is,
+// webhookProvider is one provider's view of a request: whether it is signed by the secret, what event it is,
 // and its push payload.
 type webhookProvider struct {
 	name   string
