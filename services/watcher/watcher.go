@@ -195,13 +195,13 @@ func (w *Watcher) serveHealth(rw http.ResponseWriter, _ *http.Request) {
 	st := w.Status()
 	ok := st.Commit != "" && !st.Stale
 	body, _ := json.Marshal(struct {
-		OK         bool   `json:"ok"`
-		Repo       string `json:"repo"`
-		Branch     string `json:"branch"`
-		Commit     string `json:"commit,omitempty"`
-		Tree       string `json:"tree,omitempty"`
-		Stale      bool   `json:"stale"`
-		LastError  string `json:"last_error,omitempty"`
+		OK          bool   `json:"ok"`
+		Repo        string `json:"repo"`
+		Branch      string `json:"branch"`
+		Commit      string `json:"commit,omitempty"`
+		Tree        string `json:"tree,omitempty"`
+		Stale       bool   `json:"stale"`
+		LastError   string `json:"last_error,omitempty"`
 		LastSuccess string `json:"last_success,omitempty"`
 	}{ok, st.Repo, st.Branch, st.Commit, st.Tree, st.Stale, st.LastError, formatTime(st.LastSuccess)})
 	rw.Header().Set("Content-Type", "application/json")
