@@ -91,6 +91,10 @@ func SnapshotBranch(ctx context.Context, repoPath, branch string) (TreeSnapshot,
 // openLocal opens a local repository for reading.
 func openLocal(p string) (*git.Repository, error) {
 	repo, err := git.PlainOpenWithOptions(p, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		// A bare repository has no .git and no commondir: go-git only opens it without those options.
+		repo, err = git.PlainOpen(p)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", p, err)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/proxops/proxops/internal/event"
 )
 
 // busTimeout bounds one call to the tree store, the publisher or the KV.
@@ -706,16 +708,16 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 }
 
 // CommitEventID is the dedup id of a commit noticed by push, poll or at start: <repo>@<commit>.
-func CommitEventID(repo, commit string) string { return repo + "@" + commit }
+func CommitEventID(repo, commit string) string { return event.CommitEventID(repo, commit) }
 
 // DriftEventID is the dedup id of a drift tick: <repo>@<commit>#drift-<slot>.
 func DriftEventID(repo, commit string, slot int64) string {
-	return fmt.Sprintf("%s@%s#drift-%d", repo, commit, slot)
+	return event.DriftEventID(repo, commit, slot)
 }
 
 // ManualEventID is the dedup id of an answer to a ReconcileRequest: <repo>@<commit or tree>#manual-<id>.
 func ManualEventID(repo, commitOrTree, requestID string) string {
-	return repo + "@" + commitOrTree + "#manual-" + requestID
+	return event.ManualEventID(repo, commitOrTree, requestID)
 }
 
 // DriftSlot numbers the drift slot holding t: unix time divided by the interval, so every watcher of a

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -32,9 +33,10 @@ func main() {
 
 // options is everything main reads from flags and the environment.
 type options struct {
-	watcher  watcher.Config
-	bus      busConfig
-	logLevel slog.Level
+	watcher   watcher.Config
+	bus       bus.ConnectConfig
+	provision bool
+	logLevel  slog.Level
 }
 
 func run(args []string, getenv func(string) string, stderr io.Writer) int {
@@ -54,16 +56,15 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	deps, closeBus, err := connectBus(ctx, opts.bus)
+	b, err := connectBus(ctx, opts, log)
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
-	defer closeBus()
+	defer b.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	deps.Registry = reg
-	deps.Logger = log
+	deps := watcher.BusDeps(b, reg, log)
 
 	if err := watcher.Run(ctx, opts.watcher, deps); err != nil {
 		log.Error("stopped", "error", err)
@@ -122,8 +123,8 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	fs.DurationVar(&c.DriftInterval, "drift-interval", envDuration("PROXOPS_DRIFT_INTERVAL", watcher.DefaultDriftInterval), "re-announce the current commit this often, negative for never (reconcile.drift-interval) [PROXOPS_DRIFT_INTERVAL]")
 	fs.StringVar(&c.Listen, "listen", env("PROXOPS_WATCHER_LISTEN", ""), "address of the HTTP server for webhooks, /metrics and /healthz [PROXOPS_WATCHER_LISTEN]")
 	secretEnv := fs.String("webhook-secret-env", env("PROXOPS_WEBHOOK_SECRET_ENV", "PROXOPS_WEBHOOK_SECRET"), "name of the environment variable holding the webhook secret (webhook.secret-env)")
-	fs.StringVar(&o.bus.URL, "nats-url", env("PROXOPS_NATS_URL", ""), "NATS server URL [PROXOPS_NATS_URL]")
-	fs.StringVar(&o.bus.Creds, "nats-creds", env("PROXOPS_NATS_CREDS", ""), "NATS credentials file [PROXOPS_NATS_CREDS]")
+	o.bus.RegisterFlags(fs, getenv)
+	fs.BoolVar(&o.provision, "provision", false, "create or update the streams, buckets and object stores before starting (needs a NATS user allowed to)")
 	level := fs.String("log-level", env("PROXOPS_LOG_LEVEL", "info"), "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
