@@ -195,6 +195,9 @@ func (s *Sim) handleQemuClone(c *call) (any, error) {
 			continue
 		}
 		volid, _, ok := s.volumeOfKey("qemu", k, oldconf[k])
+		if d, err := parsePropertyString(s.qemuDesc.prop(k).FormatObject, oldconf[k], k); err == nil && isCloudInitVolume(d["file"]) {
+			volid, ok = d["file"], true
+		}
 		if !ok {
 			continue // cdrom: copied verbatim
 		}
@@ -202,7 +205,7 @@ func (s *Sim) handleQemuClone(c *call) (any, error) {
 		if st := s.storage(sid); st == nil || !st.shared {
 			shared = false
 		}
-		if !full && !strings.Contains(volid, "cloudinit") && !isBaseVolid(volid) {
+		if !full && !isCloudInitVolume(volid) && !isBaseVolid(volid) {
 			return nil, dieErr("Linked clone feature is not supported for drive '%s'", k)
 		}
 	}
@@ -261,14 +264,17 @@ func (s *Sim) handleQemuClone(c *call) (any, error) {
 				d["macaddr"] = s.randomMAC() // always a new MAC
 				conf[k] = printPropertyString(p.FormatObject, d)
 			case isDrive(k):
+				p := s.qemuDesc.prop(k)
+				d, _ := parsePropertyString(p.FormatObject, v, k)
 				volid, size, isVol := s.volumeOfKey("qemu", k, v)
+				if isCloudInitVolume(d["file"]) {
+					volid, isVol = d["file"], true
+				}
 				if !isVol {
 					conf[k] = v // cdrom entries are copied verbatim
 					continue
 				}
-				p := s.qemuDesc.prop(k)
-				d, _ := parsePropertyString(p.FormatObject, v, k)
-				if strings.Contains(volid, "cloudinit") {
+				if isCloudInitVolume(volid) {
 					// The cloud-init drive is always copied in full, to vm-<newid>-cloudinit.
 					sid, _, _ := splitVolID(volid)
 					if storageID != "" {
@@ -543,3 +549,8 @@ func snapshotsSorted(cf *configFile) []string {
 	})
 	return names
 }
+
+var reCloudInitVol = regexp.MustCompile(`(^|[:/])vm-\d+-cloudinit(\.(qcow2|raw))?$`)
+
+// isCloudInitVolume is drive_is_cloudinit: the volume is named vm-<vmid>-cloudinit.
+func isCloudInitVolume(volid string) bool { return reCloudInitVol.MatchString(volid) }
