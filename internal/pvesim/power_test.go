@@ -241,4 +241,3 @@ func TestClusterResourcesLagForNewGuests(t *testing.T) {
 		t.Fatalf("after the lag %v", e)
 	}
 }
-
