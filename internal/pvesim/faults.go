@@ -156,24 +156,19 @@ func (s *Sim) SetFaults(f Faults) error {
 	s.gate.setLimit(f.MaxConcurrent)
 	for _, l := range f.LongLocks {
 		l := l
-		s.after(time.Duration(l.After), func() {
+		s.timer(time.Duration(l.After), func() {
 			g, ok := s.guests[l.VMID]
 			if !ok {
 				return
 			}
 			g.conf()["lock"] = l.Lock
 			g.write()
-			s.taskWG.Add(1)
-			go func() {
-				defer s.taskWG.Done()
-				time.Sleep(time.Duration(l.For))
-				s.mu.Lock()
-				defer s.mu.Unlock()
+			s.timer(time.Duration(l.For), func() {
 				if g, ok := s.guests[l.VMID]; ok && g.conf()["lock"] == l.Lock {
 					delete(g.conf(), "lock")
 					g.write()
 				}
-			}()
+			})
 		})
 	}
 	return nil

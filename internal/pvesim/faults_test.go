@@ -219,3 +219,44 @@ func TestSimRoutes(t *testing.T) {
 		t.Fatalf("unknown route: %d", st)
 	}
 }
+
+// The spec file's fault, lock, lag and mirror keys load from YAML.
+func TestSpecFileLoadsFaultSettings(t *testing.T) {
+	spec, err := pvesim.ParseSpec("cluster.yaml", []byte(`
+nodes: [{name: pve1}]
+storages: [{id: local, type: dir, content: [iso]}]
+lockTimeouts: {default: 150ms}
+resourcesLag: 2s
+mirrors: {"https://example.com/a.iso": /tmp/a.iso}
+guests:
+  - {vmid: 100, type: qemu, node: pve1, ha: true, ignoreACPI: true, config: "cores: 1\n"}
+faults:
+  seed: 9
+  latency: 5ms
+  errors: [{method: GET, path: "/nodes/*", rate: 0.5, status: 596}]
+  maxConcurrent: 2
+  longLocks: [{vmid: 100, lock: backup, after: 0s, for: 1h}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := pvesim.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := sim.CurrentFaults()
+	if f.Seed != 9 || time.Duration(f.Latency) != 5*time.Millisecond || len(f.Errors) != 1 || f.Errors[0].Status != 596 || f.MaxConcurrent != 2 {
+		t.Fatalf("faults %+v", f)
+	}
+	st := sim.CurrentSettings()
+	if time.Duration(st.LockTimeouts["default"]) != 150*time.Millisecond || time.Duration(*st.ResourcesLag) != 2*time.Second {
+		t.Fatalf("settings %+v", st)
+	}
+	if sim.Mirrors()["https://example.com/a.iso"] != "/tmp/a.iso" {
+		t.Fatalf("mirrors %v", sim.Mirrors())
+	}
+	eventually(t, "the long lock", func() bool { cfg, _ := sim.Config(100); return cfg["lock"] == "backup" })
+	if _, err := pvesim.ParseSpec("bad.yaml", []byte("faults: {bogus: 1}\n")); err == nil {
+		t.Fatal("an unknown fault key must be refused")
+	}
+}

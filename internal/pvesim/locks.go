@@ -127,18 +127,28 @@ func (s *Sim) SetLock(vmid int, lock string) error {
 }
 
 // LockFor sets a guest's `lock:` property (e.g. "backup") now and clears it after d, as a vzdump run
-// would. WaitTasks waits for the clearing.
+// would.
 func (s *Sim) LockFor(vmid int, lock string, d time.Duration) error {
 	if err := s.SetLock(vmid, lock); err != nil {
 		return err
 	}
-	s.after(d, func() {
+	s.timer(d, func() {
 		if g, ok := s.guests[vmid]; ok && g.conf()["lock"] == lock {
 			delete(g.conf(), "lock")
 			g.write()
 		}
 	})
 	return nil
+}
+
+// timer runs fn under s.mu once d has passed. Unlike after, WaitTasks does not wait for it (long locks
+// may outlive a test or a server).
+func (s *Sim) timer(d time.Duration, fn func()) {
+	time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		fn()
+	})
 }
 
 // HoldFlock takes a guest's config flock from outside the API (kind "qemu" or "lxc") and returns the
