@@ -901,4 +901,3 @@ func (a *applier) stop(ctx context.Context) error {
 	}
 	return nil
 }
-
