@@ -9,6 +9,8 @@ import (
 	"github.com/proxops/proxops/internal/pvesim"
 )
 
+func init() { register(newSimCommand) }
+
 func newSimCommand() *cobra.Command {
 	var (
 		listen   string

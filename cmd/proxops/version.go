@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
+func init() { register(newVersionCommand) }
+
 // versionInfo describes the running binary.
 type versionInfo struct {
 	Version string

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proxops/proxops/internal/repo"
+)
+
+func init() { register(newValidateCommand) }
+
+type validateOptions struct {
+	repo     string
+	clusters []string
+	strict   bool
+	output   string
+}
+
+func newValidateCommand() *cobra.Command {
+	var opts validateOptions
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check a repository's manifests and configuration, without contacting PVE",
+		Long: `validate reads the repository's work tree (proxops.yaml, clusters/<name>/config.yaml and
+resources.yaml, and every manifest a composition lists), checks every rule, and reports every problem at
+once as path:line:col: Kind/name: field: message. It exits 1 when there is an error (or, with --strict, a
+warning) and 0 otherwise. Without --repo it uses the repository that contains the current directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runValidate(cmd.OutOrStdout(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.repo, "repo", "", "repository root (default: the repository containing the current directory)")
+	f.StringArrayVar(&opts.clusters, "cluster", nil, "check only this cluster (repeatable); repository-wide problems are always reported")
+	f.BoolVar(&opts.strict, "strict", false, "treat warnings (such as unknown fields) as errors")
+	f.StringVarP(&opts.output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func runValidate(w io.Writer, opts validateOptions) error {
+	if opts.output != "text" && opts.output != "json" {
+		return fmt.Errorf("--output %q: want text or json", opts.output)
+	}
+	root := opts.repo
+	if root == "" {
+		cwd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("validate: %w", err)
+		}
+		if root, err = repo.Discover(cwd); err != nil {
+			return err
+		}
+	} else if info, err := os.Stat(root); err != nil {
+		return fmt.Errorf("--repo: %w", err)
+	} else if !info.IsDir() {
+		return fmt.Errorf("--repo %s is not a directory", root)
+	}
+	r := repo.Load(os.DirFS(root))
+	report, err := newValidateReport(r, opts)
+	if err != nil {
+		return err
+	}
+	if opts.output == "json" {
+		err = writeValidateJSON(w, report)
+	} else {
+		err = writeValidateText(w, report)
+	}
+	if err != nil {
+		return err
+	}
+	if !report.Valid {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// validateReport is the result of validate; its JSON form is documented in docs/cli.md and its field order
+// is stable.
+type validateReport struct {
+	Valid       bool              `json:"valid"`
+	Strict      bool              `json:"strict"`
+	Summary     validateSummary   `json:"summary"`
+	Clusters    []validateCluster `json:"clusters"`
+	Diagnostics []jsonDiagnostic  `json:"diagnostics"`
+}
+
+type validateSummary struct {
+	Clusters  int `json:"clusters"`
+	Resources int `json:"resources"`
+	Errors    int `json:"errors"`
+	Warnings  int `json:"warnings"`
+}
+
+type validateCluster struct {
+	Name      string `json:"name"`
+	Valid     bool   `json:"valid"`
+	Resources int    `json:"resources"`
+	Errors    int    `json:"errors"`
+	Warnings  int    `json:"warnings"`
+}
+
+type jsonDiagnostic struct {
+	Severity string `json:"severity"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+	Ref      string `json:"ref,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Message  string `json:"message"`
+	// Text is the diagnostic as the text output prints it.
+	Text string `json:"text"`
+}
+
+func newValidateReport(r *repo.Repository, opts validateOptions) (*validateReport, error) {
+	names := r.ClusterNames()
+	selected := names
+	if len(opts.clusters) > 0 {
+		selected = nil
+		for _, c := range opts.clusters {
+			if r.Cluster(c) == nil {
+				return nil, fmt.Errorf("--cluster %q is not a cluster of this repository (known: [%s])", c, strings.Join(names, " "))
+			}
+			if !slices.Contains(selected, c) {
+				selected = append(selected, c)
+			}
+		}
+		slices.Sort(selected)
+	}
+	all := slices.Clone(r.Diagnostics)
+	rep := &validateReport{Strict: opts.strict, Clusters: []validateCluster{}, Diagnostics: []jsonDiagnostic{}}
+	for _, name := range selected {
+		c := r.Cluster(name)
+		all = append(all, c.Diagnostics...)
+		e, w := r.ClusterDiagnostics(name).Count()
+		rep.Clusters = append(rep.Clusters, validateCluster{Name: name, Valid: e == 0 && (!opts.strict || w == 0),
+			Resources: len(c.Resources), Errors: e, Warnings: w})
+		rep.Summary.Resources += len(c.Resources)
+	}
+	all = all.Sorted()
+	for _, d := range all {
+		rep.Diagnostics = append(rep.Diagnostics, jsonDiagnostic{Severity: d.Severity.String(), File: d.File, Line: d.Line,
+			Column: d.Column, Ref: d.Ref, Field: d.Field, Message: d.Message, Text: d.String()})
+	}
+	rep.Summary.Clusters = len(selected)
+	rep.Summary.Errors, rep.Summary.Warnings = all.Count()
+	rep.Valid = rep.Summary.Errors == 0 && (!opts.strict || rep.Summary.Warnings == 0)
+	return rep, nil
+}
+
+func writeValidateText(w io.Writer, rep *validateReport) error {
+	var b strings.Builder
+	for _, d := range rep.Diagnostics {
+		b.WriteString(d.Text)
+		b.WriteByte('\n')
+	}
+	s := rep.Summary
+	fmt.Fprintf(&b, "%s, %s, %s, %s\n", plural(s.Clusters, "cluster"), plural(s.Resources, "resource"),
+		plural(s.Errors, "error"), plural(s.Warnings, "warning"))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeValidateJSON(w io.Writer, rep *validateReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(rep)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

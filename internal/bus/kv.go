@@ -1,0 +1,174 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+)
+
+// A bucket holds values of one protobuf type each; KV entries carry no headers, so the type is the
+// bucket's contract rather than checked per value.
+
+// GetProto reads a key into m and returns its revision, or ErrNotFound.
+func (b *Bus) GetProto(ctx context.Context, bucket, key string, m proto.Message) (uint64, error) {
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return 0, err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	e, err := kv.Get(actx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return 0, fmt.Errorf("get %s/%s: %w", bucket, key, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	}
+	if err := proto.Unmarshal(e.Value(), m); err != nil {
+		return 0, fmt.Errorf("get %s/%s: unmarshal %s: %w", bucket, key, TypeName(m), err)
+	}
+	return e.Revision(), nil
+}
+
+// PutProto writes a key unconditionally and returns the new revision.
+func (b *Bus) PutProto(ctx context.Context, bucket, key string, m proto.Message) (uint64, error) {
+	return b.writeProto(ctx, bucket, key, m, func(ctx context.Context, kv jetstream.KeyValue, data []byte) (uint64, error) {
+		return kv.Put(ctx, key, data)
+	})
+}
+
+// CreateProto writes a key that must not exist yet (ErrExists otherwise).
+func (b *Bus) CreateProto(ctx context.Context, bucket, key string, m proto.Message) (uint64, error) {
+	rev, err := b.writeProto(ctx, bucket, key, m, func(ctx context.Context, kv jetstream.KeyValue, data []byte) (uint64, error) {
+		return kv.Create(ctx, key, data)
+	})
+	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err)) {
+		return 0, fmt.Errorf("create %s/%s: %w", bucket, key, ErrExists)
+	}
+	return rev, err
+}
+
+// UpdateProto writes a key whose current revision is rev (compare-and-set; ErrRevisionMismatch otherwise).
+func (b *Bus) UpdateProto(ctx context.Context, bucket, key string, m proto.Message, rev uint64) (uint64, error) {
+	rev, err := b.writeProto(ctx, bucket, key, m, func(ctx context.Context, kv jetstream.KeyValue, data []byte) (uint64, error) {
+		return kv.Update(ctx, key, data, rev)
+	})
+	if err != nil && (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSequence(err)) {
+		return 0, fmt.Errorf("update %s/%s at revision %d: %w", bucket, key, rev, ErrRevisionMismatch)
+	}
+	return rev, err
+}
+
+// DeleteKey deletes a key (a no-op when it does not exist).
+func (b *Bus) DeleteKey(ctx context.Context, bucket, key string) error {
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	if err := kv.Delete(actx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("delete %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// Keys lists a bucket's keys in sorted order.
+func (b *Bus) Keys(ctx context.Context, bucket string) ([]string, error) {
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	keys, err := kv.Keys(actx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keys of %s: %w", bucket, err)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+func (b *Bus) writeProto(ctx context.Context, bucket, key string, m proto.Message,
+	write func(context.Context, jetstream.KeyValue, []byte) (uint64, error)) (uint64, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return 0, fmt.Errorf("put %s/%s: marshal %s: %w", bucket, key, TypeName(m), err)
+	}
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return 0, err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	rev, err := write(actx, kv, data)
+	if err != nil {
+		return 0, fmt.Errorf("put %s/%s: %w", bucket, key, err)
+	}
+	return rev, nil
+}
+
+// PutObjectIfAbsent stores a protobuf message as a named object unless the name exists; objects named by
+// content (a tree hash) are thus written once. It reports whether it wrote.
+func (b *Bus) PutObjectIfAbsent(ctx context.Context, bucket, name string, m proto.Message) (bool, error) {
+	obs, err := b.objectStore(ctx, bucket)
+	if err != nil {
+		return false, err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	if _, err := obs.GetInfo(actx, name); err == nil {
+		return false, nil
+	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return false, fmt.Errorf("put object %s/%s: %w", bucket, name, err)
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return false, fmt.Errorf("put object %s/%s: marshal %s: %w", bucket, name, TypeName(m), err)
+	}
+	meta := jetstream.ObjectMeta{Name: name, Headers: map[string][]string{
+		HeaderType: {TypeName(m)}, HeaderContentType: {ContentTypeProtobuf},
+	}}
+	if _, err := obs.Put(actx, meta, bytes.NewReader(data)); err != nil {
+		return false, fmt.Errorf("put object %s/%s: %w", bucket, name, err)
+	}
+	return true, nil
+}
+
+// GetObject reads a named object into m, refusing an object of another type; ErrNotFound when absent.
+func (b *Bus) GetObject(ctx context.Context, bucket, name string, m proto.Message) error {
+	obs, err := b.objectStore(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	res, err := obs.Get(actx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("get object %s/%s: %w", bucket, name, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("get object %s/%s: %w", bucket, name, err)
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil {
+		return fmt.Errorf("get object %s/%s: %w", bucket, name, err)
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(res); err != nil {
+		return fmt.Errorf("get object %s/%s: %w", bucket, name, err)
+	}
+	if err := b.decode(ctx, info.Headers, buf.Bytes(), m); err != nil {
+		return fmt.Errorf("get object %s/%s: %w", bucket, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package bus
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Permissions are the subjects a NATS user may publish to and subscribe to. Anything not allowed is
+// denied; a denied JetStream API call shows up to the client as a timeout.
+type Permissions struct {
+	Publish   []string
+	Subscribe []string
+	// AllowResponses lets the user reply to the requests it receives (one reply per request, within
+	// ResponseTTL), without a publish permission on the requesters' inboxes.
+	AllowResponses bool
+}
+
+// ResponseTTL is how long a user with AllowResponses may answer a request.
+const ResponseTTL = 5 * time.Minute
+
+func (p Permissions) server() *server.Permissions {
+	sp := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: slices.Clone(p.Publish)},
+		Subscribe: &server.SubjectPermission{Allow: slices.Clone(p.Subscribe)},
+	}
+	if p.AllowResponses {
+		sp.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: ResponseTTL}
+	}
+	return sp
+}
+
+// InboxPrefix is the reply-subject prefix of a user: each user may subscribe to its own inboxes only, so no
+// service can read the replies meant for another.
+func InboxPrefix(user string) string { return "_INBOX." + user }
+
+// Role is a ProxOps service as NATS sees it.
+type Role string
+
+const (
+	RoleWatcher  Role = "watcher"
+	RolePlanner  Role = "planner"
+	RoleExecutor Role = "executor"
+	RoleAdopter  Role = "adopter"
+	RoleStatus   Role = "status"
+	RoleCLI      Role = "cli"
+)
+
+// permSet accumulates allow lists.
+type permSet struct {
+	pub, sub  []string
+	responses bool
+}
+
+func (s *permSet) publish(subjects ...string)   { s.pub = append(s.pub, subjects...) }
+func (s *permSet) subscribe(subjects ...string) { s.sub = append(s.sub, subjects...) }
+
+// inbox: replies to the user's own requests, JetStream API calls and pulls.
+func (s *permSet) inbox(user string) { s.subscribe(InboxPrefix(user) + ".>") }
+
+// consume: one durable pull consumer, which the user may create (with exactly this filter), inspect, pull
+// from and acknowledge.
+func (s *permSet) consume(stream, durable, filter string) {
+	s.publish(
+		"$JS.API.CONSUMER.CREATE."+stream+"."+durable+"."+filter,
+		"$JS.API.CONSUMER.INFO."+stream+"."+durable,
+		"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+durable,
+		"$JS.ACK."+stream+"."+durable+".>",
+	)
+}
+
+// read: ephemeral consumers over a stream (ReadStream, LastPerSubject) and direct reads of its last messages.
+func (s *permSet) read(stream string) {
+	s.publish(
+		"$JS.API.STREAM.INFO."+stream,
+		"$JS.API.CONSUMER.CREATE."+stream+".>",
+		"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
+		"$JS.API.CONSUMER.DELETE."+stream+".*",
+		"$JS.API.DIRECT.GET."+stream+".>",
+		"$JS.API.STREAM.MSG.GET."+stream,
+	)
+}
+
+// kvRead: get and watch keys of a bucket.
+func (s *permSet) kvRead(bucket string) {
+	st := "KV_" + bucket
+	s.publish(
+		"$JS.API.STREAM.INFO."+st,
+		"$JS.API.DIRECT.GET."+st+".>",
+		"$JS.API.STREAM.MSG.GET."+st,
+		"$JS.API.CONSUMER.CREATE."+st,
+		"$JS.API.CONSUMER.CREATE."+st+".>",
+		"$JS.API.CONSUMER.DELETE."+st+".>",
+		"$JS.FC."+st+".>",
+	)
+}
+
+// kvWrite: kvRead plus put, create, update and delete.
+func (s *permSet) kvWrite(bucket string) {
+	s.kvRead(bucket)
+	s.publish("$KV." + bucket + ".>")
+}
+
+// objRead: read objects of a store.
+func (s *permSet) objRead(bucket string) {
+	st := "OBJ_" + bucket
+	s.publish(
+		"$JS.API.STREAM.INFO."+st,
+		"$JS.API.DIRECT.GET."+st+".>",
+		"$JS.API.STREAM.MSG.GET."+st,
+		"$JS.API.CONSUMER.CREATE."+st,
+		"$JS.API.CONSUMER.CREATE."+st+".>",
+		"$JS.API.CONSUMER.DELETE."+st+".>",
+		"$JS.FC."+st+".>",
+	)
+}
+
+// objWrite: objRead plus put and delete.
+func (s *permSet) objWrite(bucket string) {
+	s.objRead(bucket)
+	s.publish("$O."+bucket+".>", "$JS.API.STREAM.PURGE.OBJ_"+bucket)
+}
+
+func (s *permSet) permissions() Permissions {
+	norm := func(in []string) []string {
+		out := slices.Clone(in)
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	return Permissions{Publish: norm(s.pub), Subscribe: norm(s.sub), AllowResponses: s.responses}
+}
+
+// WatcherPermissions: publish RepoChanged, store tree snapshots, remember webhook deliveries, consume
+// ReconcileRequest.
+func WatcherPermissions() Permissions {
+	var s permSet
+	s.inbox(string(RoleWatcher))
+	s.publish(SubjectRepoChanged)
+	s.consume(StreamRepo, ConsumerWatcherReconcile, SubjectReconcileRequest)
+	s.objWrite(ObjectTrees)
+	s.objWrite(ObjectBlobs)
+	s.kvWrite(BucketDeliveries)
+	return s.permissions()
+}
+
+// PlannerPermissions: consume RepoChanged and confirmations, read trees, observe any node, publish plans and
+// operations, hold leases, record ownership, and read plans and results back (per-cluster result
+// consumers are created as clusters appear).
+func PlannerPermissions() Permissions {
+	var s permSet
+	s.inbox(string(RolePlanner))
+	s.publish(subjectPlan+".>", subjectOp+".>", subjectObserve+".>")
+	s.consume(StreamRepo, ConsumerPlannerRepo, SubjectRepoChanged)
+	s.consume(StreamPlans, ConsumerPlannerConfirm, FilterConfirms)
+	s.publish(
+		"$JS.API.CONSUMER.CREATE."+StreamResults+".>",
+		"$JS.API.CONSUMER.INFO."+StreamResults+".*",
+		"$JS.ACK."+StreamResults+".>",
+	)
+	s.read(StreamPlans)
+	s.read(StreamResults)
+	s.objRead(ObjectTrees)
+	s.objWrite(ObjectBlobs)
+	s.kvWrite(BucketLeases)
+	s.kvWrite(BucketOwned)
+	s.kvRead(BucketOps)
+	return s.permissions()
+}
+
+// ExecutorPermissions: one node's executors consume that node's operations only, serve its observe
+// requests, publish its results, inventories and dead letters, and keep operation records.
+func ExecutorPermissions(cluster, node string) (Permissions, error) {
+	user, err := ExecutorUser(cluster, node)
+	if err != nil {
+		return Permissions{}, err
+	}
+	op, _ := OpSubject(cluster, node)
+	result, _ := ResultSubject(cluster, node)
+	inventory, _ := InventorySubject(cluster, node)
+	dlq, _ := DLQSubject(cluster, node)
+	observe, _ := ObserveSubject(cluster, node)
+	durable, _ := ExecutorConsumer(cluster, node)
+	var s permSet
+	s.inbox(user)
+	s.consume(StreamOps, durable, op)
+	s.publish(result, inventory, dlq)
+	s.subscribe(observe)
+	s.responses = true
+	s.objWrite(ObjectBlobs)
+	s.kvWrite(BucketOps)
+	return s.permissions(), nil
+}
+
+// AdopterPermissions: consume inventories, publish gap reports, read ownership and trees.
+func AdopterPermissions() Permissions {
+	var s permSet
+	s.inbox(string(RoleAdopter))
+	s.consume(StreamInventory, ConsumerAdopterInventory, FilterInventory)
+	s.read(StreamInventory)
+	s.publish(FilterGaps)
+	s.objRead(ObjectTrees)
+	s.objWrite(ObjectBlobs)
+	s.kvRead(BucketOwned)
+	return s.permissions()
+}
+
+// StatusPermissions: read every stream but the work queue, publish and store cluster status.
+func StatusPermissions() Permissions {
+	var s permSet
+	s.inbox(string(RoleStatus))
+	for _, st := range []string{StreamRepo, StreamPlans, StreamResults, StreamInventory, StreamGaps, StreamStatus, StreamDLQ} {
+		s.read(st)
+	}
+	s.publish(FilterStatus)
+	s.objWrite(ObjectBlobs)
+	s.kvWrite(BucketStatus)
+	s.kvRead(BucketLeases)
+	s.kvRead(BucketOwned)
+	return s.permissions()
+}
+
+// CLIPermissions: the operator's tool manages JetStream (provisioning, inspection), asks for reconciles,
+// confirms held plans and stores work-tree snapshots; it cannot publish plans or operations.
+func CLIPermissions() Permissions {
+	var s permSet
+	s.inbox(string(RoleCLI))
+	s.publish("$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O.>", "$KV.>")
+	s.publish(SubjectReconcileRequest, FilterConfirms, subjectObserve+".>")
+	return s.permissions()
+}
+
+// ClusterNodes names a cluster and the PVE nodes that run executors.
+type ClusterNodes struct {
+	Cluster string
+	Nodes   []string
+}
+
+// ServiceUser is one NATS user of a deployment.
+type ServiceUser struct {
+	Name        string
+	Role        Role
+	Permissions Permissions
+}
+
+// ServiceUsers returns every user of a deployment: one per service, one per executor node, sorted by name.
+func ServiceUsers(topology []ClusterNodes) ([]ServiceUser, error) {
+	users := []ServiceUser{
+		{Name: string(RoleWatcher), Role: RoleWatcher, Permissions: WatcherPermissions()},
+		{Name: string(RolePlanner), Role: RolePlanner, Permissions: PlannerPermissions()},
+		{Name: string(RoleAdopter), Role: RoleAdopter, Permissions: AdopterPermissions()},
+		{Name: string(RoleStatus), Role: RoleStatus, Permissions: StatusPermissions()},
+		{Name: string(RoleCLI), Role: RoleCLI, Permissions: CLIPermissions()},
+	}
+	seenEnv := map[string]string{}
+	for _, u := range users {
+		seenEnv[PasswordVariable(u.Name)] = u.Name
+	}
+	for _, c := range topology {
+		for _, n := range c.Nodes {
+			name, err := ExecutorUser(c.Cluster, n)
+			if err != nil {
+				return nil, fmt.Errorf("service users: %w", err)
+			}
+			p, _ := ExecutorPermissions(c.Cluster, n)
+			if other, dup := seenEnv[PasswordVariable(name)]; dup {
+				return nil, fmt.Errorf("service users: %s and %s share the password variable %s", other, name, PasswordVariable(name))
+			}
+			seenEnv[PasswordVariable(name)] = name
+			users = append(users, ServiceUser{Name: name, Role: RoleExecutor, Permissions: p})
+		}
+	}
+	slices.SortFunc(users, func(a, b ServiceUser) int { return cmp.Compare(a.Name, b.Name) })
+	return users, nil
+}
+
+// PasswordVariable is the environment variable a deployment's NATS configuration reads a user's password
+// from: PROXOPS_NATS_PASSWORD_<USER> in upper case, '-' as '_'.
+func PasswordVariable(user string) string {
+	return "PROXOPS_NATS_PASSWORD_" + strings.ToUpper(strings.ReplaceAll(user, "-", "_"))
+}
+
+// UsersConfig renders the authorization block of a nats-server configuration for the given users, with
+// passwords taken from the environment (PasswordVariable).
+func UsersConfig(users []ServiceUser) string {
+	var b strings.Builder
+	b.WriteString("# ProxOps service users. Generated from internal/bus/permissions.go; do not edit by hand.\n")
+	b.WriteString("# Each password comes from the server's environment (PROXOPS_NATS_PASSWORD_<USER>).\n")
+	b.WriteString("authorization {\n  users = [\n")
+	for _, u := range users {
+		fmt.Fprintf(&b, "    # %s\n", u.Role)
+		fmt.Fprintf(&b, "    {\n      user: %q\n      password: $%s\n      permissions: {\n", u.Name, PasswordVariable(u.Name))
+		writeList(&b, "publish", u.Permissions.Publish)
+		writeList(&b, "subscribe", u.Permissions.Subscribe)
+		if u.Permissions.AllowResponses {
+			fmt.Fprintf(&b, "        allow_responses: { max: 1, expires: %q }\n", ResponseTTL.String())
+		}
+		b.WriteString("      }\n    }\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+func writeList(b *strings.Builder, name string, subjects []string) {
+	fmt.Fprintf(b, "        %s: { allow: [\n", name)
+	for _, s := range subjects {
+		fmt.Fprintf(b, "          %q\n", s)
+	}
+	b.WriteString("        ] }\n")
+}

@@ -1,0 +1,310 @@
+package bus
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Every subject, stream, consumer, bucket, object store and header ProxOps uses on NATS is spelled here and
+// nowhere else. Subjects carry the contract's major version; a breaking change is a v2 contract on new
+// subjects and streams.
+
+// Subjects without variable tokens.
+const (
+	// SubjectRoot is the first two tokens of every ProxOps subject.
+	SubjectRoot = "proxops.v1"
+
+	// SubjectRepoChanged carries RepoChanged (watcher → planners).
+	SubjectRepoChanged = "proxops.v1.repo.changed"
+	// SubjectReconcileRequest carries ReconcileRequest (CLI or operator → watcher).
+	SubjectReconcileRequest = "proxops.v1.reconcile.request"
+
+	subjectPlan      = "proxops.v1.plan"
+	subjectConfirm   = "proxops.v1.confirm"
+	subjectOp        = "proxops.v1.op"
+	subjectResult    = "proxops.v1.result"
+	subjectObserve   = "proxops.v1.observe"
+	subjectInventory = "proxops.v1.inventory"
+	subjectGap       = "proxops.v1.gap"
+	subjectStatus    = "proxops.v1.status"
+	subjectDLQ       = "proxops.v1.dlq"
+)
+
+// Subject filters covering every cluster (and node): what the streams store.
+const (
+	FilterPlans     = subjectPlan + ".*.*"
+	FilterConfirms  = subjectConfirm + ".*"
+	FilterOps       = subjectOp + ".*.*"
+	FilterResults   = subjectResult + ".*.*"
+	FilterObserve   = subjectObserve + ".*.*"
+	FilterInventory = subjectInventory + ".*.*"
+	FilterGaps      = subjectGap + ".*"
+	FilterStatus    = subjectStatus + ".*"
+	FilterDLQ       = subjectDLQ + ".*.*"
+)
+
+// Streams.
+const (
+	StreamRepo      = "PROXOPS_REPO"
+	StreamPlans     = "PROXOPS_PLANS"
+	StreamOps       = "PROXOPS_OPS"
+	StreamResults   = "PROXOPS_RESULTS"
+	StreamInventory = "PROXOPS_INVENTORY"
+	StreamGaps      = "PROXOPS_GAPS"
+	StreamStatus    = "PROXOPS_STATUS"
+	StreamDLQ       = "PROXOPS_DLQ"
+)
+
+// Key-value buckets.
+const (
+	// BucketLeases holds one plan lease per cluster (key = cluster), expiring with the bucket's TTL.
+	BucketLeases = "proxops_leases"
+	// BucketOwned is the ownership inventory: per cluster and vmid, the guest ProxOps created or manages.
+	BucketOwned = "proxops_owned"
+	// BucketOps maps <run>.<op> to the executor's intent, task UPID and outcome.
+	BucketOps = "proxops_ops"
+	// BucketStatus holds the latest ClusterStatus per cluster.
+	BucketStatus = "proxops_status"
+	// BucketDeliveries is the watcher's webhook replay memory: delivery ids it has already accepted.
+	BucketDeliveries = "proxops_deliveries"
+)
+
+// Object stores.
+const (
+	// ObjectTrees holds manifest tree snapshots, named by tree hash and written once.
+	ObjectTrees = "proxops_trees"
+	// ObjectBlobs holds message bodies larger than the server's payload limit.
+	ObjectBlobs = "proxops_blobs"
+)
+
+// Durable consumers that do not depend on a cluster or node.
+const (
+	// ConsumerPlannerRepo is the planners' shared durable consumer of RepoChanged on PROXOPS_REPO.
+	ConsumerPlannerRepo = "planner_repo"
+	// ConsumerPlannerConfirm is the planners' shared durable consumer of PlanConfirmation on PROXOPS_PLANS.
+	ConsumerPlannerConfirm = "planner_confirm"
+	// ConsumerWatcherReconcile is the watchers' durable consumer of ReconcileRequest on PROXOPS_REPO.
+	ConsumerWatcherReconcile = "watcher_reconcile"
+	// ConsumerAdopterInventory is the adopters' durable consumer of NodeInventory on PROXOPS_INVENTORY.
+	ConsumerAdopterInventory = "adopter_inventory"
+
+	consumerExecutorPrefix       = "exec_"
+	consumerPlannerResultsPrefix = "planner_results_"
+)
+
+// QueueExecutors is the queue group a node's executors serve observe requests in.
+const QueueExecutors = "executors"
+
+// Headers. Nats-* headers are the server's and never invented here.
+const (
+	// HeaderType carries the full protobuf name of the message, e.g. proxops.plan.v1.Operation.
+	HeaderType = "Proxops-Type"
+	// HeaderContentType is always ContentTypeProtobuf.
+	HeaderContentType = "Content-Type"
+	// ContentTypeProtobuf is the only content type ProxOps sends.
+	ContentTypeProtobuf = "application/protobuf"
+	// HeaderBlob names the proxops_blobs object that holds the body of a message too large to carry.
+	HeaderBlob = "Proxops-Blob"
+	// HeaderBlobSHA256 is the hex SHA-256 of the blob's content, checked when it is read.
+	HeaderBlobSHA256 = "Proxops-Blob-Sha256"
+	// HeaderError carries a server-side handler's error in a reply (the body is then empty).
+	HeaderError = "Proxops-Error"
+	// HeaderDeadLetterReason says why a message was moved to PROXOPS_DLQ.
+	HeaderDeadLetterReason = "Proxops-Dead-Letter-Reason"
+	// HeaderDeadLetterFrom names the stream and sequence a dead letter was copied from (STREAM:seq).
+	HeaderDeadLetterFrom = "Proxops-Dead-Letter-From"
+)
+
+// PlanEvent is the last token of a plan subject.
+type PlanEvent string
+
+const (
+	PlanPlanned  PlanEvent = "planned"
+	PlanRejected PlanEvent = "rejected"
+	PlanHeld     PlanEvent = "held"
+	PlanFinished PlanEvent = "finished"
+)
+
+// PlanEvents lists every plan event in a fixed order.
+var PlanEvents = []PlanEvent{PlanPlanned, PlanRejected, PlanHeld, PlanFinished}
+
+const maxClusterName = 64
+
+var (
+	clusterRE = regexp.MustCompile(`^[a-z0-9-]+$`)
+	// nodeRE is PVE's pve-node format.
+	nodeRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
+)
+
+// ValidateCluster checks a cluster name: [a-z0-9-], at most 64 characters.
+func ValidateCluster(name string) error {
+	if name == "" {
+		return fmt.Errorf("cluster name is empty")
+	}
+	if len(name) > maxClusterName {
+		return fmt.Errorf("cluster name %q: longer than %d characters", name, maxClusterName)
+	}
+	if !clusterRE.MatchString(name) {
+		return fmt.Errorf("cluster name %q: only lowercase letters, digits and '-' are allowed", name)
+	}
+	return nil
+}
+
+// ValidateNode checks a PVE node name (letters, digits and inner '-'; at most 64 characters).
+func ValidateNode(name string) error {
+	if name == "" {
+		return fmt.Errorf("node name is empty")
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("node name %q: longer than 64 characters", name)
+	}
+	if !nodeRE.MatchString(name) {
+		return fmt.Errorf("node name %q: only letters, digits and inner '-' are allowed", name)
+	}
+	return nil
+}
+
+func validateClusterNode(cluster, node string) error {
+	if err := ValidateCluster(cluster); err != nil {
+		return err
+	}
+	return ValidateNode(node)
+}
+
+// PlanSubject is proxops.v1.plan.<cluster>.<event>.
+func PlanSubject(cluster string, ev PlanEvent) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	switch ev {
+	case PlanPlanned, PlanRejected, PlanHeld, PlanFinished:
+	default:
+		return "", fmt.Errorf("unknown plan event %q", string(ev))
+	}
+	return subjectPlan + "." + cluster + "." + string(ev), nil
+}
+
+// PlanFilter is proxops.v1.plan.<cluster>.*: every plan event of one cluster.
+func PlanFilter(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return subjectPlan + "." + cluster + ".*", nil
+}
+
+// ConfirmSubject is proxops.v1.confirm.<cluster>.
+func ConfirmSubject(cluster string) (string, error) { return clusterSubject(subjectConfirm, cluster) }
+
+// GapSubject is proxops.v1.gap.<cluster>.
+func GapSubject(cluster string) (string, error) { return clusterSubject(subjectGap, cluster) }
+
+// StatusSubject is proxops.v1.status.<cluster>.
+func StatusSubject(cluster string) (string, error) { return clusterSubject(subjectStatus, cluster) }
+
+// OpSubject is proxops.v1.op.<cluster>.<node>: the node's work queue.
+func OpSubject(cluster, node string) (string, error) { return nodeSubject(subjectOp, cluster, node) }
+
+// ResultSubject is proxops.v1.result.<cluster>.<node>.
+func ResultSubject(cluster, node string) (string, error) {
+	return nodeSubject(subjectResult, cluster, node)
+}
+
+// ResultFilter is proxops.v1.result.<cluster>.*: every result of one cluster.
+func ResultFilter(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return subjectResult + "." + cluster + ".*", nil
+}
+
+// ObserveSubject is proxops.v1.observe.<cluster>.<node> (request/reply).
+func ObserveSubject(cluster, node string) (string, error) {
+	return nodeSubject(subjectObserve, cluster, node)
+}
+
+// InventorySubject is proxops.v1.inventory.<cluster>.<node>.
+func InventorySubject(cluster, node string) (string, error) {
+	return nodeSubject(subjectInventory, cluster, node)
+}
+
+// DLQSubject is proxops.v1.dlq.<cluster>.<node>.
+func DLQSubject(cluster, node string) (string, error) { return nodeSubject(subjectDLQ, cluster, node) }
+
+// ExecutorConsumer is the durable consumer shared by a node's executors: exec_<cluster>_<node>. Durable
+// names cannot contain '.', so '_' (which neither a cluster nor a node name may contain) separates them.
+func ExecutorConsumer(cluster, node string) (string, error) {
+	if err := validateClusterNode(cluster, node); err != nil {
+		return "", err
+	}
+	return consumerExecutorPrefix + cluster + "_" + node, nil
+}
+
+// PlannerResultsConsumer is the durable consumer through which the planner driving a cluster reads that
+// cluster's operation results: planner_results_<cluster>.
+func PlannerResultsConsumer(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return consumerPlannerResultsPrefix + cluster, nil
+}
+
+// ExecutorUser is the NATS user name of a node's executors: executor_<cluster>_<node>.
+func ExecutorUser(cluster, node string) (string, error) {
+	if err := validateClusterNode(cluster, node); err != nil {
+		return "", err
+	}
+	return "executor_" + cluster + "_" + node, nil
+}
+
+// LeaseKey is the proxops_leases key of a cluster's plan lease.
+func LeaseKey(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return cluster, nil
+}
+
+// OwnedKey is the proxops_owned key of a guest: <cluster>.<vmid>.
+func OwnedKey(cluster string, vmid int) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	if vmid <= 0 {
+		return "", fmt.Errorf("vmid %d: must be positive", vmid)
+	}
+	return fmt.Sprintf("%s.%d", cluster, vmid), nil
+}
+
+// OpKey is the proxops_ops key of an operation of a run: <run>.<op>.
+func OpKey(run, op string) (string, error) {
+	if err := validateKeyToken("run id", run); err != nil {
+		return "", err
+	}
+	if err := validateKeyToken("operation id", op); err != nil {
+		return "", err
+	}
+	return run + "." + op, nil
+}
+
+var keyTokenRE = regexp.MustCompile(`^[-_=/a-zA-Z0-9]+$`)
+
+func validateKeyToken(what, s string) error {
+	if !keyTokenRE.MatchString(s) {
+		return fmt.Errorf("%s %q: only letters, digits and -_=/ are allowed", what, s)
+	}
+	return nil
+}
+
+func clusterSubject(prefix, cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return prefix + "." + cluster, nil
+}
+
+func nodeSubject(prefix, cluster, node string) (string, error) {
+	if err := validateClusterNode(cluster, node); err != nil {
+		return "", err
+	}
+	return prefix + "." + cluster + "." + node, nil
+}

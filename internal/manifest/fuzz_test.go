@@ -1,0 +1,41 @@
+package manifest_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/testcorpus"
+)
+
+// FuzzParse feeds arbitrary bytes to the manifest parser: it must not panic, every error must carry a line,
+// and every resource returned must have a canonical kind and a name.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(testcorpus.Dir("upstream-examples"), "*", "*", "*.yaml"))
+	top, _ := filepath.Glob(filepath.Join(testcorpus.Dir("upstream-examples"), "*.yaml"))
+	for _, p := range append(files, top...) {
+		if data, err := os.ReadFile(p); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("kind: VM\nmetadata: {name: x}\nspec: {disks: [{<<: {size: 1}}]}\n"))
+	f.Add([]byte("---\n- 1\n---\n\"x\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rs, diags := manifest.Parse("vm/base/fuzz.yaml", data)
+		for _, d := range diags {
+			if d.Severity == diag.Error && (d.File == "" || d.Line < 1) {
+				t.Errorf("error without a position: %s", d)
+			}
+		}
+		for _, r := range rs {
+			if _, ok := manifest.ParseKind(string(r.Kind)); !ok || r.Metadata.Name == "" || r.Spec == nil {
+				t.Errorf("resource without identity: %+v", r)
+			}
+			_ = manifest.Resolve(r)
+			_ = r.References()
+		}
+	})
+}

@@ -1,0 +1,137 @@
+package manifest
+
+import (
+	"cmp"
+	"strings"
+)
+
+// APIVersion is the only manifest apiVersion ProxOps reads.
+const APIVersion = "proxops/v1alpha1"
+
+// Kind is a canonical manifest kind.
+type Kind string
+
+// The seven kinds.
+const (
+	KindVM         Kind = "VM"
+	KindLXC        Kind = "LXC"
+	KindTemplateVM Kind = "TemplateVM"
+	KindTemplateCT Kind = "TemplateCT"
+	KindISO        Kind = "ISO"
+	KindCTTemplate Kind = "CTTemplate"
+	KindDiskImage  Kind = "DiskImage"
+)
+
+// Kinds lists every kind in documentation order.
+var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage}
+
+// kindAliases maps the lower-cased spellings accepted in `kind:` to the canonical kind.
+var kindAliases = map[string]Kind{
+	"vm": KindVM, "lxc": KindLXC, "templatevm": KindTemplateVM, "templatect": KindTemplateCT,
+	"iso": KindISO, "cttemplate": KindCTTemplate, "diskimage": KindDiskImage,
+	"ctt": KindCTTemplate, "disk": KindDiskImage, "tvm": KindTemplateVM, "template": KindTemplateVM,
+	"tct": KindTemplateCT,
+}
+
+// ParseKind returns the canonical kind for a spelling: case-insensitive, with the aliases CTT, DISK, TVM,
+// TEMPLATE and TCT.
+func ParseKind(s string) (Kind, bool) {
+	k, ok := kindAliases[strings.ToLower(strings.TrimSpace(s))]
+	return k, ok
+}
+
+// Root is the directory under the repository root that holds manifests of this kind.
+func (k Kind) Root() string {
+	switch k {
+	case KindVM:
+		return "vm"
+	case KindLXC:
+		return "lxc"
+	case KindTemplateVM:
+		return "templatevm"
+	case KindTemplateCT:
+		return "templatect"
+	case KindISO:
+		return "iso"
+	case KindCTTemplate:
+		return "ctt"
+	case KindDiskImage:
+		return "diskimage"
+	default:
+		return ""
+	}
+}
+
+// KindRoots lists the kind root directories in sorted order.
+var KindRoots = []string{"ctt", "diskimage", "iso", "lxc", "templatect", "templatevm", "vm"}
+
+// KindOfRoot returns the kind whose manifests live under a kind root directory.
+func KindOfRoot(dir string) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.Root() == dir {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// IsGuest reports whether the kind is a PVE guest with a vmid (VM, LXC, TemplateVM, TemplateCT).
+func (k Kind) IsGuest() bool {
+	return k == KindVM || k == KindLXC || k == KindTemplateVM || k == KindTemplateCT
+}
+
+// IsQEMU reports whether the kind is a qemu guest (VM, TemplateVM).
+func (k Kind) IsQEMU() bool { return k == KindVM || k == KindTemplateVM }
+
+// IsContainer reports whether the kind is an lxc guest (LXC, TemplateCT).
+func (k Kind) IsContainer() bool { return k == KindLXC || k == KindTemplateCT }
+
+// IsTemplate reports whether the kind is a guest promoted to a PVE template.
+func (k Kind) IsTemplate() bool { return k == KindTemplateVM || k == KindTemplateCT }
+
+// IsArtifact reports whether the kind is a storage artifact (ISO, CTTemplate, DiskImage).
+func (k Kind) IsArtifact() bool { return k == KindISO || k == KindCTTemplate || k == KindDiskImage }
+
+// Content is the PVE storage content type of an artifact kind (iso, vztmpl, import).
+func (k Kind) Content() string {
+	switch k {
+	case KindISO:
+		return "iso"
+	case KindCTTemplate:
+		return "vztmpl"
+	case KindDiskImage:
+		return "import"
+	default:
+		return ""
+	}
+}
+
+// Ref names a resource: its canonical kind and metadata.name.
+type Ref struct {
+	Kind Kind
+	Name string
+}
+
+// String renders Kind/name.
+func (r Ref) String() string { return string(r.Kind) + "/" + r.Name }
+
+// IsZero reports whether the ref is empty.
+func (r Ref) IsZero() bool { return r.Kind == "" && r.Name == "" }
+
+// CompareRefs orders refs by kind, then name (byte order).
+func CompareRefs(a, b Ref) int {
+	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+}
+
+// ParseRef parses Kind/name (kind spelled any accepted way).
+func ParseRef(s string) (Ref, bool) {
+	k, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return Ref{}, false
+	}
+	kind, ok := ParseKind(k)
+	if !ok || name == "" {
+		return Ref{}, false
+	}
+	return Ref{Kind: kind, Name: name}, true
+}

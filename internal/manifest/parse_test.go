@@ -1,0 +1,215 @@
+package manifest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/testcorpus"
+	"github.com/proxops/proxops/internal/yamldecode"
+)
+
+func lines(l diag.List) string {
+	var out []string
+	for _, d := range l.Sorted() {
+		out = append(out, d.String())
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestParseReadsEveryDocumentAndSkipsEmptyOnes(t *testing.T) {
+	src := `---
+# nothing here
+---
+apiVersion: proxops/v1alpha1
+kind: iso
+metadata: {name: a}
+spec: {nodes: [pve1], storage: local, filename: a.iso, url: "https://example.invalid/a.iso"}
+---
+---
+apiVersion: proxops/v1alpha1
+kind: CTT
+metadata: {name: b}
+spec: {node: pve1, storage: local, filename: b.tar.zst, url: "https://example.invalid/b.tar.zst"}
+`
+	rs, diags := manifest.Parse("iso/base/a.yaml", []byte(src))
+	if len(diags) != 0 {
+		t.Fatalf("diagnostics:\n%s", lines(diags))
+	}
+	if len(rs) != 2 || rs[0].Ref().String() != "ISO/a" || rs[1].Ref().String() != "CTTemplate/b" {
+		t.Fatalf("resources = %v", rs)
+	}
+	if rs[0].Source.Document != 2 || rs[1].Source.Document != 4 {
+		t.Errorf("document indexes = %d, %d; want 2, 4", rs[0].Source.Document, rs[1].Source.Document)
+	}
+	if p := rs[1].Source.Pos("spec.filename"); p != (yamldecode.Pos{Line: 13, Column: 46}) {
+		t.Errorf("position of spec.filename = %+v", p)
+	}
+}
+
+func TestUnknownFieldsAreWarningsNamingTheFieldMeant(t *testing.T) {
+	src := head + `kind: VM
+metadata: {name: web}
+spec:
+  node: pve1
+  vmid: 100
+  memroy: 1GiB
+  memory: 1GiB
+  cpu: {type: host, cores: 1, flagz: [x]}
+  disks: [{storage: local, size: 8GiB, Interface: scsi0}]
+  totally-new: true
+`
+	_, diags := manifest.Parse("vm/base/web.yaml", []byte(src))
+	want := strings.Join([]string{
+		`vm/base/web.yaml:7:3: warning: VM/web: spec.memroy: unknown field; did you mean "memory"?`,
+		`vm/base/web.yaml:9:31: warning: VM/web: spec.cpu.flagz: unknown field; did you mean "flags"?`,
+		`vm/base/web.yaml:10:40: warning: VM/web: spec.disks[0].Interface: unknown field; did you mean "interface"?`,
+		`vm/base/web.yaml:11:3: warning: VM/web: spec.totally-new: unknown field`,
+	}, "\n")
+	if got := lines(diags); got != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestBooleansAcceptYAML11WordsButNotQuotedStrings(t *testing.T) {
+	src := head + `kind: LXC
+metadata: {name: ct}
+spec:
+  node: pve1
+  vmid: 200
+  template: base
+  memory: 512MiB
+  cpu: {cores: 1}
+  root: {storage: local, size: 8GiB}
+  options: {unprivileged: yes, onboot: Off, protection: false, nesting: "true"}
+`
+	rs, diags := manifest.Parse("lxc/base/ct.yaml", []byte(src))
+	if got, want := lines(diags), `lxc/base/ct.yaml:11:73: LXC/ct: spec.options.nesting: expected true or false, got "true"`; got != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+	o := rs[0].LXC().Options
+	if !manifest.IsTrue(o.Unprivileged) || o.OnBoot == nil || *o.OnBoot || o.Protection == nil || *o.Protection || o.Nesting != nil {
+		t.Errorf("options = %+v", o)
+	}
+}
+
+func TestAnchorsAndMergeKeysAreResolved(t *testing.T) {
+	src := head + `kind: VM
+metadata: {name: web}
+spec:
+  node: pve1
+  vmid: 100
+  memory: 1GiB
+  cpu: {type: host, cores: 1}
+  disks:
+    - &disk {storage: local, size: 8GiB, iothread: true}
+    - <<: *disk
+      interface: scsi1
+      size: 16GiB
+`
+	r := parseOne(t, src)
+	d := r.VM().Disks[1]
+	if d.Storage != "local" || d.Size != "16GiB" || d.Interface != "scsi1" || !manifest.IsTrue(d.IOThread) {
+		t.Errorf("merged disk = %+v", d)
+	}
+}
+
+// TestRenderedManifestsParseBackUnchanged checks that a resource built in code renders with yaml.Marshal into
+// a manifest that parses back to the same value, as adoption needs.
+func TestRenderedManifestsParseBackUnchanged(t *testing.T) {
+	built := []*manifest.Resource{{
+		APIVersion: manifest.APIVersion, Kind: manifest.KindVM,
+		Metadata: manifest.Metadata{Name: "web", Labels: map[string]string{"role": "web"}},
+		Spec: &manifest.VMSpec{
+			Node: "pve1", VMID: 100, State: manifest.StateStopped, Tags: []string{"prod"},
+			CPU: manifest.VMCPU{Type: "host", Cores: 2}, Memory: manifest.FormatBytes(4 << 30),
+			Disks:    []manifest.Disk{{Storage: "local-lvm", Size: "32GiB", Interface: "scsi0", IOThread: manifest.Bool(true), SSD: manifest.Bool(false)}},
+			Networks: []manifest.NIC{{Bridge: "vmbr0", VLAN: manifest.Int(0), Firewall: manifest.Bool(true)}},
+			Hardware: &manifest.Hardware{BIOS: "ovmf", EFIDisk: &manifest.EFIDisk{Storage: "local-lvm", Template: "4m"},
+				TPM: &manifest.TPM{Version: "v2.0"}, CDROM: &manifest.CDROM{ISO: manifest.CDROMNone},
+				PCIDevices: []manifest.PCIDevice{{Slot: "hostpci0", Device: "0000:01:00", PCIe: manifest.Bool(true)}}},
+			Options:       &manifest.VMOptions{OnBoot: manifest.Bool(true), Tablet: manifest.Bool(false), BootOrder: []string{"scsi0", "net0"}},
+			CloudInitData: &manifest.CloudInitData{CIUser: "ops", SSHKeyRefs: []string{"cloud-init.ssh-keys.main"}, IPConfigs: []manifest.IPConfig{{NIC: 0, IP: "192.0.2.10/24", Gateway: "192.0.2.1"}}},
+			Extra:         map[string]string{"watchdog": "i6300esb"},
+		},
+	}, {
+		APIVersion: manifest.APIVersion, Kind: manifest.KindTemplateCT, Metadata: manifest.Metadata{Name: "ct"},
+		Spec: &manifest.LXCSpec{Node: "pve1", VMID: 910, Template: "base", Memory: "1GiB", Swap: "0",
+			CPU: manifest.LXCCPU{Cores: 1}, Root: manifest.RootFS{Storage: "local", Size: "8GiB"},
+			MountPoints: []manifest.MountPoint{{Storage: "local", Size: "1GiB", MountPoint: "/data", Options: &manifest.MountOptions{Backup: manifest.Bool(false)}}},
+			BindMounts:  []manifest.BindMount{{HostPath: "/srv/x", MountPoint: "/x", ReadOnly: manifest.Bool(true)}},
+			Networks:    []manifest.LXCNIC{{Bridge: "vmbr0", Tag: manifest.Int(20), IP: "dhcp"}},
+			DNS:         &manifest.DNS{Nameservers: []string{"192.0.2.53"}}, Arch: "amd64",
+			Options: &manifest.LXCOptions{Unprivileged: manifest.Bool(true), Nesting: manifest.Bool(false)}},
+	}, {
+		APIVersion: manifest.APIVersion, Kind: manifest.KindDiskImage, Metadata: manifest.Metadata{Name: "img"},
+		Spec: &manifest.ArtifactSpec{Nodes: []string{"pve1"}, Storage: "local", Filename: "img.qcow2", URL: "https://example.invalid/img.qcow2",
+			Checksum: &manifest.Checksum{Algorithm: "sha256", Value: strings.Repeat("ab", 32)}},
+	}}
+	for _, r := range built {
+		if diags := manifest.Validate(r); len(diags) != 0 {
+			t.Fatalf("%s does not validate:\n%s", r.Ref(), lines(diags))
+		}
+		out, err := yaml.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, diags := manifest.Parse("x.yaml", out)
+		if len(diags) != 0 || len(back) != 1 {
+			t.Fatalf("rendered %s does not parse back:\n%s\n%s", r.Ref(), out, lines(diags))
+		}
+		if diff := cmp.Diff(r, back[0], cmpopts.IgnoreFields(manifest.Resource{}, "Source")); diff != "" {
+			t.Errorf("%s round trip (-built +parsed):\n%s\nrendered:\n%s", r.Ref(), diff, out)
+		}
+	}
+}
+
+func TestValidateReportsResourcesBuiltWithoutPositions(t *testing.T) {
+	r := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindVM, Metadata: manifest.Metadata{Name: "x"},
+		Spec: &manifest.VMSpec{Node: "pve1", VMID: 100, CPU: manifest.VMCPU{Type: "host", Cores: 1}, Memory: "1GiB"}}
+	got := lines(manifest.Validate(r))
+	if got != "VM/x: spec.disks: at least one disk is required (or spec.clone)" {
+		t.Errorf("Validate() = %q", got)
+	}
+}
+
+func TestEveryUpstreamExampleManifestParsesCleanly(t *testing.T) {
+	root := testcorpus.Dir("upstream-examples")
+	for _, dir := range manifest.KindRoots {
+		files, _ := filepath.Glob(filepath.Join(root, dir, "*", "*.yaml"))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, diags := manifest.Parse(f, data)
+			if len(diags) != 0 || len(rs) != 1 {
+				t.Errorf("%s: %d resources\n%s", f, len(rs), lines(diags))
+			}
+		}
+	}
+}
+
+func TestLegacyFieldsOfOldExamplesAreUnknownFieldWarnings(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testcorpus.Dir("upstream-examples"), "golden-base.ctt.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, diags := manifest.Parse("ctt/base/golden-base.yaml", data)
+	var warned []string
+	for _, d := range diags {
+		if d.Severity == diag.Warning {
+			warned = append(warned, d.Field)
+		}
+	}
+	if diff := cmp.Diff([]string{"spec.vmid", "spec.source", "spec.pve-description"}, warned); diff != "" {
+		t.Errorf("warned fields (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,414 @@
+package repo
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/yamldecode"
+)
+
+// Config is the process-wide configuration (proxops.yaml), with built-in defaults for every key not set.
+type Config struct {
+	Log       LogConfig       `yaml:"log"`
+	PVE       PVEConfig       `yaml:"pve"`
+	Git       GitConfig       `yaml:"git"`
+	Reconcile ReconcileConfig `yaml:"reconcile"`
+	Executor  ExecutorConfig  `yaml:"executor"`
+	Webhook   WebhookConfig   `yaml:"webhook"`
+	NATS      NATSConfig      `yaml:"nats"`
+	// Listen is the HTTP address of /healthz, /metrics and /status.
+	Listen string `yaml:"listen"`
+	// DataDir holds caches and local state; ~ is expanded by the command that uses it.
+	DataDir string `yaml:"data-dir"`
+
+	// File is the file the configuration was read from ("" for defaults only).
+	File string `yaml:"-"`
+	// Positions holds the position of every key that was set, by dotted path; a key absent here kept its
+	// default.
+	Positions yamldecode.Positions `yaml:"-"`
+}
+
+// LogConfig is the log section.
+type LogConfig struct {
+	// Level is debug, info, warn (or warning) or error.
+	Level string `yaml:"level"`
+}
+
+// PVEConfig is the pve section: bootstrap credentials and, in a standalone configuration, the clusters.
+type PVEConfig struct {
+	// Auth is token or ticket.
+	Auth       string `yaml:"auth"`
+	User       string `yaml:"user,omitempty"`
+	TokenID    string `yaml:"token-id,omitempty"`
+	Token      string `yaml:"token,omitempty"`
+	TokenValue string `yaml:"token-value,omitempty"`
+	Password   string `yaml:"password,omitempty"`
+	CAFile     string `yaml:"ca-file,omitempty"`
+	// Clusters declared inline, by name. Iterate with ClusterNames for a stable order.
+	Clusters map[string]*ClusterConfig `yaml:"clusters,omitempty"`
+}
+
+// GitConfig is the git section.
+type GitConfig struct {
+	URL    string `yaml:"url,omitempty"`
+	Branch string `yaml:"branch"`
+	Token  string `yaml:"token,omitempty"`
+	// Path is a local work tree; "." means the nearest .git ancestor of the configuration file.
+	Path string `yaml:"path,omitempty"`
+}
+
+// ReconcileConfig is the reconcile section.
+type ReconcileConfig struct {
+	PollInterval time.Duration `yaml:"poll-interval"`
+	TaskTimeout  time.Duration `yaml:"task-timeout"`
+	// PruneBudget caps deletions per plan and cluster; 0 means unlimited.
+	PruneBudget   int           `yaml:"prune-budget"`
+	DriftInterval time.Duration `yaml:"drift-interval"`
+	// Restart is auto (restart a guest to apply pending changes) or never.
+	Restart         string        `yaml:"restart"`
+	ShutdownTimeout time.Duration `yaml:"shutdown-timeout"`
+	// LockWait is how long an operation waits on a guest locked by a long PVE job.
+	LockWait time.Duration `yaml:"lock-wait"`
+}
+
+// ExecutorConfig is the executor section.
+type ExecutorConfig struct {
+	// Concurrency is the number of operations run at once per node.
+	Concurrency int `yaml:"concurrency"`
+	// StorageConcurrency is the number of clones or downloads run at once per storage.
+	StorageConcurrency int `yaml:"storage-concurrency"`
+}
+
+// WebhookConfig is the webhook section.
+type WebhookConfig struct {
+	Listen string `yaml:"listen,omitempty"`
+	// SecretEnv names the environment variable holding the shared secret.
+	SecretEnv string `yaml:"secret-env,omitempty"`
+}
+
+// NATSConfig is the nats section.
+type NATSConfig struct {
+	URL   string `yaml:"url,omitempty"`
+	Creds string `yaml:"creds,omitempty"`
+}
+
+// ClusterConfig is one PVE cluster: pve.clusters.<name>.
+type ClusterConfig struct {
+	// Name is the key of the entry.
+	Name string `yaml:"-"`
+	// BaseURL is the API endpoint, http(s)://host[:port].
+	BaseURL string `yaml:"base-url"`
+	// Nodes is the allowlist; empty allows every node.
+	Nodes []string `yaml:"nodes,omitempty"`
+	// SecretsFile is a SOPS file; a relative path is relative to the configuration file's directory.
+	SecretsFile string          `yaml:"secrets-file,omitempty"`
+	Secrets     *ClusterSecrets `yaml:"secrets,omitempty"`
+	// Insecure skips TLS verification.
+	Insecure *bool `yaml:"insecure,omitempty"`
+	// CAFile is a PEM CA bundle for this cluster's endpoint.
+	CAFile string `yaml:"ca-file,omitempty"`
+	// Suspend stops planning and applying for this cluster.
+	Suspend *bool `yaml:"suspend,omitempty"`
+	// PruneBudget overrides reconcile.prune-budget for this cluster.
+	PruneBudget *int `yaml:"prune-budget,omitempty"`
+
+	// File is the file that declares the entry; Pos the position of its key; Positions those of every key
+	// of that file (paths start at pve.clusters.<name>).
+	File      string               `yaml:"-"`
+	Pos       yamldecode.Pos       `yaml:"-"`
+	Positions yamldecode.Positions `yaml:"-"`
+}
+
+// ClusterSecrets names the keys of the SOPS document's secrets map that hold credentials.
+type ClusterSecrets struct {
+	PVE PVESecretRefs `yaml:"pve"`
+	Git GitSecretRefs `yaml:"git"`
+}
+
+// PVESecretRefs names the SOPS keys of the PVE credentials.
+type PVESecretRefs struct {
+	User     string `yaml:"user,omitempty"`
+	TokenID  string `yaml:"token-id,omitempty"`
+	Token    string `yaml:"token,omitempty"`
+	Password string `yaml:"password,omitempty"`
+}
+
+// GitSecretRefs names the SOPS key of the git token.
+type GitSecretRefs struct {
+	Token string `yaml:"token,omitempty"`
+}
+
+// DefaultConfig returns the built-in defaults.
+func DefaultConfig() *Config {
+	return &Config{
+		Log: LogConfig{Level: "info"},
+		PVE: PVEConfig{Auth: "token"},
+		Git: GitConfig{Branch: "main"},
+		Reconcile: ReconcileConfig{
+			PollInterval:    30 * time.Second,
+			TaskTimeout:     30 * time.Minute,
+			PruneBudget:     3,
+			DriftInterval:   5 * time.Minute,
+			Restart:         "auto",
+			ShutdownTimeout: 60 * time.Second,
+			LockWait:        2 * time.Hour,
+		},
+		Executor:  ExecutorConfig{Concurrency: 4, StorageConcurrency: 1},
+		Listen:    "127.0.0.1:9494",
+		DataDir:   "~/.local/share/proxops",
+		Positions: yamldecode.Positions{},
+	}
+}
+
+// ClusterNames returns the names of the inline clusters, sorted.
+func (c *Config) ClusterNames() []string {
+	names := make([]string, 0, len(c.PVE.Clusters))
+	for n := range c.PVE.Clusters {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// PruneBudget is a cluster's effective prune budget (0 = unlimited).
+func (c *Config) PruneBudget(cl *ClusterConfig) int {
+	if cl != nil && cl.PruneBudget != nil {
+		return *cl.PruneBudget
+	}
+	return c.Reconcile.PruneBudget
+}
+
+// SecretsPath is the slash-separated path of the cluster's SOPS file: relative paths are joined to the
+// directory of the file that declares the cluster. It is "" when there is none.
+func (c *ClusterConfig) SecretsPath() string {
+	if c.SecretsFile == "" || path.IsAbs(c.SecretsFile) || strings.HasPrefix(c.SecretsFile, "~") {
+		return c.SecretsFile
+	}
+	return path.Join(path.Dir(c.File), c.SecretsFile)
+}
+
+// HasSecretRefs reports whether any credential is taken from the SOPS file.
+func (c *ClusterConfig) HasSecretRefs() bool {
+	s := c.Secrets
+	return s != nil && (s.PVE.User != "" || s.PVE.TokenID != "" || s.PVE.Token != "" || s.PVE.Password != "" || s.Git.Token != "")
+}
+
+var (
+	clusterNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	nodeNameRE    = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
+	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// ValidClusterName reports whether a name can name a cluster (and its clusters/<name> directory).
+func ValidClusterName(name string) bool {
+	return len(name) <= 64 && clusterNameRE.MatchString(name)
+}
+
+// ParseConfigFile reads a standalone configuration file: a process configuration with inline pve.clusters,
+// or a cluster-local file. Every key is checked, process-wide and per cluster.
+func ParseConfigFile(file string, data []byte) (*Config, diag.List) {
+	cfg, diags := decodeConfig(file, data)
+	diags = append(diags, validateProcess(cfg)...)
+	for _, name := range cfg.ClusterNames() {
+		diags = append(diags, validateCluster(cfg.PVE.Clusters[name])...)
+	}
+	return cfg, diags
+}
+
+// decodeConfig decodes a configuration file over the defaults, without checking values.
+func decodeConfig(file string, data []byte) (*Config, diag.List) {
+	cfg := DefaultConfig()
+	cfg.File = file
+	docs, diags := yamldecode.Documents(file, data)
+	if len(docs) > 1 {
+		diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: docs[1].Root.Line,
+			Column: docs[1].Root.Column, Message: "a configuration file holds one YAML document"})
+	}
+	if len(docs) == 0 {
+		return cfg, diags
+	}
+	d := yamldecode.NewDecoder(file)
+	root := docs[0].Root
+	d.Positions[""] = yamldecode.Of(root)
+	if root.Kind != yaml.MappingNode {
+		d.Errorf(yamldecode.Of(root), "", "expected a mapping of configuration keys, got %s", describe(root))
+		return cfg, append(diags, d.Diags...)
+	}
+	d.Decode(root, "", cfg)
+	for _, name := range cfg.ClusterNames() {
+		cl := cfg.PVE.Clusters[name]
+		if cl == nil {
+			cl = &ClusterConfig{}
+			cfg.PVE.Clusters[name] = cl
+		}
+		cl.Name, cl.File = name, file
+		cl.Pos = d.Positions.Lookup("pve.clusters." + name)
+		cl.Positions = d.Positions
+	}
+	cfg.Positions = d.Positions
+	return cfg, append(diags, d.Diags...)
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%q", n.Value)
+}
+
+// configChecker positions diagnostics about a configuration file.
+type configChecker struct {
+	file  string
+	pos   yamldecode.Positions
+	diags diag.List
+}
+
+func (c *configChecker) errorf(field, format string, args ...any) {
+	c.add(diag.Error, field, fmt.Sprintf(format, args...))
+}
+
+func (c *configChecker) warnf(field, format string, args ...any) {
+	c.add(diag.Warning, field, fmt.Sprintf(format, args...))
+}
+
+func (c *configChecker) add(sev diag.Severity, field, msg string) {
+	p := c.pos.Lookup(field)
+	if p.Line == 0 {
+		p = yamldecode.Pos{Line: 1, Column: 1}
+	}
+	c.diags = append(c.diags, diag.Diagnostic{Severity: sev, File: c.file, Line: p.Line, Column: p.Column, Field: field, Message: msg})
+}
+
+func (c *configChecker) enum(field, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		c.errorf(field, "invalid value %q (want %s)", v, strings.Join(allowed, "|"))
+	}
+}
+
+func (c *configChecker) positive(field string, d time.Duration) {
+	if d <= 0 {
+		c.errorf(field, "must be greater than zero")
+	}
+}
+
+func (c *configChecker) listen(field, v string) {
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		c.errorf(field, "invalid address %q (want host:port, e.g. 127.0.0.1:9494)", v)
+	}
+}
+
+// validateProcess checks the process-wide keys.
+func validateProcess(cfg *Config) diag.List {
+	c := &configChecker{file: cfg.File, pos: cfg.Positions}
+	c.enum("log.level", cfg.Log.Level, "debug", "info", "warn", "warning", "error")
+	c.enum("pve.auth", cfg.PVE.Auth, "token", "ticket")
+	if cfg.PVE.Auth == "token" && cfg.PVE.Password != "" {
+		c.errorf("pve.password", "must be empty with pve.auth: token (a password is for ticket authentication)")
+	}
+	if cfg.Git.URL != "" && cfg.Git.Path != "" {
+		c.errorf("git.path", "git.url and git.path cannot both be set")
+	}
+	if cfg.Git.URL != "" {
+		if u, err := url.Parse(cfg.Git.URL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			c.errorf("git.url", "invalid URL %q (want https://host/path)", cfg.Git.URL)
+		} else if u.User != nil {
+			c.errorf("git.url", "must not carry credentials; use git.token or PROXOPS_GIT_TOKEN")
+		}
+	}
+	if cfg.Git.Branch == "" {
+		c.errorf("git.branch", "must not be empty")
+	}
+	r := cfg.Reconcile
+	c.positive("reconcile.poll-interval", r.PollInterval)
+	c.positive("reconcile.task-timeout", r.TaskTimeout)
+	c.positive("reconcile.drift-interval", r.DriftInterval)
+	c.positive("reconcile.shutdown-timeout", r.ShutdownTimeout)
+	c.positive("reconcile.lock-wait", r.LockWait)
+	if r.PruneBudget < 0 {
+		c.errorf("reconcile.prune-budget", "must not be negative (0 means unlimited)")
+	}
+	c.enum("reconcile.restart", r.Restart, "auto", "never")
+	if cfg.Executor.Concurrency < 1 {
+		c.errorf("executor.concurrency", "must be at least 1")
+	}
+	if cfg.Executor.StorageConcurrency < 1 {
+		c.errorf("executor.storage-concurrency", "must be at least 1")
+	}
+	c.listen("listen", cfg.Listen)
+	if cfg.Webhook.Listen != "" {
+		c.listen("webhook.listen", cfg.Webhook.Listen)
+	}
+	if cfg.Webhook.SecretEnv != "" && !envNameRE.MatchString(cfg.Webhook.SecretEnv) {
+		c.errorf("webhook.secret-env", "invalid environment variable name %q", cfg.Webhook.SecretEnv)
+	}
+	if cfg.Webhook.Listen != "" && cfg.Webhook.SecretEnv == "" {
+		c.errorf("webhook.secret-env", "required when webhook.listen is set: unsigned webhooks are refused")
+	}
+	if cfg.NATS.URL != "" {
+		for _, s := range strings.Split(cfg.NATS.URL, ",") {
+			if u, err := url.Parse(strings.TrimSpace(s)); err != nil || u.Scheme == "" || u.Host == "" {
+				c.errorf("nats.url", "invalid server URL %q (want nats://host:port)", strings.TrimSpace(s))
+			}
+		}
+	}
+	if cfg.DataDir == "" {
+		c.errorf("data-dir", "must not be empty")
+	}
+	return c.diags
+}
+
+// validateCluster checks one pve.clusters entry on its own (uniqueness across clusters is checked by Load).
+func validateCluster(cl *ClusterConfig) diag.List {
+	p := "pve.clusters." + cl.Name
+	positions := cl.Positions
+	if positions == nil {
+		positions = yamldecode.Positions{p: cl.Pos}
+	}
+	c := &configChecker{file: cl.File, pos: positions}
+	if !ValidClusterName(cl.Name) {
+		c.errorf(p, "invalid cluster name %q (lower-case letters, digits and hyphens, at most 64)", cl.Name)
+	}
+	switch u, err := url.Parse(cl.BaseURL); {
+	case cl.BaseURL == "":
+		c.errorf(p+".base-url", "required (the PVE API endpoint, e.g. https://pve.example.com:8006)")
+	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Hostname() == "":
+		c.errorf(p+".base-url", "invalid URL %q (want http(s)://host[:port])", cl.BaseURL)
+	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil:
+		c.errorf(p+".base-url", "must be just http(s)://host[:port], without a path, query or credentials")
+	}
+	seen := map[string]bool{}
+	for i, n := range cl.Nodes {
+		np := yamldecode.Index(p+".nodes", i)
+		switch {
+		case n == "":
+			c.errorf(np, "must not be empty")
+		case len(n) > 64 || !nodeNameRE.MatchString(n):
+			c.errorf(np, "invalid node name %q", n)
+		case seen[n]:
+			c.errorf(np, "node %s is listed twice", n)
+		}
+		seen[n] = true
+	}
+	if cl.HasSecretRefs() && cl.SecretsFile == "" {
+		c.errorf(p+".secrets", "names SOPS keys but secrets-file is not set")
+	}
+	if cl.PruneBudget != nil && *cl.PruneBudget < 0 {
+		c.errorf(p+".prune-budget", "must not be negative (0 means unlimited)")
+	}
+	if cl.Insecure != nil && *cl.Insecure && cl.CAFile != "" {
+		c.warnf(p+".ca-file", "is not used: insecure: true skips certificate verification")
+	}
+	return c.diags
+}

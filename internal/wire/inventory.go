@@ -1,0 +1,217 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	inventoryv1 "github.com/proxops/proxops/internal/gen/proxops/inventory/v1"
+	"github.com/proxops/proxops/internal/inventory"
+)
+
+var inventoryGuestTypeEnum = enumMap[inventory.GuestType, inventoryv1.GuestType]{field: "type", pairs: []enumPair[inventory.GuestType, inventoryv1.GuestType]{
+	{inventory.QEMU, inventoryv1.GuestType_GUEST_TYPE_QEMU},
+	{inventory.LXC, inventoryv1.GuestType_GUEST_TYPE_LXC},
+}}
+
+// NodeInventory is a node's inventory as it travels: the observed node plus what the observation itself
+// says (which request it answers, when it was taken, and whether it failed).
+type NodeInventory struct {
+	Node       inventory.Node
+	RequestID  string
+	ObservedAt time.Time
+	// Error is set when the node could not be observed; the inventory is then incomplete and must not be
+	// planned on.
+	Error string
+}
+
+// ObserveRequest asks a node's executors for a live inventory.
+type ObserveRequest struct {
+	Cluster   string
+	Node      string
+	RequestID string
+	// ContentStorages are the storages whose content to list.
+	ContentStorages []string
+	// AllContent lists the content of every storage (adoption).
+	AllContent bool
+}
+
+func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
+	t, err := inventoryGuestTypeEnum.toProto(g.Type)
+	if err != nil {
+		return nil, err
+	}
+	p := &inventoryv1.Guest{
+		Vmid: int64(g.VMID), Type: t, Name: g.Name, Status: g.Status, Qmpstatus: g.QMPStatus, Template: g.Template,
+		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged,
+	}
+	for _, e := range g.Config {
+		del, err := int32Of("config "+e.Key+" delete", e.Delete)
+		if err != nil {
+			return nil, err
+		}
+		p.Config = append(p.Config, &inventoryv1.ConfigEntry{Key: e.Key, Value: e.Value, HasValue: e.HasValue,
+			Pending: e.Pending, HasPending: e.HasPending, Delete: del})
+	}
+	return p, nil
+}
+
+func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) {
+	t, err := inventoryGuestTypeEnum.fromProto(p.GetType())
+	if err != nil {
+		return inventory.Guest{}, err
+	}
+	g := inventory.Guest{
+		VMID: int(p.GetVmid()), Type: t, Node: node, Name: p.GetName(), Status: p.GetStatus(),
+		QMPStatus: p.GetQmpstatus(), Template: p.GetTemplate(), Lock: p.GetLock(), Tags: p.GetTags(),
+		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(),
+	}
+	for _, e := range p.GetConfig() {
+		g.Config = append(g.Config, inventory.Entry{Key: e.GetKey(), Value: e.GetValue(), HasValue: e.GetHasValue(),
+			Pending: e.GetPending(), HasPending: e.GetHasPending(), Delete: int(e.GetDelete())})
+	}
+	return g, nil
+}
+
+func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
+	p := &inventoryv1.NodeInventory{
+		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
+		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error,
+	}
+	for _, g := range n.Node.Guests {
+		if g.Node != "" && g.Node != n.Node.Node {
+			return nil, fmt.Errorf("guest %d: on node %q, not %q", g.VMID, g.Node, n.Node.Node)
+		}
+		pg, err := guestToProto(g)
+		if err != nil {
+			return nil, fmt.Errorf("guest %d: %w", g.VMID, err)
+		}
+		p.Guests = append(p.Guests, pg)
+	}
+	for _, s := range n.Node.Storages {
+		p.Storages = append(p.Storages, &inventoryv1.Storage{Storage: s.ID, Type: s.Type, Content: s.Content,
+			Shared: s.Shared, Active: s.Active, Enabled: s.Enabled, Total: s.Total, Avail: s.Avail})
+	}
+	for _, v := range n.Node.Volumes {
+		p.Volumes = append(p.Volumes, &inventoryv1.Volume{Storage: v.Storage, Volid: v.Volid, Content: v.Content,
+			Format: v.Format, Size: v.Size, Vmid: int64(v.VMID), Parent: v.Parent})
+	}
+	return p, nil
+}
+
+func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error) {
+	at, err := timeFromProto(p.GetObservedAt())
+	if err != nil {
+		return NodeInventory{}, fmt.Errorf("observed at: %w", err)
+	}
+	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), Node: inventory.Node{
+		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
+	}}
+	for _, pg := range p.GetGuests() {
+		g, err := guestFromProto(pg, p.GetNode())
+		if err != nil {
+			return NodeInventory{}, fmt.Errorf("guest %d: %w", pg.GetVmid(), err)
+		}
+		n.Node.Guests = append(n.Node.Guests, g)
+	}
+	for _, s := range p.GetStorages() {
+		n.Node.Storages = append(n.Node.Storages, inventory.Storage{ID: s.GetStorage(), Type: s.GetType(),
+			Content: s.GetContent(), Shared: s.GetShared(), Active: s.GetActive(), Enabled: s.GetEnabled(),
+			Total: s.GetTotal(), Avail: s.GetAvail()})
+	}
+	for _, v := range p.GetVolumes() {
+		n.Node.Volumes = append(n.Node.Volumes, inventory.Volume{Storage: v.GetStorage(), Volid: v.GetVolid(),
+			Content: v.GetContent(), Format: v.GetFormat(), Size: v.GetSize(), VMID: int(v.GetVmid()), Parent: v.GetParent()})
+	}
+	return n, nil
+}
+
+// NodeInventoryToProto converts an inventory into a proxops.inventory.v1.NodeInventory. A guest must sit on
+// the inventory's node (or name no node).
+func NodeInventoryToProto(n NodeInventory) (proto.Message, error) {
+	p, err := nodeInventoryToProto(n)
+	if err != nil {
+		return nil, fmt.Errorf("inventory of %s/%s: %w", n.Node.Cluster, n.Node.Node, err)
+	}
+	return p, nil
+}
+
+// NodeInventoryFromProto converts a proxops.inventory.v1.NodeInventory; every guest gets the node's name.
+func NodeInventoryFromProto(m proto.Message) (NodeInventory, error) {
+	p, err := as[*inventoryv1.NodeInventory](m)
+	if err != nil {
+		return NodeInventory{}, fmt.Errorf("inventory: %w", err)
+	}
+	n, err := nodeInventoryFromProto(p)
+	if err != nil {
+		return NodeInventory{}, fmt.Errorf("inventory of %s/%s: %w", p.GetCluster(), p.GetNode(), err)
+	}
+	return n, nil
+}
+
+// DecodeNodeInventory decodes a received proxops.inventory.v1.NodeInventory.
+func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory, error) {
+	return decodeAs(ctx, decode, &inventoryv1.NodeInventory{}, func(p *inventoryv1.NodeInventory) (NodeInventory, error) { return NodeInventoryFromProto(p) })
+}
+
+// ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
+func ObserveRequestToProto(r ObserveRequest) proto.Message {
+	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent}
+}
+
+// ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
+func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
+	p, err := as[*inventoryv1.ObserveRequest](m)
+	if err != nil {
+		return ObserveRequest{}, fmt.Errorf("observe request: %w", err)
+	}
+	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
+		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent()}, nil
+}
+
+// DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.
+func DecodeObserveRequest(ctx context.Context, decode DecodeFunc) (ObserveRequest, error) {
+	return decodeAs(ctx, decode, &inventoryv1.ObserveRequest{}, func(p *inventoryv1.ObserveRequest) (ObserveRequest, error) { return ObserveRequestFromProto(p) })
+}
+
+func gapsToProto(gs []inventory.Gap) []*inventoryv1.Gap {
+	out := make([]*inventoryv1.Gap, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, &inventoryv1.Gap{Kind: g.Kind, Name: g.Name, Node: g.Node, Vmid: int64(g.VMID), Key: g.Key,
+			Value: g.Value, Note: g.Note, Managed: g.Managed})
+	}
+	return out
+}
+
+func gapsFromProto(ps []*inventoryv1.Gap) []inventory.Gap {
+	var out []inventory.Gap
+	for _, p := range ps {
+		out = append(out, inventory.Gap{Kind: p.GetKind(), Name: p.GetName(), Node: p.GetNode(), VMID: int(p.GetVmid()),
+			Key: p.GetKey(), Value: p.GetValue(), Note: p.GetNote(), Managed: p.GetManaged()})
+	}
+	return out
+}
+
+// GapReportToProto converts a gap report into a proxops.inventory.v1.GapReport.
+func GapReportToProto(r inventory.GapReport) proto.Message {
+	return &inventoryv1.GapReport{Cluster: r.Cluster, Gaps: gapsToProto(r.Gaps)}
+}
+
+// GapReportFromProto converts a proxops.inventory.v1.GapReport.
+func GapReportFromProto(m proto.Message) (inventory.GapReport, error) {
+	p, err := as[*inventoryv1.GapReport](m)
+	if err != nil {
+		return inventory.GapReport{}, fmt.Errorf("gap report: %w", err)
+	}
+	return inventory.GapReport{Cluster: p.GetCluster(), Gaps: gapsFromProto(p.GetGaps())}, nil
+}
+
+// DecodeGapReport decodes a received proxops.inventory.v1.GapReport.
+func DecodeGapReport(ctx context.Context, decode DecodeFunc) (inventory.GapReport, error) {
+	return decodeAs(ctx, decode, &inventoryv1.GapReport{}, func(p *inventoryv1.GapReport) (inventory.GapReport, error) {
+		return GapReportFromProto(p)
+	})
+}

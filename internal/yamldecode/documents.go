@@ -1,0 +1,104 @@
+package yamldecode
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/proxops/proxops/internal/diag"
+)
+
+// Document is one YAML document of a file.
+type Document struct {
+	// Index is the 1-based position of the document in its file, counting empty documents.
+	Index int
+	// Root is the document's top-level node (never an alias or a document node).
+	Root *yaml.Node
+}
+
+var lineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// Documents splits a file into its non-empty YAML documents. A syntax error ends the file: the documents
+// before it are returned with one error diagnostic that carries the line of the problem (line 1 when the
+// parser does not say).
+func Documents(file string, data []byte) (docs []Document, diags diag.List) {
+	defer func() {
+		if r := recover(); r != nil {
+			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: 1, Column: 1,
+				Message: fmt.Sprintf("invalid YAML: %v", r)})
+		}
+	}()
+	if !bytes.Contains(data, []byte("\n---")) && !bytes.Contains(data, []byte("\n...")) {
+		// One document (the common case): parsing from the byte slice avoids the reader's buffers.
+		var n yaml.Node
+		if err := yaml.Unmarshal(data, &n); err != nil {
+			return nil, append(diags, syntaxError(file, data, err))
+		}
+		if root := Resolve(&n); !IsNull(root) {
+			docs = append(docs, Document{Index: 1, Root: root})
+		}
+		return docs, diags
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for index := 1; ; index++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, diags
+		}
+		if err != nil {
+			return docs, append(diags, syntaxError(file, data, err))
+		}
+		root := Resolve(&n)
+		if IsNull(root) {
+			continue
+		}
+		docs = append(docs, Document{Index: index, Root: root})
+	}
+}
+
+// syntaxError turns a YAML parser error into a diagnostic at the line it names (line 1 when it names
+// none). The parser does not report a column, so the column is that of the line's first non-blank
+// character.
+func syntaxError(file string, data []byte, err error) diag.Diagnostic {
+	msg := err.Error()
+	d := diag.Diagnostic{Severity: diag.Error, File: file, Line: 1}
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		d.Line, _ = strconv.Atoi(m[1])
+		msg = strings.TrimPrefix(msg, m[0])
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	d.Column = firstColumn(data, d.Line)
+	d.Message = "invalid YAML: " + msg
+	return d
+}
+
+// firstColumn returns the 1-based column of the first non-blank character of a 1-based line, 1 when the
+// line is blank or does not exist.
+func firstColumn(data []byte, line int) int {
+	for i := 1; i < line; i++ {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			return 1
+		}
+		data = data[nl+1:]
+	}
+	if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+		data = data[:nl]
+	}
+	col := 1
+	for _, r := range string(data) {
+		if r != ' ' && r != '\t' && r != '\r' {
+			return col
+		}
+		col++
+	}
+	return 1
+}
