@@ -32,7 +32,7 @@ func TestExecutorAppliesAGuestsLifecycleAndReportsResults(t *testing.T) {
 	e.start(cfg)
 
 	create := e.dispatch(plan.Operation{Node: "pve1", VMID: 101, GuestType: inventory.QEMU, Action: plan.ActionCreate,
-		Values: kvs("name", "web-01", "memory", "1024", "scsi0", "local-lvm:4", "tags", "proxops"),
+		Values:       kvs("name", "web-01", "memory", "1024", "scsi0", "local-lvm:4", "tags", "proxops"),
 		Precondition: plan.Precondition{ExpectAbsent: true}})
 	r := e.mustSucceed(create)
 	if !strings.HasPrefix(r.Fingerprint, "uuid=") || r.UPID == "" || r.Executor != "test" || r.Attempt != 1 {
