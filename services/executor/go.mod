@@ -9,6 +9,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require go.yaml.in/yaml/v3 v3.0.6 // indirect
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
