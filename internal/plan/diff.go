@@ -366,7 +366,7 @@ func (d *differ) downloadOp(r *manifest.Resource, node string, covers []string) 
 	}
 	return Operation{ID: id, Cluster: d.cluster, Node: node, Ref: r.Ref().String(), Action: ActionDownload,
 		Params: params, Storage: a.Storage, Precondition: Precondition{ExpectAbsent: true},
-		Reason: fmt.Sprintf("%s: %s not present on storage %s on %s; will %s", r.Ref(), a.Filename, a.Storage, node, artifactWhat[r.Kind]),
+		Reason:  fmt.Sprintf("%s: %s not present on storage %s on %s; will %s", r.Ref(), a.Filename, a.Storage, node, artifactWhat[r.Kind]),
 		Changes: []Change{{Field: "volume", Before: "", After: pvewire.ArtifactVolid(r)}}}
 }
 
@@ -685,8 +685,8 @@ func (d *differ) reorderPausedRestart(u *unit) {
 	resume := u.ops[0]
 	sd := Operation{ID: d.opID(guestOpID(resume.GuestType, resume.VMID, ActionShutdown, "")), Cluster: resume.Cluster,
 		Node: resume.Node, VMID: resume.VMID, GuestType: resume.GuestType, Ref: resume.Ref, Action: ActionShutdown,
-		Params: []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
-		Reason: fmt.Sprintf("%s: restart to apply pending changes (graceful shutdown, stop after %ds)", resume.Ref, d.in.Settings.shutdownSeconds()),
+		Params:  []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
+		Reason:  fmt.Sprintf("%s: restart to apply pending changes (graceful shutdown, stop after %ds)", resume.Ref, d.in.Settings.shutdownSeconds()),
 		Changes: []Change{{Field: "power", Before: "running", After: "stopped"}}}
 	ops := []Operation{resume, sd}
 	ops = append(ops, u.ops[1:]...)

@@ -12,7 +12,7 @@ var qemuFastPlug = map[string]bool{
 	"description": true, "hookscript": true, "lock": true, "migrate_downtime": true, "migrate_speed": true,
 	"name": true, "onboot": true, "protection": true, "shares": true, "startup": true, "tags": true,
 	"vmstatestorage": true,
-	"cicustom": true, "cipassword": true, "citype": true, "ciupgrade": true, "ciuser": true, "nameserver": true,
+	"cicustom":       true, "cipassword": true, "citype": true, "ciupgrade": true, "ciuser": true, "nameserver": true,
 	"searchdomain": true, "sshkeys": true,
 }
 
