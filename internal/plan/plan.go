@@ -46,6 +46,8 @@ type Plan struct {
 	HeldPrunes []string
 	// Resources are the declared resources, Kind/name sorted.
 	Resources []string
+	// Record lists the guests to store in the ownership inventory, by vmid.
+	Record []Record
 }
 
 // Empty reports whether the plan has nothing to do.

@@ -1,0 +1,982 @@
+package plan
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pvewire"
+)
+
+// Diff computes the plan that makes a cluster's live state equal to its desired state. It is pure and
+// deterministic: the same input (in any order) gives the same plan. A cluster that cannot be planned (errors
+// in its repository, secrets that do not resolve, nodes that were not observed) gives a *RejectedError and
+// no plan.
+func Diff(in Input) (Plan, error) {
+	if in.Cluster == nil {
+		return Plan{}, errors.New("plan: no desired cluster")
+	}
+	name := in.Cluster.Name
+	if ds := in.Cluster.Diagnostics; ds.HasErrors() {
+		return Plan{}, reject(name, RejectParse, ds.Errors().Sorted())
+	}
+	d := newDiffer(in)
+	if diags := d.resolveSecrets(); len(diags) > 0 {
+		return Plan{}, reject(name, RejectSecrets, diags)
+	}
+	if diags := d.checkNodes(); len(diags) > 0 {
+		return Plan{}, reject(name, RejectObserve, diags)
+	}
+	for _, r := range d.resources {
+		if r.Kind.IsArtifact() {
+			d.planArtifact(r)
+		}
+	}
+	for _, r := range d.resources {
+		if r.Kind.IsGuest() {
+			if err := d.planGuest(r); err != nil {
+				return Plan{}, reject(name, RejectInternal, diag.List{{Severity: diag.Error, File: r.Source.File,
+					Ref: r.Ref().String(), Message: err.Error()}})
+			}
+		}
+	}
+	d.planPrunes()
+	return d.finish(), nil
+}
+
+func reject(cluster, reason string, diags diag.List) error {
+	return &RejectedError{Rejection: Rejection{Cluster: cluster, Reason: reason, Diagnostics: diags}}
+}
+
+// liveGuest is a guest found on an observed node.
+type liveGuest struct {
+	g    *inventory.Guest
+	node *inventory.Node
+}
+
+// unit is the sequence of operations of one resource (or one prune), ordered as a whole.
+type unit struct {
+	ref   manifest.Ref
+	level int
+	node  string
+	vmid  int
+	ops   []Operation
+	prune bool
+}
+
+func (u *unit) last() string {
+	if len(u.ops) == 0 {
+		return ""
+	}
+	return u.ops[len(u.ops)-1].ID
+}
+
+type differ struct {
+	in        Input
+	cluster   string
+	resources []*manifest.Resource
+	byRef     map[manifest.Ref]*manifest.Resource
+	levels    map[manifest.Ref]int
+	live      map[int]liveGuest
+	owned     map[int]Owned
+	sshDigest map[manifest.Ref]string
+
+	units    []*unit
+	unitOf   map[manifest.Ref]*unit
+	findings []Finding
+	records  []Record
+	// downloads maps an artifact and node to the download operation that puts it there.
+	downloads map[manifest.Ref]map[string]string
+	opIDs     map[string]bool
+	held      []string
+	heldWhy   []string
+}
+
+func newDiffer(in Input) *differ {
+	d := &differ{in: in, cluster: in.Cluster.Name, byRef: map[manifest.Ref]*manifest.Resource{},
+		live: map[int]liveGuest{}, owned: map[int]Owned{}, sshDigest: map[manifest.Ref]string{},
+		unitOf: map[manifest.Ref]*unit{}, downloads: map[manifest.Ref]map[string]string{}, opIDs: map[string]bool{}}
+	for _, r := range in.Cluster.Resources {
+		rr := manifest.Resolve(r)
+		d.resources = append(d.resources, rr)
+		d.byRef[rr.Ref()] = rr
+	}
+	slices.SortFunc(d.resources, func(a, b *manifest.Resource) int { return manifest.CompareRefs(a.Ref(), b.Ref()) })
+	if in.Cluster.Graph != nil {
+		d.levels = in.Cluster.Graph.Levels()
+	}
+	nodes := slices.Clone(in.Observed.Nodes)
+	slices.SortFunc(nodes, func(a, b inventory.Node) int { return cmp.Compare(a.Node, b.Node) })
+	for i := range nodes {
+		n := &nodes[i]
+		for j := range n.Guests {
+			g := &n.Guests[j]
+			if _, dup := d.live[g.VMID]; !dup {
+				d.live[g.VMID] = liveGuest{g: g, node: n}
+			}
+		}
+	}
+	d.in.Observed.Nodes = nodes
+	for _, o := range in.Owned {
+		if prev, dup := d.owned[o.VMID]; !dup || compareOwned(o, prev) < 0 {
+			d.owned[o.VMID] = o
+		}
+	}
+	return d
+}
+
+func compareOwned(a, b Owned) int {
+	return cmp.Or(cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Fingerprint, b.Fingerprint))
+}
+
+func (d *differ) lookup(ref manifest.Ref) *manifest.Resource { return d.byRef[ref] }
+
+func (d *differ) node(name string) *inventory.Node {
+	i, ok := slices.BinarySearchFunc(d.in.Observed.Nodes, name, func(n inventory.Node, s string) int { return cmp.Compare(n.Node, s) })
+	if !ok {
+		return nil
+	}
+	return &d.in.Observed.Nodes[i]
+}
+
+func diagAt(r *manifest.Resource, field, format string, args ...any) diag.Diagnostic {
+	pos := r.Source.Pos(field)
+	return diag.Diagnostic{Severity: diag.Error, File: r.Source.File, Line: pos.Line, Column: pos.Column,
+		Ref: r.Ref().String(), Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// resolveSecrets asks the resolver for the digest of every ssh-key-refs list and checks every password
+// reference; each failure is a diagnostic.
+func (d *differ) resolveSecrets() diag.List {
+	var out diag.List
+	for _, r := range d.resources {
+		s := r.VM()
+		if s == nil || s.CloudInitData == nil {
+			continue
+		}
+		c := s.CloudInitData
+		if len(c.SSHKeyRefs) > 0 {
+			if d.in.Secrets == nil {
+				out = append(out, diagAt(r, "spec.cloud-init-data.ssh-key-refs", "cloud-init secret resolution: the cluster has no secrets file"))
+			} else if dg, err := d.in.Secrets.SSHKeysDigest(c.SSHKeyRefs); err != nil {
+				out = append(out, diagAt(r, "spec.cloud-init-data.ssh-key-refs", "cloud-init secret resolution: %v", err))
+			} else {
+				d.sshDigest[r.Ref()] = dg
+			}
+		}
+		if c.CIPasswordRef != "" {
+			if d.in.Secrets == nil {
+				out = append(out, diagAt(r, "spec.cloud-init-data.ci-password-ref", "cloud-init secret resolution: the cluster has no secrets file"))
+			} else if err := d.in.Secrets.CheckPassword(c.CIPasswordRef); err != nil {
+				out = append(out, diagAt(r, "spec.cloud-init-data.ci-password-ref", "cloud-init secret resolution: %v", err))
+			}
+		}
+	}
+	return out.Sorted()
+}
+
+// checkNodes requires an inventory of every node a resource is placed on.
+func (d *differ) checkNodes() diag.List {
+	var out diag.List
+	for _, r := range d.resources {
+		var nodes []string
+		field := "spec.node"
+		if a := r.Artifact(); a != nil {
+			nodes, field = a.Nodes, "spec.nodes"
+		} else if n := r.Node(); n != "" {
+			if _, found := d.live[r.VMID()]; found {
+				continue
+			}
+			nodes = []string{n}
+		}
+		for _, n := range nodes {
+			if d.node(n) == nil {
+				out = append(out, diagAt(r, field, "pve inventory read failed: node %s was not observed", n))
+			}
+		}
+	}
+	return out.Sorted()
+}
+
+func (d *differ) addUnit(u *unit) {
+	d.units = append(d.units, u)
+	if !u.prune {
+		d.unitOf[u.ref] = u
+	}
+}
+
+func (d *differ) level(ref manifest.Ref) int { return d.levels[ref] }
+
+func (d *differ) finding(kind FindingKind, ref, node string, vmid int, field, msg string) {
+	d.findings = append(d.findings, Finding{Kind: kind, Ref: ref, Node: node, VMID: vmid, Field: field, Message: msg})
+}
+
+// opID makes an operation id unique within the plan (a second operation of the same action on the same guest
+// gets its key appended).
+func (d *differ) opID(id string) string {
+	if !d.opIDs[id] {
+		d.opIDs[id] = true
+		return id
+	}
+	for i := 2; ; i++ {
+		if c := id + "-" + strconv.Itoa(i); !d.opIDs[c] {
+			d.opIDs[c] = true
+			return c
+		}
+	}
+}
+
+func guestPrefix(t inventory.GuestType) string {
+	if t == inventory.LXC {
+		return "ct"
+	}
+	return "vm"
+}
+
+func guestType(k manifest.Kind) inventory.GuestType {
+	if k.IsContainer() {
+		return inventory.LXC
+	}
+	return inventory.QEMU
+}
+
+func guestOpID(t inventory.GuestType, vmid int, action Action, suffix string) string {
+	id := guestPrefix(t) + "-" + strconv.Itoa(vmid) + "-" + string(action)
+	if suffix != "" {
+		id += "-" + suffix
+	}
+	return id
+}
+
+func kvs(vs pvewire.Values) []KV {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]KV, len(vs))
+	for i, v := range vs {
+		out[i] = KV{Key: v.Key, Value: v.Value, SecretRefs: slices.Clone(v.SecretRefs)}
+	}
+	return out
+}
+
+// ---- artifacts
+
+func (d *differ) planArtifact(r *manifest.Resource) {
+	a := r.Artifact()
+	volid := pvewire.ArtifactVolid(r)
+	ref := r.Ref()
+	u := &unit{ref: ref, level: d.level(ref)}
+	d.downloads[ref] = map[string]string{}
+	sharedDone := false
+	for _, n := range a.Nodes {
+		inv := d.node(n)
+		st, ok := inv.Storage(a.Storage)
+		if !ok {
+			d.finding(FindingAnomaly, ref.String(), n, 0, "spec.storage",
+				fmt.Sprintf("storage %s is not available on node %s; %s cannot be downloaded there", a.Storage, n, a.Filename))
+			continue
+		}
+		if st.Shared {
+			if sharedDone {
+				continue
+			}
+			sharedDone = true
+			d.planSharedArtifact(r, u, volid)
+			continue
+		}
+		if !inv.Listed(a.Storage) {
+			d.finding(FindingSkipped, ref.String(), n, 0, "spec.storage",
+				fmt.Sprintf("the content of storage %s on %s was not listed; whether %s is there is unknown, so it is not downloaded", a.Storage, n, a.Filename))
+			continue
+		}
+		if hasVolume(inv, volid) {
+			continue
+		}
+		u.ops = append(u.ops, d.downloadOp(r, n, []string{n}))
+	}
+	if len(u.ops) > 0 {
+		d.addUnit(u)
+	}
+}
+
+// planSharedArtifact downloads a file onto a shared storage once: it is present when any node that lists the
+// storage has it; otherwise the first placement node that listed it downloads it for all.
+func (d *differ) planSharedArtifact(r *manifest.Resource, u *unit, volid string) {
+	a := r.Artifact()
+	var sharing, listed []string
+	for _, inv := range d.in.Observed.Nodes {
+		st, ok := inv.Storage(a.Storage)
+		if !ok || !st.Shared {
+			continue
+		}
+		if inv.Listed(a.Storage) {
+			if hasVolume(&inv, volid) {
+				return
+			}
+		}
+	}
+	for _, n := range a.Nodes {
+		inv := d.node(n)
+		if st, ok := inv.Storage(a.Storage); ok && st.Shared {
+			sharing = append(sharing, n)
+			if inv.Listed(a.Storage) {
+				listed = append(listed, n)
+			}
+		}
+	}
+	slices.Sort(listed)
+	if len(listed) == 0 {
+		d.finding(FindingSkipped, r.Ref().String(), sharing[0], 0, "spec.storage",
+			fmt.Sprintf("the content of shared storage %s was not listed; whether %s is there is unknown, so it is not downloaded", a.Storage, a.Filename))
+		return
+	}
+	u.ops = append(u.ops, d.downloadOp(r, listed[0], sharing))
+}
+
+func hasVolume(inv *inventory.Node, volid string) bool {
+	_, ok := slices.BinarySearchFunc(inv.Volumes, volid, func(v inventory.Volume, id string) int { return cmp.Compare(v.Volid, id) })
+	if ok {
+		return true
+	}
+	// Inventories are sorted by volid; tolerate an unsorted one.
+	return slices.ContainsFunc(inv.Volumes, func(v inventory.Volume) bool { return v.Volid == volid })
+}
+
+var artifactWhat = map[manifest.Kind]string{
+	manifest.KindISO:        "download",
+	manifest.KindCTTemplate: "download ct-template (vztmpl)",
+	manifest.KindDiskImage:  "download disk image (import)",
+}
+
+func (d *differ) downloadOp(r *manifest.Resource, node string, covers []string) Operation {
+	a := r.Artifact()
+	id := d.opID(r.Kind.Root() + "-" + node + "-" + a.Storage + "-" + a.Filename + "-download")
+	for _, n := range covers {
+		d.downloads[r.Ref()][n] = id
+	}
+	params := []KV{{Key: "url", Value: a.URL}, {Key: "filename", Value: a.Filename}, {Key: "content", Value: r.Kind.Content()}}
+	if a.Checksum != nil && a.Checksum.Value != "" {
+		params = append(params, KV{Key: "checksum", Value: a.Checksum.Value}, KV{Key: "checksum-algorithm", Value: a.Checksum.Algorithm})
+	}
+	return Operation{ID: id, Cluster: d.cluster, Node: node, Ref: r.Ref().String(), Action: ActionDownload,
+		Params: params, Storage: a.Storage, Precondition: Precondition{ExpectAbsent: true},
+		Reason:  fmt.Sprintf("%s: %s not present on storage %s on %s; will %s", r.Ref(), a.Filename, a.Storage, node, artifactWhat[r.Kind]),
+		Changes: []Change{{Field: "volume", Before: "", After: pvewire.ArtifactVolid(r)}}}
+}
+
+// ---- guests
+
+func (d *differ) desired(r *manifest.Resource) pvewire.Desired {
+	return pvewire.Desired{Resource: r, Lookup: d.lookup, SSHKeysDigest: d.sshDigest[r.Ref()]}
+}
+
+func liveName(g *inventory.Guest) string {
+	key := "name"
+	if g.Type == inventory.LXC {
+		key = "hostname"
+	}
+	if v, ok := g.Get(key); ok {
+		return v
+	}
+	return g.Name
+}
+
+func desiredName(r *manifest.Resource) string {
+	if r.Kind.IsContainer() {
+		return r.Hostname()
+	}
+	return r.PVEName()
+}
+
+func liveTags(g *inventory.Guest) string {
+	if v, ok := g.Get("tags"); ok {
+		return v
+	}
+	return g.Tags
+}
+
+func (d *differ) planGuest(r *manifest.Resource) error {
+	ref := r.Ref()
+	lg, found := d.live[r.VMID()]
+	if !found {
+		return d.planCreate(r)
+	}
+	g := lg.g
+	vmid, want := r.VMID(), guestType(r.Kind)
+	if g.Type != want {
+		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid", fmt.Sprintf("vmid %d is a %s guest on PVE (%s), the manifest declares a %s guest; ProxOps does not touch it", vmid, g.Type, liveName(g), want))
+		return nil
+	}
+	if g.Node != r.Node() {
+		d.finding(FindingMisplaced, ref.String(), g.Node, vmid, "spec.node",
+			fmt.Sprintf("found on node %s, the manifest places it on %s; ProxOps manages it where it is and never recreates it", g.Node, r.Node()))
+	}
+	tagged := pvewire.Owned(liveTags(g))
+	if !tagged && liveName(g) != desiredName(r) {
+		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid",
+			fmt.Sprintf("vmid %d on PVE is %q without the proxops tag, the manifest names it %q; ProxOps does not take it over (a vmid typo?): fix the manifest, or tag or adopt the guest", vmid, liveName(g), desiredName(r)))
+		return nil
+	}
+	fp := inventory.Fingerprint(*g)
+	rec, hasRec := d.owned[vmid]
+	recMatches := hasRec && rec.Fingerprint != "" && rec.Fingerprint == fp
+	markTemplate := false
+	switch {
+	case r.Kind.IsTemplate() && !g.Template:
+		if !(tagged && recMatches) {
+			d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "kind",
+				fmt.Sprintf("vmid %d is not a template on PVE; turning it into one is irreversible, so ProxOps does it only for a guest it owns (tagged proxops and recorded): tag it proxops to confirm, or convert it by hand", vmid))
+			if tagged {
+				d.record(r, g, fp, "")
+			}
+			return nil
+		}
+		markTemplate = true
+	case !r.Kind.IsTemplate() && g.Template:
+		other := manifest.KindTemplateVM
+		if r.Kind.IsContainer() {
+			other = manifest.KindTemplateCT
+		}
+		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "kind",
+			fmt.Sprintf("vmid %d is a PVE template, the manifest declares a %s; PVE cannot turn a template back: declare it as a %s or replace the template by hand", vmid, r.Kind, other))
+		return nil
+	}
+	return d.planUpdate(r, lg, tagged, fp, hasRec && rec.Ref == ref.String() && rec.Node == g.Node && recMatches, markTemplate)
+}
+
+// record stores a declared guest in the ownership inventory (after an operation, or at once).
+func (d *differ) record(r *manifest.Resource, g *inventory.Guest, fp, after string) {
+	d.records = append(d.records, Record{Owned: Owned{VMID: r.VMID(), Ref: r.Ref().String(), Node: g.Node, Fingerprint: fp}, After: after})
+}
+
+// effective returns a guest's config with its pending values applied: what PVE will run after a restart.
+func effective(g *inventory.Guest) (current, eff map[string]string) {
+	current = g.Current()
+	eff = current
+	if len(g.PendingKeys()) == 0 {
+		return current, eff
+	}
+	eff = make(map[string]string, len(current))
+	for _, e := range g.Config {
+		switch {
+		case e.Delete > 0:
+		case e.HasPending:
+			eff[e.Key] = e.Pending
+		case e.HasValue:
+			eff[e.Key] = e.Value
+		}
+	}
+	return current, eff
+}
+
+func (d *differ) guestDiff(r *manifest.Resource, cfg map[string]string, template bool) (pvewire.Diff, error) {
+	if r.Kind.IsQEMU() {
+		return pvewire.QEMU(d.desired(r), cfg, template)
+	}
+	return pvewire.LXC(d.desired(r), cfg, template)
+}
+
+func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp string, recorded bool, markTemplate bool) error {
+	g := lg.g
+	ref, vmid, t := r.Ref(), g.VMID, g.Type
+	running := g.Running() && !g.Template
+	paused := g.Paused()
+	current, eff := effective(g)
+	cfg := current
+	if running {
+		cfg = eff
+	}
+	diff, err := d.guestDiff(r, cfg, g.Template)
+	if err != nil {
+		return err
+	}
+	for _, a := range diff.Anomalies {
+		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, a.Field, a.Message)
+	}
+	// Keys already written and pending on PVE: the manifest's values, not yet applied.
+	var pendingKeys []string
+	if running && len(g.PendingKeys()) > 0 {
+		curDiff, err := d.guestDiff(r, current, g.Template)
+		if err != nil {
+			return err
+		}
+		for _, c := range curDiff.Changes {
+			if !slices.ContainsFunc(diff.Changes, func(e pvewire.Change) bool { return e.Key == c.Key }) && slices.Contains(g.PendingKeys(), c.Key) {
+				pendingKeys = append(pendingKeys, c.Key)
+			}
+		}
+	}
+	var restartKeys []string
+	if running {
+		for _, c := range diff.Changes {
+			if !pvewire.AppliesLive(t, c, cfg) {
+				restartKeys = append(restartKeys, c.Key)
+			}
+		}
+		restartKeys = append(restartKeys, pendingKeys...)
+		slices.Sort(restartKeys)
+		restartKeys = slices.Compact(restartKeys)
+	}
+	desiredState := r.DesiredState()
+	policy := d.in.Settings.restart()
+	restart := running && len(restartKeys) > 0 && policy == RestartAuto && desiredState == manifest.StateStarted
+	if running && len(restartKeys) > 0 && policy == RestartNever && desiredState == manifest.StateStarted && !markTemplate {
+		for _, k := range restartKeys {
+			msg := fmt.Sprintf("%s is written but stays pending until the guest restarts (reconcile.restart: never)", k)
+			if slices.Contains(pendingKeys, k) {
+				msg = fmt.Sprintf("%s is pending on PVE until the guest restarts (reconcile.restart: never)", k)
+			}
+			d.finding(FindingPending, ref.String(), g.Node, vmid, k, msg)
+		}
+	}
+
+	u := &unit{ref: ref, level: d.level(ref), node: g.Node, vmid: vmid}
+	node := g.Node
+	add := func(op Operation) *Operation {
+		op.Cluster, op.Node, op.VMID, op.GuestType, op.Ref = d.cluster, node, vmid, t, ref.String()
+		if len(u.ops) > 0 {
+			op.DependsOn = []string{u.last()}
+		}
+		u.ops = append(u.ops, op)
+		return &u.ops[len(u.ops)-1]
+	}
+	stopped := !running
+	if paused {
+		if desiredState == manifest.StateStarted {
+			add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResume, "")), Action: ActionResume,
+				Reason:  fmt.Sprintf("%s: power %q → %q", ref, "paused", "running"),
+				Changes: []Change{{Field: "power", Before: "paused", After: "running"}}})
+		} else {
+			// A paused VM cannot process a shutdown request.
+			add(Operation{ID: d.opID(guestOpID(t, vmid, ActionStop, "")), Action: ActionStop,
+				Reason:  fmt.Sprintf("%s: power %q → %q", ref, "paused", "stopped"),
+				Changes: []Change{{Field: "power", Before: "paused", After: "stopped"}}})
+			stopped = true
+		}
+	}
+	if running && !stopped && (desiredState == manifest.StateStopped || restart) {
+		reason := fmt.Sprintf("%s: power %q → %q", ref, "running", "stopped")
+		if desiredState == manifest.StateStarted {
+			reason = fmt.Sprintf("%s: restart to apply %s (graceful shutdown, stop after %ds)", ref, strings.Join(restartKeys, ", "), d.in.Settings.shutdownSeconds())
+		}
+		add(Operation{ID: d.opID(guestOpID(t, vmid, ActionShutdown, "")), Action: ActionShutdown,
+			Params: []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
+			Reason: reason, Changes: []Change{{Field: "power", Before: "running", After: "stopped"}}})
+		stopped = true
+	}
+
+	// Writes: the first carries the observed digest, later ones the values they expect.
+	expect := map[string]string{}
+	maps := func(k string) string {
+		if v, ok := expect[k]; ok {
+			return v
+		}
+		return cfg[k]
+	}
+	first := true
+	pre := func(keys ...string) Precondition {
+		if first {
+			first = false
+			return Precondition{Digest: g.Digest}
+		}
+		var p Precondition
+		for _, k := range keys {
+			p.Expect = append(p.Expect, KV{Key: k, Value: maps(k)})
+		}
+		return p
+	}
+	if len(diff.Changes) > 0 {
+		var vals []KV
+		var dels []string
+		var changes []Change
+		var keys []string
+		for _, c := range diff.Changes {
+			keys = append(keys, c.Key)
+			if c.Delete {
+				dels = append(dels, c.Key)
+			} else {
+				vals = append(vals, KV{Key: c.Key, Value: c.Value.Value, SecretRefs: slices.Clone(c.Value.SecretRefs)})
+			}
+			changes = append(changes, displayChange(c))
+		}
+		slices.Sort(dels)
+		claim := !tagged && diff.OnlyTags()
+		action, id := ActionConfigure, guestOpID(t, vmid, ActionConfigure, "")
+		reason := fmt.Sprintf("%s: config drift", ref)
+		switch {
+		case claim:
+			action, id = ActionClaimTag, guestOpID(t, vmid, ActionClaimTag, "")
+			reason = fmt.Sprintf("%s: claim ownership (add tag %s)", ref, pvewire.OwnershipTag)
+		case restart || (running && desiredState == manifest.StateStopped && len(restartKeys) > 0):
+			reason += " (stop-required)"
+		case running && len(restartKeys) > 0:
+			reason += " (pending until restart)"
+		}
+		op := add(Operation{ID: d.opID(id), Action: action, Values: vals, Delete: dels, Reason: reason, Changes: changes})
+		op.Precondition = pre(keys...)
+		if claim || !tagged {
+			op.Precondition.Fingerprint = fp
+		}
+		for _, c := range diff.Changes {
+			if c.Delete {
+				expect[c.Key] = ""
+			} else {
+				expect[c.Key] = c.Value.Value
+			}
+		}
+		if !tagged {
+			d.record(r, g, fp, op.ID)
+		}
+	}
+	if tagged && !recorded {
+		d.record(r, g, fp, "")
+	}
+	for _, rs := range diff.Resizes {
+		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
+			Params:  []KV{{Key: "disk", Value: rs.Key}, {Key: "size", Value: rs.Size()}},
+			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pvewire.FormatSize(rs.From), pvewire.FormatSize(rs.To)),
+			Changes: []Change{{Field: rs.Key + " size", Before: pvewire.FormatSize(rs.From), After: pvewire.FormatSize(rs.To)}}})
+		op.Precondition = pre(rs.Key)
+	}
+	if markTemplate {
+		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionMarkTemplate, "")), Action: ActionMarkTemplate,
+			Reason:  fmt.Sprintf("%s: mark as PVE template (irreversible)", ref),
+			Changes: []Change{{Field: "template", Before: "0", After: "1"}}})
+		op.Precondition = pre("template")
+		op.Precondition.Fingerprint = fp
+	}
+	if desiredState == manifest.StateStarted && !g.Template && (!g.Running() || (stopped && !paused) || (paused && restart)) {
+		before := "stopped"
+		if g.Running() && !paused {
+			before = "running"
+		}
+		reason := fmt.Sprintf("%s: power %q → %q", ref, "stopped", "running")
+		if g.Running() {
+			reason = fmt.Sprintf("%s: start after the restart", ref)
+		}
+		_ = before
+		add(Operation{ID: d.opID(guestOpID(t, vmid, ActionStart, "")), Action: ActionStart, Reason: reason,
+			Changes: []Change{{Field: "power", Before: "stopped", After: "running"}}})
+	}
+	if paused && restart {
+		// A paused guest is resumed first, then restarted like a running one.
+		d.reorderPausedRestart(u)
+	}
+	if len(u.ops) > 0 {
+		d.addUnit(u)
+	}
+	return nil
+}
+
+// reorderPausedRestart inserts the shutdown a restart needs after the resume of a paused guest.
+func (d *differ) reorderPausedRestart(u *unit) {
+	if len(u.ops) == 0 || u.ops[0].Action != ActionResume {
+		return
+	}
+	if slices.ContainsFunc(u.ops, func(o Operation) bool { return o.Action == ActionShutdown }) {
+		return
+	}
+	resume := u.ops[0]
+	sd := Operation{ID: d.opID(guestOpID(resume.GuestType, resume.VMID, ActionShutdown, "")), Cluster: resume.Cluster,
+		Node: resume.Node, VMID: resume.VMID, GuestType: resume.GuestType, Ref: resume.Ref, Action: ActionShutdown,
+		Params:  []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
+		Reason:  fmt.Sprintf("%s: restart to apply pending changes (graceful shutdown, stop after %ds)", resume.Ref, d.in.Settings.shutdownSeconds()),
+		Changes: []Change{{Field: "power", Before: "running", After: "stopped"}}}
+	ops := []Operation{resume, sd}
+	ops = append(ops, u.ops[1:]...)
+	for i := 1; i < len(ops); i++ {
+		ops[i].DependsOn = []string{ops[i-1].ID}
+	}
+	u.ops = ops
+}
+
+// displayChange shows a change without secrets: SSH keys by digest or reference, a password by reference.
+func displayChange(c pvewire.Change) Change {
+	out := Change{Field: c.Key, Before: c.Before, After: c.After()}
+	switch c.Key {
+	case "sshkeys":
+		if c.HadBefore {
+			out.Before = shortDigest(pvewire.LiveSSHKeysDigest(c.Before))
+		}
+		if len(c.Value.SecretRefs) == 0 && !c.Delete {
+			keys, err := pvewire.DecodeSSHKeys(c.Value.Value)
+			if err == nil {
+				out.After = fmt.Sprintf("%d key(s) %s", len(keys), shortDigest(inventory.SSHKeysDigest(keys)))
+			}
+		}
+	case "cipassword":
+		if c.HadBefore {
+			out.Before = "(set)"
+		}
+	}
+	return out
+}
+
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
+}
+
+func (d *differ) planCreate(r *manifest.Resource) error {
+	ref, vmid, t := r.Ref(), r.VMID(), guestType(r.Kind)
+	u := &unit{ref: ref, level: d.level(ref), node: r.Node(), vmid: vmid}
+	if s := r.VM(); s != nil && s.Clone != "" && r.Kind == manifest.KindVM {
+		return d.planClone(r, u)
+	}
+	var vals pvewire.Values
+	var err error
+	if t == inventory.QEMU {
+		vals, err = pvewire.QEMUCreate(d.desired(r))
+	} else {
+		vals, err = pvewire.LXCCreate(d.desired(r))
+	}
+	if err != nil {
+		return err
+	}
+	what := "create"
+	if r.Kind.IsTemplate() {
+		what = "create + mark as PVE template"
+	}
+	id := d.opID(guestOpID(t, vmid, ActionCreate, ""))
+	u.ops = append(u.ops, Operation{ID: id, Cluster: d.cluster, Node: r.Node(), VMID: vmid, GuestType: t,
+		Ref: ref.String(), Action: ActionCreate, Values: kvs(vals), Precondition: Precondition{ExpectAbsent: true},
+		Reason: fmt.Sprintf("%s: not on PVE; will %s", ref, what), Storage: createStorage(r)})
+	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: r.Node()}, After: id})
+	if r.Kind.IsTemplate() {
+		u.ops = append(u.ops, Operation{ID: d.opID(guestOpID(t, vmid, ActionMarkTemplate, "")), Cluster: d.cluster,
+			Node: r.Node(), VMID: vmid, GuestType: t, Ref: ref.String(), Action: ActionMarkTemplate, DependsOn: []string{id},
+			Reason:  fmt.Sprintf("%s: mark as PVE template (irreversible)", ref),
+			Changes: []Change{{Field: "template", Before: "0", After: "1"}}})
+	}
+	d.addUnit(u)
+	return nil
+}
+
+// createStorage is the storage a create writes its first volume to (per-storage concurrency).
+func createStorage(r *manifest.Resource) string {
+	if s := r.VM(); s != nil && len(s.Disks) > 0 {
+		return s.Disks[0].Storage
+	}
+	if s := r.LXC(); s != nil {
+		return s.Root.Storage
+	}
+	return ""
+}
+
+// planClone full-clones a VM from its TemplateVM (on the template's node, with target= when that is another
+// node and the template's volumes are on shared storage), writes the VM's own config in the same operation,
+// and starts it next.
+func (d *differ) planClone(r *manifest.Resource, u *unit) error {
+	s := r.VM()
+	ref, vmid := r.Ref(), r.VMID()
+	tref := manifest.Ref{Kind: manifest.KindTemplateVM, Name: s.Clone}
+	tmpl := d.lookup(tref)
+	if tmpl == nil {
+		return fmt.Errorf("spec.clone: TemplateVM %q is not defined", s.Clone)
+	}
+	srcNode := tmpl.Node()
+	var slots, keys []string
+	var storage string
+	if lt, ok := d.live[tmpl.VMID()]; ok {
+		srcNode = lt.g.Node
+		cfg := lt.g.Current()
+		slots = pvewire.VolumeSlots(cfg)
+		for k := range cfg {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		shared := true
+		for _, k := range slots {
+			st := pvewire.ParseDrive(cfg[k]).Storage()
+			if storage == "" && k != "efidisk0" && k != "tpmstate0" {
+				storage = st
+			}
+			if s, ok := lt.node.Storage(st); !ok || !s.Shared {
+				shared = false
+			}
+		}
+		if srcNode != r.Node() && !shared {
+			d.finding(FindingAnomaly, ref.String(), r.Node(), vmid, "spec.clone",
+				fmt.Sprintf("TemplateVM %s is on node %s and its volumes are not all on shared storage; a clone onto %s is not possible", s.Clone, srcNode, r.Node()))
+			return nil
+		}
+	} else {
+		ts := tmpl.VM()
+		slots = pvewire.DesiredVolumeSlots(ts)
+		tv, err := pvewire.QEMUCreate(d.desired(tmpl))
+		if err != nil {
+			return fmt.Errorf("spec.clone: %w", err)
+		}
+		keys = tv.Keys()
+		if len(ts.Disks) > 0 {
+			storage = ts.Disks[0].Storage
+		}
+	}
+	vals, err := pvewire.QEMUClone(d.desired(r), slots)
+	if err != nil {
+		return err
+	}
+	var dels []string
+	for _, k := range pvewire.CloneIdentityDeletes(d.desired(r), keys) {
+		if !vals.Has(k) {
+			dels = append(dels, k)
+		}
+	}
+	params := []KV{{Key: "newid", Value: strconv.Itoa(vmid)}, {Key: "name", Value: r.PVEName()}, {Key: "full", Value: "1"}}
+	if srcNode != r.Node() {
+		params = append(params, KV{Key: "target", Value: r.Node()})
+	}
+	id := d.opID(guestOpID(inventory.QEMU, vmid, ActionClone, ""))
+	u.ops = append(u.ops, Operation{ID: id, Cluster: d.cluster, Node: srcNode, VMID: vmid, GuestType: inventory.QEMU,
+		Ref: ref.String(), Action: ActionClone, Values: kvs(vals), Delete: dels, Params: params, SourceVMID: tmpl.VMID(),
+		Storage: storage, Precondition: Precondition{ExpectAbsent: true},
+		Reason: fmt.Sprintf("%s: not on PVE; will full-clone from TemplateVM %s (vmid %d)", ref, s.Clone, tmpl.VMID())})
+	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: r.Node()}, After: id})
+	if r.DesiredState() == manifest.StateStarted {
+		u.ops = append(u.ops, Operation{ID: d.opID(guestOpID(inventory.QEMU, vmid, ActionStart, "")), Cluster: d.cluster,
+			Node: r.Node(), VMID: vmid, GuestType: inventory.QEMU, Ref: ref.String(), Action: ActionStart, DependsOn: []string{id},
+			Reason:  fmt.Sprintf("%s: power %q → %q", ref, "stopped", "running"),
+			Changes: []Change{{Field: "power", Before: "stopped", After: "running"}}})
+	}
+	d.addUnit(u)
+	return nil
+}
+
+// ---- prune
+
+type pruneCandidate struct {
+	g    *inventory.Guest
+	rec  Owned
+	kind manifest.Kind
+	ref  string
+}
+
+func liveKind(g *inventory.Guest) manifest.Kind {
+	switch {
+	case g.Type == inventory.LXC && g.Template:
+		return manifest.KindTemplateCT
+	case g.Type == inventory.LXC:
+		return manifest.KindLXC
+	case g.Template:
+		return manifest.KindTemplateVM
+	}
+	return manifest.KindVM
+}
+
+func liveRef(g *inventory.Guest) string {
+	name := liveName(g)
+	if name == "" {
+		name = guestPrefix(g.Type) + "-" + strconv.Itoa(g.VMID)
+	}
+	return string(liveKind(g)) + "/" + name
+}
+
+// planPrunes deletes the live guests no manifest declares that ProxOps owns (tagged and recorded with a
+// matching fingerprint), capped by the budget and held by the latch; every other undeclared guest is
+// reported and never touched.
+func (d *differ) planPrunes() {
+	declared := map[int]bool{}
+	for _, r := range d.resources {
+		if r.Kind.IsGuest() {
+			declared[r.VMID()] = true
+		}
+	}
+	owned := map[manifest.Kind]int{}
+	var cands []pruneCandidate
+	for _, inv := range d.in.Observed.Nodes {
+		for i := range inv.Guests {
+			g := &inv.Guests[i]
+			if lg := d.live[g.VMID]; lg.g != g {
+				continue // a duplicate vmid on a second node; the first is the guest
+			}
+			tagged := pvewire.Owned(liveTags(g))
+			rec, hasRec := d.owned[g.VMID]
+			fp := inventory.Fingerprint(*g)
+			matches := tagged && hasRec && rec.Fingerprint != "" && rec.Fingerprint == fp
+			kind := liveKind(g)
+			if rk, ok := manifest.ParseRef(rec.Ref); matches && ok {
+				kind = rk.Kind
+			}
+			if matches {
+				owned[kind]++
+			}
+			if declared[g.VMID] {
+				continue
+			}
+			switch {
+			case !tagged:
+				d.finding(FindingSkipped, liveRef(g), g.Node, g.VMID, "", "live object without proxops tag; never touched")
+			case !matches:
+				why := "no ownership record"
+				if hasRec {
+					why = "its ownership record does not match its identity"
+				}
+				if fp == "" {
+					why = "it has no identity fingerprint to match"
+				}
+				d.finding(FindingSkipped, liveRef(g), g.Node, g.VMID, "",
+					fmt.Sprintf("carries the proxops tag but %s (a hand-made clone or a reused vmid?); never deleted", why))
+			default:
+				if p, ok := g.Get("protection"); ok && pvewire.Bool(p) {
+					d.finding(FindingAnomaly, rec.Ref, g.Node, g.VMID, "",
+						"present on PVE (proxops-tagged) but absent in git; protection is on, so it is not deleted: turn protection off to let ProxOps prune it")
+					continue
+				}
+				cands = append(cands, pruneCandidate{g: g, rec: rec, kind: kind, ref: rec.Ref})
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b pruneCandidate) int {
+		return cmp.Or(cmp.Compare(a.g.Node, b.g.Node), cmp.Compare(a.g.VMID, b.g.VMID))
+	})
+	perKind := map[manifest.Kind]int{}
+	for _, c := range cands {
+		perKind[c.kind]++
+	}
+	heldKinds := map[manifest.Kind]bool{}
+	for _, k := range manifest.Kinds {
+		if n := perKind[k]; n >= 3 && 2*n > owned[k] {
+			heldKinds[k] = true
+			d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned %s guests", n, owned[k], k))
+		}
+	}
+	budget := d.in.Settings.PruneBudget
+	for i, c := range cands {
+		if budget > 0 && i >= budget {
+			d.finding(FindingDeferredPrune, c.ref, c.g.Node, c.g.VMID, "",
+				fmt.Sprintf("prune deferred (budget %d per plan): present on PVE (proxops-tagged) but absent in git", budget))
+			continue
+		}
+		d.planDelete(c)
+		if heldKinds[c.kind] {
+			d.held = append(d.held, c.ref)
+		}
+	}
+}
+
+func (d *differ) planDelete(c pruneCandidate) {
+	g := c.g
+	ref, _ := manifest.ParseRef(c.ref)
+	u := &unit{ref: ref, node: g.Node, vmid: g.VMID, prune: true}
+	var deps []string
+	if g.Running() {
+		id := d.opID(guestOpID(g.Type, g.VMID, ActionStop, ""))
+		u.ops = append(u.ops, Operation{ID: id, Cluster: d.cluster, Node: g.Node, VMID: g.VMID, GuestType: g.Type,
+			Ref: c.ref, Action: ActionStop, Reason: fmt.Sprintf("%s: stop before delete", c.ref),
+			Changes: []Change{{Field: "power", Before: "running", After: "stopped"}}})
+		deps = []string{id}
+	}
+	u.ops = append(u.ops, Operation{ID: d.opID(guestOpID(g.Type, g.VMID, ActionDelete, "")), Cluster: d.cluster,
+		Node: g.Node, VMID: g.VMID, GuestType: g.Type, Ref: c.ref, Action: ActionDelete, DependsOn: deps,
+		Precondition: Precondition{Digest: g.Digest, Fingerprint: c.rec.Fingerprint, ExpectTag: true},
+		Reason:       fmt.Sprintf("%s: present on PVE (proxops-tagged) but absent in git", c.ref)})
+	d.addUnit(u)
+}

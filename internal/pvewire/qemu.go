@@ -1,0 +1,1026 @@
+package pvewire
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
+)
+
+// ArtifactVolid is the volume id of an artifact on its storage: <storage>:iso/<file>, <storage>:vztmpl/<file>
+// or <storage>:import/<file>.
+func ArtifactVolid(r *manifest.Resource) string {
+	a := r.Artifact()
+	if a == nil {
+		return ""
+	}
+	return a.Storage + ":" + r.Kind.Content() + "/" + a.Filename
+}
+
+func (g Desired) vm() (*manifest.VMSpec, error) {
+	if g.Resource == nil || g.Resource.VM() == nil {
+		return nil, errors.New("not a VM or TemplateVM")
+	}
+	return g.Resource.VM(), nil
+}
+
+func (g Desired) artifact(kind manifest.Kind, name string) (string, error) {
+	if g.Lookup == nil {
+		return "", fmt.Errorf("%s %q cannot be resolved", kind, name)
+	}
+	r := g.Lookup(manifest.Ref{Kind: kind, Name: name})
+	if r == nil || r.Artifact() == nil {
+		return "", fmt.Errorf("%s %q is not defined in the cluster", kind, name)
+	}
+	return ArtifactVolid(r), nil
+}
+
+// cpuValue is the cpu key: the type, and hidden= when declared.
+func cpuValue(s *manifest.VMSpec) string {
+	v := s.CPU.Type
+	if s.Options != nil && s.Options.Hidden != nil {
+		v += ",hidden=" + boolString(*s.Options.Hidden)
+	}
+	return v
+}
+
+func memoryMiB(q manifest.Quantity) (int64, error) {
+	n, err := q.MiB()
+	if err != nil {
+		return 0, fmt.Errorf("memory: %w", err)
+	}
+	return n, nil
+}
+
+// diskOptions sets the disk tokens a manifest owns on a drive's tokens.
+func diskOptions(p Props, d manifest.Disk) Props {
+	if d.IOThread != nil {
+		p = p.With("iothread", boolString(*d.IOThread))
+	}
+	if d.Discard != "" {
+		p = p.With("discard", d.Discard)
+	}
+	if d.SSD != nil {
+		p = p.With("ssd", boolString(*d.SSD))
+	}
+	if d.AIO != "" {
+		p = p.With("aio", d.AIO)
+	}
+	return p
+}
+
+// diskCreate is a disk's create form: <storage>:<GiB>, or <storage>:0,import-from=<image volid> for an
+// image-seeded disk (PVE takes the image's size and refuses any other number), then the options inline.
+func (g Desired) diskCreate(d manifest.Disk) (string, error) {
+	var dr Drive
+	if d.Image != "" {
+		src, err := g.artifact(manifest.KindDiskImage, d.Image)
+		if err != nil {
+			return "", err
+		}
+		dr = Drive{File: d.Storage + ":0", Props: Props{{Key: "import-from", Value: src}}}
+	} else {
+		b, err := d.Size.Bytes()
+		if err != nil {
+			return "", fmt.Errorf("disk %s: %w", d.Interface, err)
+		}
+		dr = Drive{File: d.Storage + ":" + CreateSize(b)}
+	}
+	dr.Props = diskOptions(dr.Props, d)
+	return dr.String(), nil
+}
+
+func efiCreate(e *manifest.EFIDisk) (string, error) {
+	b, err := e.SizeOrDefault().Bytes()
+	if err != nil {
+		return "", fmt.Errorf("efi-disk: %w", err)
+	}
+	return efiOptions(Drive{File: e.Storage + ":" + CreateSize(b)}, e).String(), nil
+}
+
+func efiOptions(d Drive, e *manifest.EFIDisk) Drive {
+	if e.Template != "" {
+		d.Props = d.Props.With("efitype", strings.ToLower(e.Template))
+	}
+	if e.SecureBoot != "" {
+		d.Props = d.Props.With("pre-enrolled-keys", boolString(e.SecureBoot == "enabled"))
+	}
+	return d
+}
+
+func tpmCreate(s *manifest.VMSpec) string {
+	return s.TPMStorage() + ":1,version=" + s.Hardware.TPM.VersionOrDefault()
+}
+
+func cloudInitCreate(c *manifest.CloudInitDrive) string { return c.Storage + ":cloudinit" }
+
+func (g Desired) cdromValue(c *manifest.CDROM) (string, error) {
+	file := "none"
+	if c.ISO != manifest.CDROMNone {
+		v, err := g.artifact(manifest.KindISO, c.ISO)
+		if err != nil {
+			return "", err
+		}
+		file = v
+	}
+	return file + ",media=" + c.MediaOrDefault(), nil
+}
+
+// nicCreate is a NIC's create form: the bare model (PVE picks a MAC) or model=MAC, then its settings.
+func nicCreate(n manifest.NIC) string {
+	return nicSettings(NIC{Model: n.ModelOrDefault(), MAC: strings.ToLower(n.MAC)}, n).String()
+}
+
+func nicSettings(live NIC, n manifest.NIC) NIC {
+	live.Props = live.Props.With("bridge", n.Bridge)
+	if n.VLAN != nil {
+		if *n.VLAN > 0 {
+			live.Props = live.Props.With("tag", itoa(*n.VLAN))
+		} else {
+			live.Props = live.Props.Without("tag", "vlan")
+		}
+	}
+	if n.RateLimit != nil {
+		if *n.RateLimit > 0 {
+			live.Props = live.Props.With("rate", itoa(*n.RateLimit))
+		} else {
+			live.Props = live.Props.Without("rate")
+		}
+	}
+	if n.Firewall != nil {
+		live.Props = live.Props.With("firewall", boolString(*n.Firewall))
+	}
+	return live
+}
+
+func pciValue(p manifest.PCIDevice) string {
+	v := PCI{Host: strings.ToLower(p.Device)}
+	if p.PCIe != nil {
+		v.Props = Props{{Key: "pcie", Value: boolString(*p.PCIe)}}
+	}
+	return v.String()
+}
+
+func bootValue(order []string) string { return "order=" + strings.Join(order, ";") }
+
+func ipconfigValue(ip manifest.IPConfig) string {
+	v := "ip=" + ip.IP
+	if ip.Gateway != "" {
+		v += ",gw=" + ip.Gateway
+	}
+	return v
+}
+
+// sshKeysOwned reports whether the manifest owns sshkeys ("*" leaves them to PVE).
+func sshKeysOwned(c *manifest.CloudInitData) bool {
+	if c == nil {
+		return false
+	}
+	if len(c.SSHKeyRefs) > 0 {
+		return true
+	}
+	return len(c.SSHKeys) > 0 && !(len(c.SSHKeys) == 1 && c.SSHKeys[0] == manifest.SSHKeysPVEOwned)
+}
+
+func sshKeysValue(c *manifest.CloudInitData) Value {
+	if len(c.SSHKeyRefs) > 0 {
+		return Value{Key: "sshkeys", SecretRefs: slices.Clone(c.SSHKeyRefs)}
+	}
+	return Value{Key: "sshkeys", Value: EncodeSSHKeys(c.SSHKeys)}
+}
+
+// sshKeysDigest is the digest the desired keys compare with.
+func (g Desired) sshKeysDigest(c *manifest.CloudInitData) string {
+	if len(c.SSHKeyRefs) > 0 {
+		return g.SSHKeysDigest
+	}
+	return inventory.SSHKeysDigest(c.SSHKeys)
+}
+
+// QEMUCreate returns the parameters of POST /nodes/{node}/qemu for a VM or TemplateVM: vmid, then every
+// owned key, then spec.extra, then start (1 only for a VM whose desired state is started).
+func QEMUCreate(g Desired) (Values, error) {
+	s, err := g.vm()
+	if err != nil {
+		return nil, err
+	}
+	vs, err := g.qemuConfig(s, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := append(Values{{Key: "vmid", Value: itoa(s.VMID)}}, vs...)
+	out = append(out, extraValues(s.Extra, QEMUCreateOnly, true)...)
+	if _, ok := s.Extra["start"]; !ok {
+		out = append(out, Value{Key: "start", Value: boolString(g.Resource.Kind == manifest.KindVM && g.Resource.DesiredState() == manifest.StateStarted)})
+	}
+	return out, nil
+}
+
+// QEMUClone returns the config a full clone is given right after PVE made it: every owned key except the
+// volumes the template already carries in the same slots (disks, EFI and TPM state, the cloud-init drive
+// are inherited, never rewritten), then spec.extra. templateSlots lists the template's volume slots.
+func QEMUClone(g Desired, templateSlots []string) (Values, error) {
+	s, err := g.vm()
+	if err != nil {
+		return nil, err
+	}
+	vs, err := g.qemuConfig(s, templateSlots)
+	if err != nil {
+		return nil, err
+	}
+	return append(vs, extraValues(s.Extra, QEMUCreateOnly, false)...), nil
+}
+
+// qemuConfig lists the owned keys in a fixed order, leaving out the volume slots in skip.
+func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
+	r := g.Resource
+	var out Values
+	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
+	add("name", r.PVEName())
+	if s.PVEDescription != "" {
+		add("description", s.PVEDescription)
+	}
+	add("tags", DesiredTags(s.Tags, ""))
+	add("cpu", cpuValue(s))
+	add("cores", itoa(s.CPU.Cores))
+	h := s.Hardware
+	if h != nil && h.Sockets > 0 {
+		add("sockets", itoa(h.Sockets))
+	}
+	mem, err := memoryMiB(s.Memory)
+	if err != nil {
+		return nil, err
+	}
+	add("memory", itoa(mem))
+	if h != nil {
+		if h.NUMA != nil {
+			add("numa", boolString(*h.NUMA))
+		}
+		if h.Machine != "" {
+			add("machine", h.Machine)
+		}
+		if h.BIOS != "" {
+			add("bios", h.BIOS)
+		}
+		if h.Display != "" {
+			add("vga", h.Display)
+		}
+	}
+	if hw := s.SCSIHW(); hw != "" {
+		add("scsihw", hw)
+	}
+	if h != nil && h.Serial0 != "" {
+		add("serial0", h.Serial0)
+	}
+	for _, d := range s.Disks {
+		if slices.Contains(skip, d.Interface) {
+			continue
+		}
+		v, err := g.diskCreate(d)
+		if err != nil {
+			return nil, err
+		}
+		add(d.Interface, v)
+	}
+	if h != nil {
+		if h.EFIDisk != nil && !slices.Contains(skip, "efidisk0") {
+			v, err := efiCreate(h.EFIDisk)
+			if err != nil {
+				return nil, err
+			}
+			add("efidisk0", v)
+		}
+		if h.TPM != nil && !slices.Contains(skip, "tpmstate0") {
+			add("tpmstate0", tpmCreate(s))
+		}
+		if s.CloudInitEnabled() && !slices.Contains(skip, manifest.CloudInitSlot) {
+			add(manifest.CloudInitSlot, cloudInitCreate(h.CloudInit))
+		}
+		if h.CDROM != nil && !slices.Contains(skip, s.CDROMSlot()) {
+			v, err := g.cdromValue(h.CDROM)
+			if err != nil {
+				return nil, err
+			}
+			add(s.CDROMSlot(), v)
+		}
+	}
+	for _, n := range s.Networks {
+		add(n.Slot, nicCreate(n))
+	}
+	if h != nil {
+		for _, p := range h.PCIDevices {
+			add(p.Slot, pciValue(p))
+		}
+	}
+	if o := s.Options; o != nil {
+		if o.OnBoot != nil {
+			add("onboot", boolString(*o.OnBoot))
+		}
+		if o.Startup != "" {
+			add("startup", o.Startup)
+		}
+		if o.Protection != nil {
+			add("protection", boolString(*o.Protection))
+		}
+		if o.Agent != nil {
+			add("agent", boolString(*o.Agent))
+		}
+		if o.ACPI != nil {
+			add("acpi", boolString(*o.ACPI))
+		}
+		if o.Tablet != nil {
+			add("tablet", boolString(*o.Tablet))
+		}
+		if len(o.Hotplug) > 0 {
+			add("hotplug", strings.Join(o.Hotplug, ","))
+		}
+		if len(o.BootOrder) > 0 {
+			add("boot", bootValue(o.BootOrder))
+		}
+	}
+	if c := s.CloudInitData; c != nil {
+		if c.CIUser != "" {
+			add("ciuser", c.CIUser)
+		}
+		if sshKeysOwned(c) {
+			out = append(out, sshKeysValue(c))
+		}
+		if c.CIPasswordRef != "" {
+			out = append(out, Value{Key: "cipassword", SecretRefs: []string{c.CIPasswordRef}})
+		}
+		if len(c.Nameservers) > 0 {
+			add("nameserver", strings.Join(c.Nameservers, " "))
+		}
+		if len(c.SearchDomains) > 0 {
+			add("searchdomain", strings.Join(c.SearchDomains, " "))
+		}
+		for _, ip := range ipconfigs(c) {
+			add("ipconfig"+itoa(ip.NIC), ipconfigValue(ip))
+		}
+	}
+	return out, nil
+}
+
+// ipconfigs are the owned ipconfig entries (those with an ip), by NIC number.
+func ipconfigs(c *manifest.CloudInitData) []manifest.IPConfig {
+	var out []manifest.IPConfig
+	for _, ip := range c.IPConfigs {
+		if ip.IP != "" {
+			out = append(out, ip)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b manifest.IPConfig) int { return a.NIC - b.NIC })
+	return out
+}
+
+// CloudInitIdentityKeys are the cloud-init keys a full clone inherits from its template and must not keep
+// unless the clone declares them (besides every ipconfigN).
+var CloudInitIdentityKeys = []string{"ciuser", "sshkeys", "cipassword", "cicustom", "nameserver", "searchdomain"}
+
+// IsCloudInitIdentityKey reports whether a key is inherited cloud-init identity (including ipconfigN).
+func IsCloudInitIdentityKey(k string) bool {
+	return slices.Contains(CloudInitIdentityKeys, k) || isIndexed(k, "ipconfig")
+}
+
+// ownedIdentity reports whether the manifest owns an identity key.
+func ownedIdentity(s *manifest.VMSpec, k string) bool {
+	if _, ok := s.Extra[k]; ok {
+		return true
+	}
+	c := s.CloudInitData
+	if c == nil {
+		return false
+	}
+	switch {
+	case k == "ciuser":
+		return c.CIUser != ""
+	case k == "sshkeys":
+		// ["*"] leaves the keys to PVE: they are neither written nor cleared.
+		return len(c.SSHKeys) > 0 || len(c.SSHKeyRefs) > 0
+	case k == "cipassword":
+		return c.CIPasswordRef != ""
+	case k == "nameserver":
+		return len(c.Nameservers) > 0
+	case k == "searchdomain":
+		return len(c.SearchDomains) > 0
+	case isIndexed(k, "ipconfig"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(k, "ipconfig"))
+		return slices.ContainsFunc(ipconfigs(c), func(ip manifest.IPConfig) bool { return ip.NIC == n })
+	}
+	return false
+}
+
+// CloneIdentityDeletes lists the inherited cloud-init identity keys a clone must drop: those the template
+// has (templateKeys) or that are always candidates, which the clone's manifest does not own. Sorted.
+func CloneIdentityDeletes(g Desired, templateKeys []string) []string {
+	s, err := g.vm()
+	if err != nil {
+		return nil
+	}
+	cands := slices.Clone(CloudInitIdentityKeys)
+	for _, k := range templateKeys {
+		if isIndexed(k, "ipconfig") && !slices.Contains(cands, k) {
+			cands = append(cands, k)
+		}
+	}
+	var out []string
+	for _, k := range cands {
+		if !ownedIdentity(s, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var indexedRE = regexp.MustCompile(`^([a-z]+)(\d+)$`)
+
+// isIndexed reports whether key is prefix<N>.
+func isIndexed(key, prefix string) bool {
+	m := indexedRE.FindStringSubmatch(key)
+	return m != nil && m[1] == prefix
+}
+
+// isDiskSlot reports whether a key is a qemu disk bus slot (ideN, sataN, scsiN, virtioN).
+func isDiskSlot(k string) bool {
+	m := indexedRE.FindStringSubmatch(k)
+	if m == nil {
+		return false
+	}
+	switch m[1] {
+	case "ide", "sata", "scsi", "virtio":
+		return true
+	}
+	return false
+}
+
+// machineMatches compares a declared machine with the live one: an unversioned i440fx or q35 matches any
+// version of that machine type (PVE pins versions, e.g. for Windows guests).
+func machineMatches(want, live string) bool {
+	have := ParseProps(live, "type").Value("type")
+	if have == want {
+		return true
+	}
+	switch want {
+	case "i440fx":
+		return have == "" || have == "pc" || strings.HasPrefix(have, "pc-i440fx-")
+	case "q35":
+		return strings.HasPrefix(have, "pc-q35-")
+	}
+	return false
+}
+
+// QEMU compares a VM's or TemplateVM's manifest with its live config (pending values applied) and returns
+// the keys to write, the disks to grow and the anomalies. clone marks a VM created from a template: its
+// inherited disks are not reported as live-only and its inherited cloud-init identity is cleared. template
+// marks a live PVE template (its disks are base volumes and are never resized).
+func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
+	s, err := g.vm()
+	if err != nil {
+		return Diff{}, err
+	}
+	r := g.Resource
+	x := &differ{live: live}
+	clone := s.Clone != ""
+	x.scalar("name", "spec.pve-name", r.PVEName())
+	x.description("spec.pve-description", s.PVEDescription)
+	x.tags(s.Tags)
+	x.qemuCPU(s)
+	x.intValue("cores", "spec.cpu.cores", int64(s.CPU.Cores), 1)
+	mem, err := memoryMiB(s.Memory)
+	if err != nil {
+		return Diff{}, err
+	}
+	haveMem := int64(512) // PVE's default
+	if v, ok := live["memory"]; ok {
+		haveMem, _ = Memory(v)
+	}
+	if haveMem != mem {
+		x.setString("memory", "spec.memory", itoa(mem))
+	}
+	h := s.Hardware
+	if h != nil {
+		if h.Sockets > 0 {
+			x.intValue("sockets", "spec.hardware.sockets", int64(h.Sockets), 1)
+		}
+		x.boolean("numa", "spec.hardware.numa", h.NUMA, false)
+		if h.Machine != "" && !machineMatches(h.Machine, live["machine"]) {
+			x.setString("machine", "spec.hardware.machine", h.Machine)
+		}
+		if h.BIOS != "" {
+			have := live["bios"]
+			if have == "" {
+				have = "seabios"
+			}
+			if have != h.BIOS {
+				x.setString("bios", "spec.hardware.bios", h.BIOS)
+			}
+		}
+		if h.Display != "" {
+			vga := ParseProps(live["vga"], "type")
+			if vga.Value("type") != h.Display {
+				if _, ok := live["vga"]; ok {
+					x.setString("vga", "spec.hardware.display", vga.With("type", h.Display).Canonical("type"))
+				} else {
+					x.setString("vga", "spec.hardware.display", h.Display)
+				}
+			}
+		}
+		if h.Serial0 != "" {
+			x.scalar("serial0", "spec.hardware.serial0", h.Serial0)
+		}
+	}
+	if hw := s.SCSIHW(); hw != "" {
+		have := live["scsihw"]
+		if have == "" {
+			have = "lsi"
+		}
+		if have != hw {
+			x.setString("scsihw", "spec.disks[].controller", hw)
+		}
+	}
+	owned := map[string]bool{}
+	for i, d := range s.Disks {
+		owned[d.Interface] = true
+		if err := x.qemuDisk(g, yamlIndex("spec.disks", i), d, template); err != nil {
+			return Diff{}, err
+		}
+	}
+	if h != nil {
+		if h.EFIDisk != nil {
+			owned["efidisk0"] = true
+			if err := x.efi(h.EFIDisk); err != nil {
+				return Diff{}, err
+			}
+		}
+		if h.TPM != nil {
+			owned["tpmstate0"] = true
+			x.tpm(s)
+		}
+		if s.CloudInitEnabled() {
+			owned[manifest.CloudInitSlot] = true
+			x.cloudInitDrive(h.CloudInit)
+		}
+		if h.CDROM != nil {
+			owned[s.CDROMSlot()] = true
+			if err := x.cdrom(g, s.CDROMSlot(), h.CDROM); err != nil {
+				return Diff{}, err
+			}
+		}
+	}
+	x.liveOnlyDisks(owned, clone)
+	declaredNICs := map[string]bool{}
+	for i, n := range s.Networks {
+		declaredNICs[n.Slot] = true
+		x.qemuNIC(yamlIndex("spec.networks", i), n)
+	}
+	x.liveOnly("net", declaredNICs, "NIC")
+	declaredPCI := map[string]bool{}
+	if h != nil {
+		for i, p := range h.PCIDevices {
+			declaredPCI[p.Slot] = true
+			x.pci(yamlIndex("spec.hardware.pci-devices", i), p)
+		}
+	}
+	x.liveOnly("hostpci", declaredPCI, "PCI device")
+	x.qemuOptions(s.Options)
+	x.cloudInitData(g, s)
+	x.extra(s.Extra, QEMUCreateOnly)
+	if clone {
+		x.clearIdentity(s)
+	}
+	return x.d, nil
+}
+
+func (x *differ) qemuCPU(s *manifest.VMSpec) {
+	live, ok := x.get("cpu")
+	if !ok {
+		x.setString("cpu", "spec.cpu.type", cpuValue(s))
+		return
+	}
+	p := ParseProps(live, "cputype")
+	var hidden *bool
+	if s.Options != nil {
+		hidden = s.Options.Hidden
+	}
+	if p.Value("cputype") == s.CPU.Type && (hidden == nil || propBool(p, "hidden", false) == *hidden) {
+		return
+	}
+	p = p.With("cputype", s.CPU.Type)
+	if hidden != nil {
+		p = p.With("hidden", boolString(*hidden))
+	}
+	x.setString("cpu", "spec.cpu.type", p.Canonical("cputype"))
+}
+
+func (x *differ) qemuDisk(g Desired, field string, d manifest.Disk, template bool) error {
+	slot := d.Interface
+	lv, ok := x.get(slot)
+	dr := ParseDrive(lv)
+	switch {
+	case !ok || dr.IsEmpty():
+		v, err := g.diskCreate(d)
+		if err != nil {
+			return err
+		}
+		x.setString(slot, field, v)
+		return nil
+	case dr.IsCloudInit():
+		x.anomaly(slot, field, "%s holds a cloud-init drive on PVE (%s); ProxOps does not put a disk over it", slot, dr.File)
+		return nil
+	case dr.IsCDROM():
+		x.anomaly(slot, field, "%s holds a CD/DVD drive on PVE (%s); ProxOps does not replace it with a disk", slot, dr.File)
+		return nil
+	}
+	if st := dr.Storage(); st != d.Storage {
+		x.anomaly(slot, field, "disk %s is on storage %s on PVE, the manifest says %s; ProxOps never moves or recreates a disk", slot, st, d.Storage)
+		return nil
+	}
+	if d.Image == "" {
+		want, err := d.Size.Bytes()
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", slot, err)
+		}
+		have, known := dr.Size()
+		x.sizeCheck(slot, field, lv, want, have, known, template)
+	}
+	if diskOptionsDiffer(dr.Props, d) {
+		dr.Props = diskOptions(dr.Props, d)
+		x.setString(slot, field, dr.String())
+	}
+	return nil
+}
+
+// diskOptionsDiffer compares the owned disk tokens; an absent token holds PVE's default (iothread and ssd
+// off, discard ignore; aio has no fixed default, so a declared aio is written once when absent).
+func diskOptionsDiffer(p Props, d manifest.Disk) bool {
+	if d.IOThread != nil && propBool(p, "iothread", false) != *d.IOThread {
+		return true
+	}
+	if d.Discard != "" {
+		have := p.Value("discard")
+		if have == "" {
+			have = "ignore"
+		}
+		if have != d.Discard {
+			return true
+		}
+	}
+	if d.SSD != nil && propBool(p, "ssd", false) != *d.SSD {
+		return true
+	}
+	return d.AIO != "" && p.Value("aio") != d.AIO
+}
+
+func (x *differ) efi(e *manifest.EFIDisk) error {
+	const field = "spec.hardware.efi-disk"
+	lv, ok := x.get("efidisk0")
+	dr := ParseDrive(lv)
+	if !ok || dr.IsEmpty() {
+		v, err := efiCreate(e)
+		if err != nil {
+			return err
+		}
+		x.setString("efidisk0", field, v)
+		return nil
+	}
+	if st := dr.Storage(); st != e.Storage {
+		x.anomaly("efidisk0", field, "the EFI disk is on storage %s on PVE, the manifest says %s; ProxOps never moves it", st, e.Storage)
+		return nil
+	}
+	typ := dr.Props.Value("efitype")
+	if typ == "" {
+		typ = "2m"
+	}
+	keys := propBool(dr.Props, "pre-enrolled-keys", false)
+	if (e.Template != "" && typ != strings.ToLower(e.Template)) || (e.SecureBoot != "" && keys != (e.SecureBoot == "enabled")) {
+		// The live form keeps the volume, its size and every token ProxOps does not own (ms-cert).
+		x.setString("efidisk0", field, efiOptions(dr, e).String())
+	}
+	return nil
+}
+
+func (x *differ) tpm(s *manifest.VMSpec) {
+	const field = "spec.hardware.tpm"
+	lv, ok := x.get("tpmstate0")
+	dr := ParseDrive(lv)
+	if !ok || dr.IsEmpty() {
+		x.setString("tpmstate0", field, tpmCreate(s))
+		return
+	}
+	have := dr.Props.Value("version")
+	if have == "" {
+		have = "v1.2"
+	}
+	if want := s.Hardware.TPM.VersionOrDefault(); have != want {
+		x.anomaly("tpmstate0", field+".version", "the TPM state is version %s on PVE, the manifest says %s; changing it means recreating the TPM state, which ProxOps never does", have, want)
+	}
+}
+
+func (x *differ) cloudInitDrive(c *manifest.CloudInitDrive) {
+	const field, slot = "spec.hardware.cloud-init", manifest.CloudInitSlot
+	for _, k := range sortedKeys(x.live) {
+		if k != slot && isDiskSlot(k) && ParseDrive(x.live[k]).IsCloudInit() {
+			x.anomaly(k, field, "the cloud-init drive is on %s on PVE; ProxOps manages it on %s only and does not add a second one", k, slot)
+			return
+		}
+	}
+	lv, ok := x.get(slot)
+	dr := ParseDrive(lv)
+	switch {
+	case !ok || dr.IsEmpty() || (dr.IsCDROM() && !dr.IsCloudInit()):
+		x.setString(slot, field, cloudInitCreate(c))
+	case dr.IsCloudInit():
+		if st := dr.Storage(); st != c.Storage {
+			x.anomaly(slot, field+".storage", "the cloud-init drive is on storage %s on PVE, the manifest says %s; ProxOps never rewrites a live cloud-init drive", st, c.Storage)
+			return
+		}
+		want, err := c.SizeOrDefault().Bytes()
+		if have, known := dr.Size(); known && err == nil && have != want {
+			x.anomaly(slot, field+".size", "the cloud-init drive is %s on PVE, the manifest says %s; ProxOps never rewrites a live cloud-init drive", FormatSize(have), c.SizeOrDefault())
+		}
+	default:
+		x.anomaly(slot, field, "%s holds a disk on PVE (%s); ProxOps does not put the cloud-init drive over it", slot, dr.File)
+	}
+}
+
+func (x *differ) cdrom(g Desired, slot string, c *manifest.CDROM) error {
+	const field = "spec.hardware.cdrom"
+	want, err := g.cdromValue(c)
+	if err != nil {
+		return err
+	}
+	lv, ok := x.get(slot)
+	if !ok {
+		x.setString(slot, field, want)
+		return nil
+	}
+	dr := ParseDrive(lv)
+	switch {
+	case dr.IsCloudInit():
+		x.anomaly(slot, field, "%s holds a cloud-init drive on PVE; ProxOps does not put the CD/DVD drive over it", slot)
+		return nil
+	case !dr.IsCDROM() && !dr.IsEmpty():
+		x.anomaly(slot, field, "%s holds a disk on PVE (%s); ProxOps does not replace it with a CD/DVD drive", slot, dr.File)
+		return nil
+	}
+	w := ParseDrive(want)
+	if dr.File != w.File || dr.Media() != w.Media() {
+		x.setString(slot, field, want)
+	}
+	return nil
+}
+
+// liveOnlyDisks reports volumes in disk slots the manifest does not declare. A clone's inherited disks are
+// expected; CD drives and empty slots are not disks; a cloud-init drive is not a data disk.
+func (x *differ) liveOnlyDisks(owned map[string]bool, clone bool) {
+	if clone {
+		return
+	}
+	for _, k := range sortedKeys(x.live) {
+		if !isDiskSlot(k) || owned[k] {
+			continue
+		}
+		dr := ParseDrive(x.live[k])
+		if dr.IsEmpty() || dr.IsCDROM() || dr.IsCloudInit() {
+			continue
+		}
+		x.anomaly(k, "spec.disks", "live-only disk slot %s (%s); ProxOps will not automatically remove it", k, dr.File)
+	}
+}
+
+// liveOnly reports live prefixN keys the manifest does not declare.
+func (x *differ) liveOnly(prefix string, declared map[string]bool, what string) {
+	for _, k := range sortedKeys(x.live) {
+		if isIndexed(k, prefix) && !declared[k] {
+			x.anomaly(k, liveOnlyField(prefix), "live-only %s %s (%s); ProxOps will not automatically remove it", what, k, x.live[k])
+		}
+	}
+}
+
+func liveOnlyField(prefix string) string {
+	switch prefix {
+	case "net":
+		return "spec.networks"
+	case "hostpci":
+		return "spec.hardware.pci-devices"
+	case "mp":
+		return "spec.mount-points"
+	}
+	return "spec"
+}
+
+func (x *differ) qemuNIC(field string, n manifest.NIC) {
+	lv, ok := x.get(n.Slot)
+	if !ok {
+		x.setString(n.Slot, field, nicCreate(n))
+		return
+	}
+	live := ParseNIC(lv)
+	if nicMatches(live, n) {
+		return
+	}
+	want := nicSettings(live, n)
+	want.Model = n.ModelOrDefault()
+	if n.MAC != "" {
+		want.MAC = strings.ToLower(n.MAC)
+	}
+	// PVE reads vlan= as an alias of tag=; it is dropped in favour of tag=.
+	if v, ok := want.Props.Get("vlan"); ok {
+		want.Props = want.Props.Without("vlan")
+		if n.VLAN == nil {
+			want.Props = want.Props.With("tag", v)
+		}
+	}
+	x.setString(n.Slot, field, want.String())
+}
+
+func nicMatches(live NIC, n manifest.NIC) bool {
+	if live.Model != n.ModelOrDefault() || live.Props.Value("bridge") != n.Bridge {
+		return false
+	}
+	if n.MAC != "" && !strings.EqualFold(live.MAC, n.MAC) {
+		return false
+	}
+	tag, ok := live.Props.Get("tag")
+	if !ok {
+		tag = live.Props.Value("vlan")
+	}
+	if n.VLAN != nil {
+		if want := *n.VLAN; (want == 0 && tag != "") || (want > 0 && tag != itoa(want)) {
+			return false
+		}
+	}
+	if n.RateLimit != nil {
+		rate, has := live.Props.Get("rate")
+		f, _ := Float(rate)
+		if want := *n.RateLimit; (want == 0 && has) || (want > 0 && f != float64(want)) {
+			return false
+		}
+	}
+	return n.Firewall == nil || propBool(live.Props, "firewall", false) == *n.Firewall
+}
+
+func (x *differ) pci(field string, p manifest.PCIDevice) {
+	lv, ok := x.get(p.Slot)
+	if !ok {
+		x.setString(p.Slot, field, pciValue(p))
+		return
+	}
+	live := ParsePCI(lv)
+	if NormalizePCIAddress(live.Host) == NormalizePCIAddress(p.Device) && (p.PCIe == nil || propBool(live.Props, "pcie", false) == *p.PCIe) {
+		return
+	}
+	live.Host = strings.ToLower(p.Device)
+	if p.PCIe != nil {
+		live.Props = live.Props.With("pcie", boolString(*p.PCIe))
+	}
+	// Tokens ProxOps does not model (x-vga, rombar, mdev) are kept.
+	x.setString(p.Slot, field, live.String())
+}
+
+func (x *differ) qemuOptions(o *manifest.VMOptions) {
+	if o == nil {
+		return
+	}
+	x.boolean("onboot", "spec.options.onboot", o.OnBoot, false)
+	if o.Startup != "" {
+		x.scalar("startup", "spec.options.startup", o.Startup)
+	}
+	x.boolean("protection", "spec.options.protection", o.Protection, false)
+	if o.Agent != nil {
+		lv, ok := x.get("agent")
+		p := ParseProps(lv, "enabled")
+		if !ok {
+			x.setString("agent", "spec.options.agent", boolString(*o.Agent))
+		} else if propBool(p, "enabled", false) != *o.Agent {
+			x.setString("agent", "spec.options.agent", p.With("enabled", boolString(*o.Agent)).Canonical("enabled"))
+		}
+	}
+	x.boolean("acpi", "spec.options.acpi", o.ACPI, true)
+	x.boolean("tablet", "spec.options.tablet", o.Tablet, true)
+	if len(o.Hotplug) > 0 {
+		want := strings.Join(o.Hotplug, ",")
+		if have, ok := x.get("hotplug"); !ok || !sameTokenSet(have, want) {
+			x.setString("hotplug", "spec.options.hotplug", want)
+		}
+	}
+	if len(o.BootOrder) > 0 {
+		have := ParseProps(x.live["boot"], "legacy").Value("order")
+		if have != strings.Join(o.BootOrder, ";") {
+			x.setString("boot", "spec.options.boot-order", bootValue(o.BootOrder))
+		}
+	}
+}
+
+func (x *differ) cloudInitData(g Desired, s *manifest.VMSpec) {
+	c := s.CloudInitData
+	if c == nil {
+		return
+	}
+	const p = "spec.cloud-init-data"
+	if c.CIUser != "" {
+		x.scalar("ciuser", p+".ci-user", c.CIUser)
+	}
+	if sshKeysOwned(c) {
+		have, ok := x.get("sshkeys")
+		if !ok || LiveSSHKeysDigest(have) != g.sshKeysDigest(c) {
+			field := p + ".ssh-keys"
+			if len(c.SSHKeyRefs) > 0 {
+				field = p + ".ssh-key-refs"
+			}
+			x.set("sshkeys", field, sshKeysValue(c))
+		}
+	}
+	if c.CIPasswordRef != "" {
+		// PVE shows only a mask; writing it back would overwrite the password. Written once, never compared.
+		if _, ok := x.get("cipassword"); !ok {
+			x.set("cipassword", p+".ci-password-ref", Value{SecretRefs: []string{c.CIPasswordRef}})
+		}
+	}
+	x.wordSet("nameserver", p+".nameservers", c.Nameservers)
+	x.wordSet("searchdomain", p+".search-domains", c.SearchDomains)
+	for i, ip := range c.IPConfigs {
+		if ip.IP == "" {
+			continue
+		}
+		key := "ipconfig" + itoa(ip.NIC)
+		field := yamlIndex(p+".ipconfigs", i)
+		lv, ok := x.get(key)
+		if !ok {
+			x.setString(key, field, ipconfigValue(ip))
+			continue
+		}
+		live := ParseProps(lv, "")
+		if live.Value("ip") == ip.IP && live.Value("gw") == ip.Gateway {
+			continue
+		}
+		live = live.With("ip", ip.IP)
+		if ip.Gateway != "" {
+			live = live.With("gw", ip.Gateway)
+		} else {
+			live = live.Without("gw")
+		}
+		x.setString(key, field, live.Canonical("", "ip", "gw"))
+	}
+}
+
+// clearIdentity deletes the cloud-init identity a clone inherited and its manifest does not own.
+func (x *differ) clearIdentity(s *manifest.VMSpec) {
+	for _, k := range sortedKeys(x.live) {
+		if !IsCloudInitIdentityKey(k) || ownedIdentity(s, k) {
+			continue
+		}
+		if v := x.live[k]; v == "" || v == "none" {
+			continue
+		}
+		x.del(k, "spec.cloud-init-data")
+	}
+}
+
+func yamlIndex(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+// VolumeSlots lists the keys of a live qemu config that hold volumes (disks, the cloud-init drive, the EFI
+// disk, the TPM state), sorted: what a full clone inherits.
+func VolumeSlots(config map[string]string) []string {
+	var out []string
+	for _, k := range sortedKeys(config) {
+		switch {
+		case k == "efidisk0" || k == "tpmstate0":
+			if !ParseDrive(config[k]).IsEmpty() {
+				out = append(out, k)
+			}
+		case isDiskSlot(k):
+			if d := ParseDrive(config[k]); d.IsVolume() || d.IsCloudInit() {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// DesiredVolumeSlots lists the volume slots a VM or TemplateVM manifest creates, sorted.
+func DesiredVolumeSlots(s *manifest.VMSpec) []string {
+	var out []string
+	for _, d := range s.Disks {
+		out = append(out, d.Interface)
+	}
+	if h := s.Hardware; h != nil {
+		if h.EFIDisk != nil {
+			out = append(out, "efidisk0")
+		}
+		if h.TPM != nil {
+			out = append(out, "tpmstate0")
+		}
+		if s.CloudInitEnabled() {
+			out = append(out, manifest.CloudInitSlot)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,237 @@
+// Package render turns plans and rejections into the text `proxops diff` prints (the predecessor's layout,
+// extended with ProxOps' actions and sections) and into JSON with a stable field order (docs/plan-format.md).
+// It is pure: values in, bytes out.
+package render
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/proxops/proxops/internal/plan"
+)
+
+// Texts users grep for.
+const (
+	NoDriftCluster = "no drift — PVE matches git"
+	NoDrift        = "no drift"
+)
+
+// verb is the word a line starts with: the action's name, except configure, shown as the predecessor's
+// "update".
+func verb(a plan.Action) string {
+	if a == plan.ActionConfigure {
+		return "update"
+	}
+	return string(a)
+}
+
+var findingVerb = map[plan.FindingKind]string{
+	plan.FindingAnomaly:       "anomaly",
+	plan.FindingMisplaced:     "misplaced",
+	plan.FindingSkipped:       "skipped",
+	plan.FindingDeferredPrune: "deferred",
+	plan.FindingPending:       "pending",
+	plan.FindingWarning:       "warning",
+}
+
+// Text renders every cluster's plan, sorted by cluster, then the rejections: what `proxops diff` prints.
+// With no cluster at all it says "no drift".
+func Text(plans []plan.Plan, rejections []plan.Rejection) string {
+	if len(plans) == 0 && len(rejections) == 0 {
+		return NoDrift + "\n"
+	}
+	ps := slices.Clone(plans)
+	slices.SortStableFunc(ps, func(a, b plan.Plan) int { return cmp.Compare(a.Cluster, b.Cluster) })
+	rs := slices.Clone(rejections)
+	slices.SortStableFunc(rs, func(a, b plan.Rejection) int { return cmp.Compare(a.Cluster, b.Cluster) })
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString(PlanText(p))
+	}
+	for _, r := range rs {
+		b.WriteString(RejectionText(r))
+	}
+	return b.String()
+}
+
+// Clean reports whether a plan changes nothing and reports nothing that needs attention (skipped guests
+// and warnings do not count).
+func Clean(p plan.Plan) bool {
+	if len(p.Operations) > 0 || p.Held {
+		return false
+	}
+	for _, f := range p.Findings {
+		if f.Kind != plan.FindingSkipped && f.Kind != plan.FindingWarning {
+			return false
+		}
+	}
+	return true
+}
+
+type line struct {
+	what, ref, node, id, reason string
+	changes                     []plan.Change
+}
+
+func (l line) write(b *strings.Builder) {
+	fmt.Fprintf(b, "  %-12s %-24s %-10s id=%s  %s\n", l.what, l.ref, l.node, l.id, l.reason)
+	for _, c := range l.changes {
+		fmt.Fprintf(b, "      %s: %s → %s\n", c.Field, shown(c.Before), shown(c.After))
+	}
+}
+
+func shown(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
+}
+
+func vmidString(v int) string {
+	if v == 0 {
+		return "-"
+	}
+	return strconv.Itoa(v)
+}
+
+func opLine(o plan.Operation, withChanges bool) line {
+	l := line{what: verb(o.Action), ref: o.Ref, node: o.Node, id: vmidString(o.VMID), reason: o.Reason}
+	if withChanges {
+		l.changes = o.Changes
+	}
+	return l
+}
+
+func findingLine(f plan.Finding) line {
+	reason := f.Message
+	if f.Field != "" {
+		reason = f.Field + ": " + reason
+	}
+	return line{what: findingVerb[f.Kind], ref: f.Ref, node: f.Node, id: vmidString(f.VMID), reason: reason}
+}
+
+type section struct {
+	title string
+	lines []line
+	note  []string
+}
+
+// PlanText renders one cluster's plan.
+func PlanText(p plan.Plan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "=== %s ===\n", p.Cluster)
+	created, deleted := map[int]bool{}, map[int]bool{}
+	for _, o := range p.Operations {
+		switch o.Action {
+		case plan.ActionCreate, plan.ActionClone:
+			created[o.VMID] = true
+		case plan.ActionDelete:
+			deleted[o.VMID] = true
+		}
+	}
+	var create, update, power, del section
+	create.title, update.title, power.title, del.title = "will create", "will update", "power changes", "will delete (prune)"
+	for _, o := range p.Operations {
+		switch {
+		case o.Action == plan.ActionCreate || o.Action == plan.ActionClone || o.Action == plan.ActionDownload ||
+			(o.Action == plan.ActionMarkTemplate && created[o.VMID] && o.VMID != 0):
+			create.lines = append(create.lines, opLine(o, false))
+		case o.Action == plan.ActionDelete || (o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
+			del.lines = append(del.lines, opLine(o, false))
+		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate:
+			update.lines = append(update.lines, opLine(o, true))
+		default:
+			power.lines = append(power.lines, opLine(o, false))
+		}
+	}
+	byKind := map[plan.FindingKind][]line{}
+	for _, f := range p.Findings {
+		byKind[f.Kind] = append(byKind[f.Kind], findingLine(f))
+	}
+	held := section{title: "held for confirmation (mass-prune latch)"}
+	if p.Held {
+		for _, ref := range p.HeldPrunes {
+			held.lines = append(held.lines, line{what: "held", ref: ref, node: "", id: "-", reason: "prune waits for confirmation"})
+		}
+		held.note = []string{p.HeldReason, "confirm plan " + p.ID + " to apply it"}
+		for i := range held.lines {
+			for _, o := range p.Operations {
+				if o.Action == plan.ActionDelete && o.Ref == held.lines[i].ref {
+					held.lines[i].node, held.lines[i].id = o.Node, vmidString(o.VMID)
+				}
+			}
+		}
+	}
+	sections := []section{
+		create, update, power, del,
+		{title: "deferred prunes (budget)", lines: byKind[plan.FindingDeferredPrune]},
+		held,
+		{title: "pending until restart", lines: byKind[plan.FindingPending]},
+		{title: "misplaced (on another node)", lines: byKind[plan.FindingMisplaced]},
+		{title: "anomalies (never written; fix by hand or in git)", lines: byKind[plan.FindingAnomaly]},
+		{title: "skipped (no proxops tag)", lines: byKind[plan.FindingSkipped]},
+		{title: "warnings", lines: byKind[plan.FindingWarning]},
+	}
+	if Clean(p) {
+		b.WriteString(NoDriftCluster + "\n")
+	} else {
+		fmt.Fprintf(&b, "plan %s\n", p.ID)
+	}
+	for _, s := range sections {
+		if len(s.lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "=== %s (%d) ===\n", s.title, len(s.lines))
+		for _, n := range s.note {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+		for _, l := range s.lines {
+			l.write(&b)
+		}
+	}
+	return b.String()
+}
+
+// rejectionPrefix is the predecessor's wording for why a cluster's cycle was aborted.
+var rejectionPrefix = map[string]string{
+	plan.RejectParse:    "manifest parse error",
+	plan.RejectNode:     "unknown node",
+	plan.RejectSecrets:  "cloud-init secret resolution",
+	plan.RejectObserve:  "pve inventory read failed",
+	plan.RejectInternal: "plan error",
+}
+
+// RejectionText renders a rejected cluster: the ABORTED line and every diagnostic as path:line:col: Kind/name:
+// field: message.
+func RejectionText(r plan.Rejection) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "=== %s ===\n", r.Cluster)
+	why := rejectionPrefix[r.Reason]
+	if why == "" {
+		why = r.Reason
+	}
+	errs, warns := r.Diagnostics.Count()
+	fmt.Fprintf(&b, "ABORTED: %s (%s); nothing is written to PVE\n", why, count(errs, "error", warns, "warning"))
+	for _, d := range r.Diagnostics.Sorted() {
+		fmt.Fprintf(&b, "  %s\n", d.String())
+	}
+	return b.String()
+}
+
+func count(n int, what string, m int, what2 string) string {
+	s := plural(n, what)
+	if m > 0 {
+		s += ", " + plural(m, what2)
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
