@@ -176,3 +176,42 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 func DecodeObserveRequest(ctx context.Context, decode DecodeFunc) (ObserveRequest, error) {
 	return decodeAs(ctx, decode, &inventoryv1.ObserveRequest{}, func(p *inventoryv1.ObserveRequest) (ObserveRequest, error) { return ObserveRequestFromProto(p) })
 }
+
+func gapsToProto(gs []inventory.Gap) []*inventoryv1.Gap {
+	out := make([]*inventoryv1.Gap, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, &inventoryv1.Gap{Kind: g.Kind, Name: g.Name, Node: g.Node, Vmid: int64(g.VMID), Key: g.Key,
+			Value: g.Value, Note: g.Note, Managed: g.Managed})
+	}
+	return out
+}
+
+func gapsFromProto(ps []*inventoryv1.Gap) []inventory.Gap {
+	var out []inventory.Gap
+	for _, p := range ps {
+		out = append(out, inventory.Gap{Kind: p.GetKind(), Name: p.GetName(), Node: p.GetNode(), VMID: int(p.GetVmid()),
+			Key: p.GetKey(), Value: p.GetValue(), Note: p.GetNote(), Managed: p.GetManaged()})
+	}
+	return out
+}
+
+// GapReportToProto converts a gap report into a proxops.inventory.v1.GapReport.
+func GapReportToProto(r inventory.GapReport) proto.Message {
+	return &inventoryv1.GapReport{Cluster: r.Cluster, Gaps: gapsToProto(r.Gaps)}
+}
+
+// GapReportFromProto converts a proxops.inventory.v1.GapReport.
+func GapReportFromProto(m proto.Message) (inventory.GapReport, error) {
+	p, err := as[*inventoryv1.GapReport](m)
+	if err != nil {
+		return inventory.GapReport{}, fmt.Errorf("gap report: %w", err)
+	}
+	return inventory.GapReport{Cluster: p.GetCluster(), Gaps: gapsFromProto(p.GetGaps())}, nil
+}
+
+// DecodeGapReport decodes a received proxops.inventory.v1.GapReport.
+func DecodeGapReport(ctx context.Context, decode DecodeFunc) (inventory.GapReport, error) {
+	return decodeAs(ctx, decode, &inventoryv1.GapReport{}, func(p *inventoryv1.GapReport) (inventory.GapReport, error) {
+		return GapReportFromProto(p)
+	})
+}

@@ -1,0 +1,55 @@
+package plan
+
+import "time"
+
+// RunInfo identifies the run and the repository event a plan event belongs to.
+type RunInfo struct {
+	Cluster string
+	// PlanID is the plan's content id.
+	PlanID string
+	// RunID is unique per run; empty for a plan that is only shown.
+	RunID     string
+	Repo      string
+	Commit    string
+	Tree      string
+	EventID   string
+	RequestID string
+	// DryRun: plans are computed and shown, nothing is applied.
+	DryRun bool
+	// Suspended: the cluster is suspended; nothing is applied.
+	Suspended bool
+}
+
+// Planned is a plan published for a run (or only shown).
+type Planned struct {
+	RunInfo
+	Plan Plan
+}
+
+// Rejected is a rejection published for a repository event.
+type Rejected struct {
+	RunInfo
+	Rejection Rejection
+}
+
+// Held says a run waits for an operator's confirmation.
+type Held struct {
+	RunInfo
+	Reason string
+	// Prunes are the Kind/name of the prunes that need confirmation.
+	Prunes []string
+}
+
+// Confirmation releases a held plan; it only releases the plan whose content id it carries.
+type Confirmation struct {
+	Cluster     string
+	PlanID      string
+	ConfirmedBy string
+}
+
+// FinishedRun closes a run.
+type FinishedRun struct {
+	RunInfo
+	Finished
+	At time.Time
+}
