@@ -163,18 +163,18 @@ func (d *differ) resolveSecrets() diag.List {
 		c := s.CloudInitData
 		if len(c.SSHKeyRefs) > 0 {
 			if d.in.Secrets == nil {
-				out = append(out, diagAt(r, "spec.cloud-init-data.ssh-key-refs", "cloud-init secret resolution: the cluster has no secrets file"))
+				out = append(out, diagAt(r, "spec.cloud-init-data.ssh-key-refs", "the cluster has no secrets file"))
 			} else if dg, err := d.in.Secrets.SSHKeysDigest(c.SSHKeyRefs); err != nil {
-				out = append(out, diagAt(r, "spec.cloud-init-data.ssh-key-refs", "cloud-init secret resolution: %v", err))
+				out = append(out, diagAt(r, "spec.cloud-init-data.ssh-key-refs", "%v", err))
 			} else {
 				d.sshDigest[r.Ref()] = dg
 			}
 		}
 		if c.CIPasswordRef != "" {
 			if d.in.Secrets == nil {
-				out = append(out, diagAt(r, "spec.cloud-init-data.ci-password-ref", "cloud-init secret resolution: the cluster has no secrets file"))
+				out = append(out, diagAt(r, "spec.cloud-init-data.ci-password-ref", "the cluster has no secrets file"))
 			} else if err := d.in.Secrets.CheckPassword(c.CIPasswordRef); err != nil {
-				out = append(out, diagAt(r, "spec.cloud-init-data.ci-password-ref", "cloud-init secret resolution: %v", err))
+				out = append(out, diagAt(r, "spec.cloud-init-data.ci-password-ref", "%v", err))
 			}
 		}
 	}
@@ -197,7 +197,7 @@ func (d *differ) checkNodes() diag.List {
 		}
 		for _, n := range nodes {
 			if d.node(n) == nil {
-				out = append(out, diagAt(r, field, "pve inventory read failed: node %s was not observed", n))
+				out = append(out, diagAt(r, field, "node %s was not observed", n))
 			}
 		}
 	}
@@ -230,6 +230,13 @@ func (d *differ) opID(id string) string {
 			return c
 		}
 	}
+}
+
+func typeWord(t inventory.GuestType) string {
+	if t == inventory.LXC {
+		return "container"
+	}
+	return "VM"
 }
 
 func guestPrefix(t inventory.GuestType) string {
@@ -410,7 +417,7 @@ func (d *differ) planGuest(r *manifest.Resource) error {
 	g := lg.g
 	vmid, want := r.VMID(), guestType(r.Kind)
 	if g.Type != want {
-		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid", fmt.Sprintf("vmid %d is a %s guest on PVE (%s), the manifest declares a %s guest; ProxOps does not touch it", vmid, g.Type, liveName(g), want))
+		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid", fmt.Sprintf("vmid %d is a %s on PVE (%s), the manifest declares a %s; ProxOps does not touch it", vmid, typeWord(g.Type), liveName(g), typeWord(want)))
 		return nil
 	}
 	if g.Node != r.Node() {
@@ -430,11 +437,12 @@ func (d *differ) planGuest(r *manifest.Resource) error {
 	switch {
 	case r.Kind.IsTemplate() && !g.Template:
 		if !(tagged && recMatches) {
-			d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "kind",
-				fmt.Sprintf("vmid %d is not a template on PVE; turning it into one is irreversible, so ProxOps does it only for a guest it owns (tagged proxops and recorded): tag it proxops to confirm, or convert it by hand", vmid))
+			msg := fmt.Sprintf("vmid %d is not a template on PVE; turning it into one is irreversible, so ProxOps does it only for a guest it owns (tagged proxops and recorded): tag it proxops to confirm, or convert it by hand", vmid)
 			if tagged {
+				msg = fmt.Sprintf("vmid %d is not a template on PVE and carries the proxops tag; ProxOps records it now and turns it into a template (irreversible) in the next plan unless the manifest changes", vmid)
 				d.record(r, g, fp, "")
 			}
+			d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "kind", msg)
 			return nil
 		}
 		markTemplate = true
@@ -528,9 +536,9 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	restart := running && len(restartKeys) > 0 && policy == RestartAuto && desiredState == manifest.StateStarted
 	if running && len(restartKeys) > 0 && policy == RestartNever && desiredState == manifest.StateStarted && !markTemplate {
 		for _, k := range restartKeys {
-			msg := fmt.Sprintf("%s is written but stays pending until the guest restarts (reconcile.restart: never)", k)
+			msg := "written, but PVE keeps it pending until the guest restarts (reconcile.restart: never)"
 			if slices.Contains(pendingKeys, k) {
-				msg = fmt.Sprintf("%s is pending on PVE until the guest restarts (reconcile.restart: never)", k)
+				msg = "already pending on PVE until the guest restarts (reconcile.restart: never)"
 			}
 			d.finding(FindingPending, ref.String(), g.Node, vmid, k, msg)
 		}
@@ -652,48 +660,17 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 		op.Precondition.Fingerprint = fp
 	}
 	if desiredState == manifest.StateStarted && !g.Template && (!g.Running() || (stopped && !paused) || (paused && restart)) {
-		before := "stopped"
-		if g.Running() && !paused {
-			before = "running"
-		}
 		reason := fmt.Sprintf("%s: power %q → %q", ref, "stopped", "running")
 		if g.Running() {
 			reason = fmt.Sprintf("%s: start after the restart", ref)
 		}
-		_ = before
 		add(Operation{ID: d.opID(guestOpID(t, vmid, ActionStart, "")), Action: ActionStart, Reason: reason,
 			Changes: []Change{{Field: "power", Before: "stopped", After: "running"}}})
-	}
-	if paused && restart {
-		// A paused guest is resumed first, then restarted like a running one.
-		d.reorderPausedRestart(u)
 	}
 	if len(u.ops) > 0 {
 		d.addUnit(u)
 	}
 	return nil
-}
-
-// reorderPausedRestart inserts the shutdown a restart needs after the resume of a paused guest.
-func (d *differ) reorderPausedRestart(u *unit) {
-	if len(u.ops) == 0 || u.ops[0].Action != ActionResume {
-		return
-	}
-	if slices.ContainsFunc(u.ops, func(o Operation) bool { return o.Action == ActionShutdown }) {
-		return
-	}
-	resume := u.ops[0]
-	sd := Operation{ID: d.opID(guestOpID(resume.GuestType, resume.VMID, ActionShutdown, "")), Cluster: resume.Cluster,
-		Node: resume.Node, VMID: resume.VMID, GuestType: resume.GuestType, Ref: resume.Ref, Action: ActionShutdown,
-		Params:  []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
-		Reason:  fmt.Sprintf("%s: restart to apply pending changes (graceful shutdown, stop after %ds)", resume.Ref, d.in.Settings.shutdownSeconds()),
-		Changes: []Change{{Field: "power", Before: "running", After: "stopped"}}}
-	ops := []Operation{resume, sd}
-	ops = append(ops, u.ops[1:]...)
-	for i := 1; i < len(ops); i++ {
-		ops[i].DependsOn = []string{ops[i-1].ID}
-	}
-	u.ops = ops
 }
 
 // displayChange shows a change without secrets: SSH keys by digest or reference, a password by reference.

@@ -126,6 +126,23 @@ func (d Diff) OnlyTags() bool {
 type differ struct {
 	live map[string]string
 	d    Diff
+	// volumeMismatch is set when a live volume is larger than declared or on another storage:
+	// a sign that slots were mixed up, so no volume of the guest is grown.
+	volumeMismatch bool
+}
+
+// holdGrowth turns the planned resizes into anomalies when another volume of the guest does not match: a
+// disk that would shrink or move next to one that would grow usually means the disks were reordered, and a
+// grow cannot be undone.
+func (x *differ) holdGrowth() {
+	if !x.volumeMismatch {
+		return
+	}
+	for _, r := range x.d.Resizes {
+		x.anomaly(r.Key, r.Field, "%s would grow from %s to %s, but another volume of this guest differs in size or storage (were the disks reordered?); nothing is grown until they all match",
+			r.Key, FormatSize(r.From), FormatSize(r.To))
+	}
+	x.d.Resizes = nil
 }
 
 func (x *differ) get(key string) (string, bool) {
@@ -262,6 +279,7 @@ func (x *differ) sizeCheck(key, field, before string, want int64, have int64, kn
 		return
 	}
 	if want < have {
+		x.volumeMismatch = true
 		x.anomaly(key, field, "%s is %s on PVE, the manifest says %s; ProxOps never shrinks a disk", key, FormatSize(have), FormatSize(want))
 		return
 	}

@@ -272,6 +272,7 @@ func LXC(g Desired, live map[string]string, template bool) (Diff, error) {
 	}
 	x.lxcOptions(s.Options)
 	x.extra(s.Extra, LXCCreateOnly)
+	x.holdGrowth()
 	return x.d, nil
 }
 
@@ -284,6 +285,7 @@ func (x *differ) rootfs(s *manifest.LXCSpec, template bool) error {
 	}
 	m := ParseMountPoint(lv)
 	if st := m.Storage(); st != s.Root.Storage {
+		x.volumeMismatch = true
 		x.anomaly("rootfs", field+".storage", "rootfs is on storage %s on PVE, the manifest says %s; ProxOps never moves or recreates a volume", st, s.Root.Storage)
 		return nil
 	}
@@ -312,6 +314,7 @@ func (x *differ) mountPoint(field string, m manifest.MountPoint, template bool) 
 		return nil
 	}
 	if st := live.Storage(); st != m.Storage {
+		x.volumeMismatch = true
 		x.anomaly(m.Slot, field+".storage", "%s is on storage %s on PVE, the manifest says %s; ProxOps never moves or recreates a volume", m.Slot, st, m.Storage)
 		return nil
 	}
@@ -466,7 +469,7 @@ func privilege(unprivileged bool) string {
 
 func onOff(b bool) string {
 	if b {
-		return "on"
+		return "enabled"
 	}
-	return "off"
+	return "disabled"
 }

@@ -594,6 +594,7 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 	if clone {
 		x.clearIdentity(s)
 	}
+	x.holdGrowth()
 	return x.d, nil
 }
 
@@ -638,6 +639,7 @@ func (x *differ) qemuDisk(g Desired, field string, d manifest.Disk, template boo
 		return nil
 	}
 	if st := dr.Storage(); st != d.Storage {
+		x.volumeMismatch = true
 		x.anomaly(slot, field, "disk %s is on storage %s on PVE, the manifest says %s; ProxOps never moves or recreates a disk", slot, st, d.Storage)
 		return nil
 	}

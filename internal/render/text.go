@@ -58,13 +58,14 @@ func Text(plans []plan.Plan, rejections []plan.Rejection) string {
 }
 
 // Clean reports whether a plan changes nothing and reports nothing that needs attention (skipped guests
-// and warnings do not count).
+// and warnings do not count; an artifact whose presence is unknown does).
 func Clean(p plan.Plan) bool {
 	if len(p.Operations) > 0 || p.Held {
 		return false
 	}
 	for _, f := range p.Findings {
-		if f.Kind != plan.FindingSkipped && f.Kind != plan.FindingWarning {
+		// An untouched foreign guest is no drift; an artifact whose presence is unknown is.
+		if !(f.Kind == plan.FindingSkipped && f.VMID != 0) && f.Kind != plan.FindingWarning {
 			return false
 		}
 	}
