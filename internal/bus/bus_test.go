@@ -75,8 +75,8 @@ func TestProvisionTwiceChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 8+5+2 {
-		t.Fatalf("provisioned %d resources, want 15: %v", len(res), res)
+	if len(res) != 8+6+2 {
+		t.Fatalf("provisioned %d resources, want 16: %v", len(res), res)
 	}
 	for _, r := range res {
 		if r.Action != bus.Unchanged {
@@ -945,4 +945,62 @@ func FuzzSubjectBuilders(f *testing.F) {
 			t.Fatalf("ExecutorConsumer(%q, %q) = %q, %v", cluster, node, durable, err)
 		}
 	})
+}
+
+func TestFollowDeliversStoredAndNewMessagesFromASequence(t *testing.T) {
+	t.Parallel()
+	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
+	ctx := testContext(t)
+	planned, _ := bus.PlanSubject("lab", bus.PlanPlanned)
+	finished, _ := bus.PlanSubject("lab", bus.PlanFinished)
+	other, _ := bus.PlanSubject("other", bus.PlanPlanned)
+	filter, _ := bus.PlanFilter("lab")
+	if seq, err := env.bus.LastSequence(ctx, bus.StreamPlans, filter); err != nil || seq != 0 {
+		t.Fatalf("last sequence of an empty selection: %d, %v", seq, err)
+	}
+	publish := func(subject, v string) uint64 {
+		t.Helper()
+		ack, err := env.bus.Publish(ctx, subject, wrapperspb.String(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	publish(planned, "a")
+	from := publish(finished, "b")
+	last := publish(other, "c")
+	// The last sequence over a wildcard filter ignores the other cluster's message.
+	if seq, err := env.bus.LastSequence(ctx, bus.StreamPlans, filter); err != nil || seq != from {
+		t.Fatalf("last sequence: %d, %v; want %d (stream's last is %d)", seq, err, from, last)
+	}
+	got := make(chan string, 8)
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- env.bus.Follow(fctx, bus.StreamPlans, filter, from, func(m *bus.Message) error {
+			var v wrapperspb.StringValue
+			if err := m.Decode(ctx, &v); err != nil {
+				return err
+			}
+			got <- v.GetValue()
+			return nil
+		})
+	}()
+	publish(planned, "d")
+	var seen []string
+	for len(seen) < 2 {
+		select {
+		case v := <-got:
+			seen = append(seen, v)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("followed %v, want [b d]", seen)
+		}
+	}
+	if diff := cmp.Diff([]string{"b", "d"}, seen); diff != "" {
+		t.Fatalf("followed (-want +got):\n%s", diff)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("follow after cancel: %v", err)
+	}
 }

@@ -441,3 +441,64 @@ func (b *Bus) read(ctx context.Context, stream, filter string, cfg jetstream.Con
 	}
 	return nil
 }
+
+// LastSequence returns the stream sequence of the last message matching filter (wildcards allowed), or 0
+// when no message matches.
+func (b *Bus) LastSequence(ctx context.Context, stream, filter string) (uint64, error) {
+	m, err := b.LastMessage(ctx, stream, filter)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
+// Follow calls fn with every message of a stream matching filter from sequence from (0 or 1: the
+// beginning) on, in order and as they are stored, until ctx ends (it then returns nil) or fn returns an
+// error (returned). It reads through an ordered ephemeral consumer, which the client recreates on a gap.
+func (b *Bus) Follow(ctx context.Context, stream, filter string, from uint64, fn func(*Message) error) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		InactiveThreshold: time.Minute}
+	if from > 1 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = from
+	}
+	actx, cancel := b.api(ctx)
+	cons, err := b.js.OrderedConsumer(actx, stream, cfg)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("follow %s %s: %w", stream, filter, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(64))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("follow %s %s: %w", stream, filter, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("follow %s %s: %w", stream, filter, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("follow %s %s: %w", stream, filter, err)
+		}
+		m := &Message{Subject: msg.Subject(), Sequence: meta.Sequence.Stream, Header: msg.Headers(), Data: msg.Data(), bus: b}
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+}

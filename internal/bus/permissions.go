@@ -167,6 +167,7 @@ func PlannerPermissions() Permissions {
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketLeases)
 	s.kvWrite(BucketOwned)
+	s.kvWrite(BucketClusters)
 	s.kvRead(BucketOps)
 	return s.permissions()
 }
@@ -220,6 +221,7 @@ func StatusPermissions() Permissions {
 	s.kvWrite(BucketStatus)
 	s.kvRead(BucketLeases)
 	s.kvRead(BucketOwned)
+	s.kvRead(BucketClusters)
 	return s.permissions()
 }
 

@@ -68,6 +68,9 @@ const (
 	// BucketDeliveries is the watcher's memory: the last commit it announced and the pushed commits it has
 	// accepted by webhook (so a replayed delivery triggers nothing).
 	BucketDeliveries = "proxops_deliveries"
+	// BucketClusters is the planners' shared state per cluster (key = cluster): the newest event asking to
+	// apply it, the last one handled, the run in progress, and the run-time suspension.
+	BucketClusters = "proxops_clusters"
 )
 
 // Object stores.
@@ -259,6 +262,14 @@ func ExecutorUser(cluster, node string) (string, error) {
 
 // LeaseKey is the proxops_leases key of a cluster's plan lease.
 func LeaseKey(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return cluster, nil
+}
+
+// ClusterKey is the proxops_clusters key of a cluster's control state.
+func ClusterKey(cluster string) (string, error) {
 	if err := ValidateCluster(cluster); err != nil {
 		return "", err
 	}

@@ -28,6 +28,9 @@ func TestPlannedRoundTrips(t *testing.T) {
 		Findings: []plan.Finding{{Kind: plan.FindingMisplaced, Ref: "VM/web-01", Node: "pve2", VMID: 101, Message: "found on pve2"},
 			{Kind: plan.FindingAnomaly, Ref: "VM/db", Field: "scsi1", Message: "live-only disk slot"}},
 		Held: true, HeldReason: "prunes 3 of 4 owned VMs", Resources: []string{"VM/db", "VM/web-01"},
+		HeldPrunes: []string{"VM/old-1", "VM/old-2"},
+		Record: []plan.Record{{Owned: plan.Owned{VMID: 101, Ref: "VM/web-01", Node: "pve1"}, After: "create-101"},
+			{Owned: plan.Owned{VMID: 102, Ref: "VM/db", Node: "pve2", Fingerprint: "uuid=1234"}}},
 	}}
 	m, err := wire.PlannedToProto(in)
 	if err != nil {
