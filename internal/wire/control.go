@@ -6,9 +6,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/proxops/proxops/internal/event"
 	planv1 "github.com/proxops/proxops/internal/gen/proxops/plan/v1"
 	repov1 "github.com/proxops/proxops/internal/gen/proxops/repo/v1"
-	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
 )
 
