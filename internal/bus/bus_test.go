@@ -1004,3 +1004,32 @@ func TestFollowDeliversStoredAndNewMessagesFromASequence(t *testing.T) {
 		t.Fatalf("follow after cancel: %v", err)
 	}
 }
+
+func TestEntriesListsTheKeysOfOneClusterInOnePass(t *testing.T) {
+	t.Parallel()
+	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
+	ctx := testContext(t)
+	for _, k := range []string{"lab.102", "lab.101", "other.101", "lab.103"} {
+		if _, err := env.bus.PutBytes(ctx, bus.BucketOwned, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.bus.DeleteKey(ctx, bus.BucketOwned, "lab.103"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.bus.Entries(ctx, bus.BucketOwned, "lab.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range got {
+		keys = append(keys, e.Key+"="+string(e.Value))
+	}
+	if diff := cmp.Diff([]string{"lab.101=lab.101", "lab.102=lab.102"}, keys); diff != "" {
+		t.Fatalf("entries (-want +got):\n%s", diff)
+	}
+	none, err := env.bus.Entries(ctx, bus.BucketOwned, "nothing.*")
+	if err != nil || len(none) != 0 {
+		t.Fatalf("empty selection: %v, %v", none, err)
+	}
+}
