@@ -254,3 +254,40 @@ func (b *Bus) Entries(ctx context.Context, bucket, filter string) ([]Entry, erro
 		}
 	}
 }
+
+// WatchKeys sends every current key of a bucket matching filter, then each key as it is written, deleted or
+// expires, until ctx ends (the channel is then closed, also when the watch fails).
+func (b *Bus) WatchKeys(ctx context.Context, bucket, filter string) (<-chan string, error) {
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", bucket, err)
+	}
+	w, err := kv.Watch(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s %s: %w", bucket, filter, err)
+	}
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				select {
+				case out <- e.Key():
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}

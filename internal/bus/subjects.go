@@ -231,6 +231,14 @@ func InventorySubject(cluster, node string) (string, error) {
 	return nodeSubject(subjectInventory, cluster, node)
 }
 
+// InventoryFilter is proxops.v1.inventory.<cluster>.*: the inventories of every node of one cluster.
+func InventoryFilter(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return subjectInventory + "." + cluster + ".*", nil
+}
+
 // DLQSubject is proxops.v1.dlq.<cluster>.<node>.
 func DLQSubject(cluster, node string) (string, error) { return nodeSubject(subjectDLQ, cluster, node) }
 
