@@ -111,10 +111,14 @@ func newDiffer(in Input) *differ {
 	if in.Cluster.Graph != nil {
 		d.levels = in.Cluster.Graph.Levels()
 	}
+	// The observed state in canonical order (inventories arrive sorted; the plan must not depend on it).
 	nodes := slices.Clone(in.Observed.Nodes)
 	slices.SortFunc(nodes, func(a, b inventory.Node) int { return cmp.Compare(a.Node, b.Node) })
 	for i := range nodes {
 		n := &nodes[i]
+		n.Guests, n.Storages = slices.Clone(n.Guests), slices.Clone(n.Storages)
+		n.Volumes, n.ListedStorages = slices.Clone(n.Volumes), slices.Clone(n.ListedStorages)
+		n.Sort()
 		for j := range n.Guests {
 			g := &n.Guests[j]
 			if _, dup := d.live[g.VMID]; !dup {
@@ -348,11 +352,7 @@ func (d *differ) planSharedArtifact(r *manifest.Resource, u *unit, volid string)
 
 func hasVolume(inv *inventory.Node, volid string) bool {
 	_, ok := slices.BinarySearchFunc(inv.Volumes, volid, func(v inventory.Volume, id string) int { return cmp.Compare(v.Volid, id) })
-	if ok {
-		return true
-	}
-	// Inventories are sorted by volid; tolerate an unsorted one.
-	return slices.ContainsFunc(inv.Volumes, func(v inventory.Volume) bool { return v.Volid == volid })
+	return ok
 }
 
 var artifactWhat = map[manifest.Kind]string{
@@ -464,6 +464,8 @@ func (d *differ) record(r *manifest.Resource, g *inventory.Guest, fp, after stri
 }
 
 // effective returns a guest's config with its pending values applied: what PVE will run after a restart.
+// A volume's size is the current one: a resize updates the current value only, so a pending value's size
+// token may be stale.
 func effective(g *inventory.Guest) (current, eff map[string]string) {
 	current = g.Current()
 	eff = current
@@ -476,6 +478,9 @@ func effective(g *inventory.Guest) (current, eff map[string]string) {
 		case e.Delete > 0:
 		case e.HasPending:
 			eff[e.Key] = e.Pending
+			if cur, ok := pvewire.SizeToken(e.Value); e.HasValue && ok && pvewire.IsVolumeKey(g.Type, e.Key) {
+				eff[e.Key] = pvewire.WithSizeToken(g.Type, e.Key, e.Pending, cur)
+			}
 		case e.HasValue:
 			eff[e.Key] = e.Value
 		}
@@ -585,9 +590,11 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 		if v, ok := expect[k]; ok {
 			return v
 		}
-		return cfg[k]
+		return eff[k]
 	}
-	first := true
+	// A stop applies pending values and rewrites the config, so after a power operation the digest no longer
+	// holds: the write checks the values it expects (pending values applied) instead.
+	first := !slices.ContainsFunc(u.ops, func(o Operation) bool { return o.Action == ActionShutdown || o.Action == ActionStop || o.Action == ActionResume })
 	pre := func(keys ...string) Precondition {
 		if first {
 			first = false
@@ -599,13 +606,28 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 		}
 		return p
 	}
+	// Disks grow first; a rewrite of a grown disk's options then carries its new size. Its value after the
+	// resize is PVE's to print, so the rewrite does not expect one.
+	grown := map[string]string{}
+	for _, rs := range diff.Resizes {
+		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
+			Params:  []KV{{Key: "disk", Value: rs.Key}, {Key: "size", Value: rs.Size()}},
+			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pvewire.FormatSize(rs.From), pvewire.FormatSize(rs.To)),
+			Changes: []Change{{Field: rs.Key + " size", Before: pvewire.FormatSize(rs.From), After: pvewire.FormatSize(rs.To)}}})
+		op.Precondition = pre(rs.Key)
+		grown[rs.Key] = rs.Size()
+	}
 	if len(diff.Changes) > 0 {
 		var vals []KV
 		var dels []string
 		var changes []Change
 		var keys []string
 		for _, c := range diff.Changes {
-			keys = append(keys, c.Key)
+			if size, ok := grown[c.Key]; ok && !c.Delete {
+				c.Value.Value = pvewire.WithSizeToken(t, c.Key, c.Value.Value, size)
+			} else {
+				keys = append(keys, c.Key)
+			}
 			if c.Delete {
 				dels = append(dels, c.Key)
 			} else {
@@ -644,13 +666,6 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	}
 	if tagged && !recorded {
 		d.record(r, g, fp, "")
-	}
-	for _, rs := range diff.Resizes {
-		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
-			Params:  []KV{{Key: "disk", Value: rs.Key}, {Key: "size", Value: rs.Size()}},
-			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pvewire.FormatSize(rs.From), pvewire.FormatSize(rs.To)),
-			Changes: []Change{{Field: rs.Key + " size", Before: pvewire.FormatSize(rs.From), After: pvewire.FormatSize(rs.To)}}})
-		op.Precondition = pre(rs.Key)
 	}
 	if markTemplate {
 		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionMarkTemplate, "")), Action: ActionMarkTemplate,

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/proxops/proxops/internal/inventory"
 )
 
 // Drive is a parsed qemu drive value (scsiN, virtioN, sataN, ideN, efidisk0, tpmstate0): its volume (the
@@ -259,3 +261,35 @@ func (f Features) Flag(name string) bool { return propBool(f.Props, name, false)
 
 // String prints the features in key order.
 func (f Features) String() string { return f.Props.Canonical("") }
+
+// IsVolumeKey reports whether a config key holds a volume with a size token: a qemu disk slot, efidisk0,
+// tpmstate0, or an LXC rootfs or mpN.
+func IsVolumeKey(t inventory.GuestType, key string) bool {
+	if t == inventory.LXC {
+		return key == "rootfs" || isIndexed(key, "mp")
+	}
+	return isDiskSlot(key) || key == "efidisk0" || key == "tpmstate0"
+}
+
+// SizeToken returns the size= token of a volume value.
+func SizeToken(v string) (string, bool) {
+	for tok := range strings.SplitSeq(v, ",") {
+		if s, ok := strings.CutPrefix(tok, "size="); ok {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// WithSizeToken returns a volume value (drive, rootfs or mount point) with its size= token set, keeping
+// every other token in place.
+func WithSizeToken(t inventory.GuestType, key, v, size string) string {
+	if t == inventory.LXC {
+		m := ParseMountPoint(v)
+		m.Props = m.Props.With("size", size)
+		return m.String()
+	}
+	d := ParseDrive(v)
+	d.Props = d.Props.With("size", size)
+	return d.String()
+}
