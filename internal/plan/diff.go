@@ -594,7 +594,9 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	}
 	// A stop applies pending values and rewrites the config, so after a power operation the digest no longer
 	// holds: the write checks the values it expects (pending values applied) instead.
-	first := !slices.ContainsFunc(u.ops, func(o Operation) bool { return o.Action == ActionShutdown || o.Action == ActionStop || o.Action == ActionResume })
+	first := !slices.ContainsFunc(u.ops, func(o Operation) bool {
+		return o.Action == ActionShutdown || o.Action == ActionStop || o.Action == ActionResume
+	})
 	pre := func(keys ...string) Precondition {
 		if first {
 			first = false
