@@ -408,9 +408,63 @@ func liveTags(g *inventory.Guest) string {
 	return g.Tags
 }
 
+// checkStorages warns about a cloud-init drive on a storage without the images content type: PVE creates
+// the drive there, and the VM fails only when it starts.
+func (d *differ) checkStorages(r *manifest.Resource, node string) {
+	s := r.VM()
+	if s == nil || !s.CloudInitEnabled() {
+		return
+	}
+	inv := d.node(node)
+	if inv == nil {
+		return
+	}
+	st, ok := inv.Storage(s.Hardware.CloudInit.Storage)
+	if ok && !slices.Contains(st.Content, "images") {
+		d.finding(FindingWarning, r.Ref().String(), node, r.VMID(), "spec.hardware.cloud-init.storage",
+			fmt.Sprintf("storage %s on %s does not hold images content; the cloud-init drive can be created there, but the VM will fail to start", st.ID, node))
+	}
+}
+
+// pathStorageTypes are the storage types with a directory path: PVE refuses to turn a container whose
+// volumes live there into a template ("Directory storage ... does not support container templates!").
+var pathStorageTypes = []string{"dir", "nfs", "cifs", "glusterfs", "cephfs", "btrfs"}
+
+// templateCTStorage returns a storage of a TemplateCT that PVE cannot make a template on, if any.
+func (d *differ) templateCTStorage(r *manifest.Resource, node string) (inventory.Storage, bool) {
+	s := r.LXC()
+	if r.Kind != manifest.KindTemplateCT || s == nil {
+		return inventory.Storage{}, false
+	}
+	inv := d.node(node)
+	if inv == nil {
+		return inventory.Storage{}, false
+	}
+	ids := []string{s.Root.Storage}
+	for _, m := range s.MountPoints {
+		ids = append(ids, m.Storage)
+	}
+	for _, id := range ids {
+		if st, ok := inv.Storage(id); ok && slices.Contains(pathStorageTypes, st.Type) {
+			return st, true
+		}
+	}
+	return inventory.Storage{}, false
+}
+
 func (d *differ) planGuest(r *manifest.Resource) error {
 	ref := r.Ref()
+	node := r.Node()
 	lg, found := d.live[r.VMID()]
+	if found {
+		node = lg.g.Node
+	}
+	d.checkStorages(r, node)
+	if st, bad := d.templateCTStorage(r, node); bad && !(found && lg.g.Template) {
+		d.finding(FindingAnomaly, ref.String(), node, r.VMID(), "spec.root.storage",
+			fmt.Sprintf("storage %s is a %s storage: PVE does not make templates of containers on directory storages; use a storage such as lvmthin or zfspool", st.ID, st.Type))
+		return nil
+	}
 	if !found {
 		return d.planCreate(r)
 	}
@@ -528,7 +582,11 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	var restartKeys []string
 	if running {
 		for _, c := range diff.Changes {
-			if !pvewire.AppliesLive(t, c, cfg) {
+			cur, inCurrent := current[c.Key]
+			// Writing back the current value drops a pending change (PVE cleans up pending values equal to
+			// the current ones): nothing waits for a restart then.
+			reverts := (c.Delete && !inCurrent) || (!c.Delete && inCurrent && cur == c.Value.Value && len(c.Value.SecretRefs) == 0)
+			if !reverts && !pvewire.AppliesLive(t, c, cfg) {
 				restartKeys = append(restartKeys, c.Key)
 			}
 		}

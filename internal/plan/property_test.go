@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/testcorpus"
 )
 
 // The property tests generate random (seeded) desired and observed states, apply the plan to the simulator
@@ -378,10 +380,16 @@ func (s secrets) SSHKeysDigest(refs []string) (string, error) {
 	return inventory.SSHKeysDigest(keys), nil
 }
 
-func (s secrets) CheckPassword(ref string) error { return fmt.Errorf("%s does not resolve", ref) }
+func (s secrets) CheckPassword(ref string) error {
+	if _, ok := s.keys[strings.TrimPrefix(ref, "cloud-init.passwords.")]; !ok {
+		return fmt.Errorf("%s does not resolve", ref)
+	}
+	return nil
+}
 
 func (s secrets) Resolve(_ context.Context, ref string) (string, error) {
-	k, ok := s.keys[strings.TrimPrefix(ref, "cloud-init.ssh-keys.")]
+	name := strings.TrimPrefix(strings.TrimPrefix(ref, "cloud-init.ssh-keys."), "cloud-init.passwords.")
+	k, ok := s.keys[name]
 	if !ok {
 		return "", fmt.Errorf("%s does not resolve", ref)
 	}
@@ -390,13 +398,15 @@ func (s secrets) Resolve(_ context.Context, ref string) (string, error) {
 
 // harness runs a world against a simulator.
 type harness struct {
-	t     *testing.T
-	ctx   context.Context
-	sim   *pvesim.Sim
-	cl    *pve.Client
-	rp    *repo.Repository
-	w     *world
-	owned map[int]plan.Owned
+	t       *testing.T
+	ctx     context.Context
+	sim     *pvesim.Sim
+	cl      *pve.Client
+	rp      *repo.Repository
+	w       *world
+	owned   map[int]plan.Owned
+	cluster string
+	nodes   []string
 }
 
 func newHarness(t *testing.T, w *world) *harness {
@@ -423,14 +433,14 @@ func newHarness(t *testing.T, w *world) *harness {
 	if ds := rp.ClusterDiagnostics("lab"); ds.HasErrors() {
 		t.Fatalf("generated repository is invalid:\n%v", ds)
 	}
-	return &harness{t: t, ctx: ctx, sim: sim, cl: cl, rp: rp, w: w, owned: map[int]plan.Owned{}}
+	return &harness{t: t, ctx: ctx, sim: sim, cl: cl, rp: rp, w: w, owned: map[int]plan.Owned{}, cluster: "lab", nodes: simNodes}
 }
 
 func (h *harness) observe() inventory.Cluster {
 	h.t.Helper()
-	c := inventory.Cluster{Name: "lab"}
-	for _, n := range simNodes {
-		node, err := h.cl.Observe(h.ctx, pve.ObserveRequest{Cluster: "lab", Node: n, ContentStorages: plan.ContentStorages(h.rp.Cluster("lab"))[n]})
+	c := inventory.Cluster{Name: h.cluster}
+	for _, n := range h.nodes {
+		node, err := h.cl.Observe(h.ctx, pve.ObserveRequest{Cluster: h.cluster, Node: n, ContentStorages: plan.ContentStorages(h.rp.Cluster(h.cluster))[n]})
 		if err != nil {
 			h.t.Fatalf("observe %s: %v", n, err)
 		}
@@ -440,7 +450,7 @@ func (h *harness) observe() inventory.Cluster {
 }
 
 func (h *harness) input(obs inventory.Cluster) plan.Input {
-	cl := h.rp.Cluster("lab")
+	cl := h.rp.Cluster(h.cluster)
 	in := plan.Input{Cluster: cl, Observed: obs, Secrets: secrets{h.w.keys}, Settings: plan.SettingsFor(h.rp.Config, cl.Config), Tree: "property"}
 	for _, vmid := range sortedVMIDs(h.owned) {
 		in.Owned = append(in.Owned, h.owned[vmid])
@@ -622,5 +632,46 @@ func TestDiffIsDeterministicUnderInputPermutation(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestUpstreamExamplesConvergeAgainstTheSimulator plans the predecessor's example repository against an
+// empty simulated cluster, applies the plan through the adapter, and expects the next plan to be empty.
+func TestUpstreamExamplesConvergeAgainstTheSimulator(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Nodes = []pvesim.NodeSpec{{Name: "pve01"}, {Name: "pve02"}}
+	spec.Bridges = []string{"vmbr0", "vmbr1", "vmbr2"}
+	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "vm_disks", Type: "lvmthin", Content: []string{"images", "rootdir"}})
+	spec.TaskDurations = map[string]pvesim.Duration{"default": 0}
+	spec.Seed = 3
+	fsys := os.DirFS(testcorpus.Dir("upstream-examples"))
+	w := &world{spec: spec, keys: map[string]string{"main": keyA, "default": "a-password"}}
+	sim, err := pvesim.New(w.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(func() { srv.Close(); sim.WaitTasks() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	// PCI passthrough of unmapped devices is root@pam's alone: a ticket, not a token.
+	cl, err := pve.New(ctx, pve.Config{BaseURL: srv.URL, User: "root@pam", Password: pvesim.DefaultRootPassword,
+		TaskPollMin: time.Millisecond, TaskPollMax: 5 * time.Millisecond, ReadBackoff: time.Millisecond, TaskTimeout: 30 * time.Second},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := repo.Load(fsys)
+	if ds := rp.ClusterDiagnostics("example"); ds.HasErrors() {
+		t.Fatalf("the example repository does not validate:\n%v", ds)
+	}
+	h := &harness{t: t, ctx: ctx, sim: sim, cl: cl, rp: rp, w: w, owned: map[int]plan.Owned{}, cluster: "example", nodes: []string{"pve01", "pve02"}}
+	first := h.diff(h.observe())
+	if len(first.Operations) == 0 {
+		t.Fatal("an empty cluster needs a plan")
+	}
+	h.apply(first)
+	if second := h.diff(h.observe()); len(second.Operations) > 0 {
+		t.Errorf("the example repository did not converge in one plan; next plan:\n%s", render.PlanText(second))
 	}
 }
