@@ -121,6 +121,9 @@ func ParseNIC(v string) NIC {
 	var n NIC
 	for _, t := range ParseProps(v, "model") {
 		switch {
+		case t.Key == "model" && t.Bare && n.Model != "":
+			// A bare word after the model (virtio=MAC,...) is a flag, not a second model.
+			n.Props = append(n.Props, Token{Key: t.Value, Bare: true})
 		case t.Key == "model":
 			n.Model = t.Value
 		case t.Key == "macaddr":
@@ -140,8 +143,11 @@ func (n NIC) String() string {
 	if n.MAC != "" {
 		head += "=" + n.MAC
 	}
-	if len(n.Props) == 0 {
+	switch {
+	case len(n.Props) == 0:
 		return head
+	case head == "":
+		return n.Props.Canonical("")
 	}
 	return head + "," + n.Props.Canonical("")
 }
