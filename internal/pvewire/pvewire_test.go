@@ -140,9 +140,9 @@ func TestParseDriveClassifiesVolumes(t *testing.T) {
 
 func TestParseNICReadsEveryModelForm(t *testing.T) {
 	for in, want := range map[string]pvewire.NIC{
-		"virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=20": {Model: "virtio", MAC: "BC:24:11:00:00:01", Props: pvewire.Props{{Key: "bridge", Value: "vmbr0"}, {Key: "tag", Value: "20"}}},
+		"virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=20":       {Model: "virtio", MAC: "BC:24:11:00:00:01", Props: pvewire.Props{{Key: "bridge", Value: "vmbr0"}, {Key: "tag", Value: "20"}}},
 		"model=e1000,macaddr=02:00:00:00:00:01,bridge=vmbr1": {Model: "e1000", MAC: "02:00:00:00:00:01", Props: pvewire.Props{{Key: "bridge", Value: "vmbr1"}}},
-		"virtio,bridge=vmbr0": {Model: "virtio", Props: pvewire.Props{{Key: "bridge", Value: "vmbr0"}}},
+		"virtio,bridge=vmbr0":                                {Model: "virtio", Props: pvewire.Props{{Key: "bridge", Value: "vmbr0"}}},
 	} {
 		if diff := cmp.Diff(want, pvewire.ParseNIC(in)); diff != "" {
 			t.Errorf("ParseNIC(%q) (-want +got):\n%s", in, diff)
