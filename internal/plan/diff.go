@@ -111,10 +111,14 @@ func newDiffer(in Input) *differ {
 	if in.Cluster.Graph != nil {
 		d.levels = in.Cluster.Graph.Levels()
 	}
+	// The observed state in canonical order (inventories arrive sorted; the plan must not depend on it).
 	nodes := slices.Clone(in.Observed.Nodes)
 	slices.SortFunc(nodes, func(a, b inventory.Node) int { return cmp.Compare(a.Node, b.Node) })
 	for i := range nodes {
 		n := &nodes[i]
+		n.Guests, n.Storages = slices.Clone(n.Guests), slices.Clone(n.Storages)
+		n.Volumes, n.ListedStorages = slices.Clone(n.Volumes), slices.Clone(n.ListedStorages)
+		n.Sort()
 		for j := range n.Guests {
 			g := &n.Guests[j]
 			if _, dup := d.live[g.VMID]; !dup {
@@ -348,11 +352,7 @@ func (d *differ) planSharedArtifact(r *manifest.Resource, u *unit, volid string)
 
 func hasVolume(inv *inventory.Node, volid string) bool {
 	_, ok := slices.BinarySearchFunc(inv.Volumes, volid, func(v inventory.Volume, id string) int { return cmp.Compare(v.Volid, id) })
-	if ok {
-		return true
-	}
-	// Inventories are sorted by volid; tolerate an unsorted one.
-	return slices.ContainsFunc(inv.Volumes, func(v inventory.Volume) bool { return v.Volid == volid })
+	return ok
 }
 
 var artifactWhat = map[manifest.Kind]string{
@@ -408,9 +408,63 @@ func liveTags(g *inventory.Guest) string {
 	return g.Tags
 }
 
+// checkStorages warns about a cloud-init drive on a storage without the images content type: PVE creates
+// the drive there, and the VM fails only when it starts.
+func (d *differ) checkStorages(r *manifest.Resource, node string) {
+	s := r.VM()
+	if s == nil || !s.CloudInitEnabled() {
+		return
+	}
+	inv := d.node(node)
+	if inv == nil {
+		return
+	}
+	st, ok := inv.Storage(s.Hardware.CloudInit.Storage)
+	if ok && !slices.Contains(st.Content, "images") {
+		d.finding(FindingWarning, r.Ref().String(), node, r.VMID(), "spec.hardware.cloud-init.storage",
+			fmt.Sprintf("storage %s on %s does not hold images content; the cloud-init drive can be created there, but the VM will fail to start", st.ID, node))
+	}
+}
+
+// pathStorageTypes are the storage types with a directory path: PVE refuses to turn a container whose
+// volumes live there into a template ("Directory storage ... does not support container templates!").
+var pathStorageTypes = []string{"dir", "nfs", "cifs", "glusterfs", "cephfs", "btrfs"}
+
+// templateCTStorage returns a storage of a TemplateCT that PVE cannot make a template on, if any.
+func (d *differ) templateCTStorage(r *manifest.Resource, node string) (inventory.Storage, bool) {
+	s := r.LXC()
+	if r.Kind != manifest.KindTemplateCT || s == nil {
+		return inventory.Storage{}, false
+	}
+	inv := d.node(node)
+	if inv == nil {
+		return inventory.Storage{}, false
+	}
+	ids := []string{s.Root.Storage}
+	for _, m := range s.MountPoints {
+		ids = append(ids, m.Storage)
+	}
+	for _, id := range ids {
+		if st, ok := inv.Storage(id); ok && slices.Contains(pathStorageTypes, st.Type) {
+			return st, true
+		}
+	}
+	return inventory.Storage{}, false
+}
+
 func (d *differ) planGuest(r *manifest.Resource) error {
 	ref := r.Ref()
+	node := r.Node()
 	lg, found := d.live[r.VMID()]
+	if found {
+		node = lg.g.Node
+	}
+	d.checkStorages(r, node)
+	if st, bad := d.templateCTStorage(r, node); bad && !(found && lg.g.Template) {
+		d.finding(FindingAnomaly, ref.String(), node, r.VMID(), "spec.root.storage",
+			fmt.Sprintf("storage %s is a %s storage: PVE does not make templates of containers on directory storages; use a storage such as lvmthin or zfspool", st.ID, st.Type))
+		return nil
+	}
 	if !found {
 		return d.planCreate(r)
 	}
@@ -464,6 +518,8 @@ func (d *differ) record(r *manifest.Resource, g *inventory.Guest, fp, after stri
 }
 
 // effective returns a guest's config with its pending values applied: what PVE will run after a restart.
+// A volume's size is the current one: a resize updates the current value only, so a pending value's size
+// token may be stale.
 func effective(g *inventory.Guest) (current, eff map[string]string) {
 	current = g.Current()
 	eff = current
@@ -476,6 +532,9 @@ func effective(g *inventory.Guest) (current, eff map[string]string) {
 		case e.Delete > 0:
 		case e.HasPending:
 			eff[e.Key] = e.Pending
+			if cur, ok := pvewire.SizeToken(e.Value); e.HasValue && ok && pvewire.IsVolumeKey(g.Type, e.Key) {
+				eff[e.Key] = pvewire.WithSizeToken(g.Type, e.Key, e.Pending, cur)
+			}
 		case e.HasValue:
 			eff[e.Key] = e.Value
 		}
@@ -523,7 +582,11 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	var restartKeys []string
 	if running {
 		for _, c := range diff.Changes {
-			if !pvewire.AppliesLive(t, c, cfg) {
+			cur, inCurrent := current[c.Key]
+			// Writing back the current value drops a pending change (PVE cleans up pending values equal to
+			// the current ones): nothing waits for a restart then.
+			reverts := (c.Delete && !inCurrent) || (!c.Delete && inCurrent && cur == c.Value.Value && len(c.Value.SecretRefs) == 0)
+			if !reverts && !pvewire.AppliesLive(t, c, cfg) {
 				restartKeys = append(restartKeys, c.Key)
 			}
 		}
@@ -585,9 +648,13 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 		if v, ok := expect[k]; ok {
 			return v
 		}
-		return cfg[k]
+		return eff[k]
 	}
-	first := true
+	// A stop applies pending values and rewrites the config, so after a power operation the digest no longer
+	// holds: the write checks the values it expects (pending values applied) instead.
+	first := !slices.ContainsFunc(u.ops, func(o Operation) bool {
+		return o.Action == ActionShutdown || o.Action == ActionStop || o.Action == ActionResume
+	})
 	pre := func(keys ...string) Precondition {
 		if first {
 			first = false
@@ -599,13 +666,28 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 		}
 		return p
 	}
+	// Disks grow first; a rewrite of a grown disk's options then carries its new size. Its value after the
+	// resize is PVE's to print, so the rewrite does not expect one.
+	grown := map[string]string{}
+	for _, rs := range diff.Resizes {
+		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
+			Params:  []KV{{Key: "disk", Value: rs.Key}, {Key: "size", Value: rs.Size()}},
+			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pvewire.FormatSize(rs.From), pvewire.FormatSize(rs.To)),
+			Changes: []Change{{Field: rs.Key + " size", Before: pvewire.FormatSize(rs.From), After: pvewire.FormatSize(rs.To)}}})
+		op.Precondition = pre(rs.Key)
+		grown[rs.Key] = rs.Size()
+	}
 	if len(diff.Changes) > 0 {
 		var vals []KV
 		var dels []string
 		var changes []Change
 		var keys []string
 		for _, c := range diff.Changes {
-			keys = append(keys, c.Key)
+			if size, ok := grown[c.Key]; ok && !c.Delete {
+				c.Value.Value = pvewire.WithSizeToken(t, c.Key, c.Value.Value, size)
+			} else {
+				keys = append(keys, c.Key)
+			}
 			if c.Delete {
 				dels = append(dels, c.Key)
 			} else {
@@ -644,13 +726,6 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	}
 	if tagged && !recorded {
 		d.record(r, g, fp, "")
-	}
-	for _, rs := range diff.Resizes {
-		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
-			Params:  []KV{{Key: "disk", Value: rs.Key}, {Key: "size", Value: rs.Size()}},
-			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pvewire.FormatSize(rs.From), pvewire.FormatSize(rs.To)),
-			Changes: []Change{{Field: rs.Key + " size", Before: pvewire.FormatSize(rs.From), After: pvewire.FormatSize(rs.To)}}})
-		op.Precondition = pre(rs.Key)
 	}
 	if markTemplate {
 		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionMarkTemplate, "")), Action: ActionMarkTemplate,

@@ -22,6 +22,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/testcorpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/cases")
@@ -234,9 +235,14 @@ const defaultClusterConfig = `pve:
 
 // caseFS reads a case's repository and fills in what every case would repeat: a cluster "lab" on pve1-pve3
 // when there is no clusters/ directory, and a resources.yaml listing every manifest when there is none.
+//
+// A case whose repository is a vendored corpus names it in a file "corpus" (upstream-examples).
 func caseFS(dir string) (fs.FS, error) {
 	m := fstest.MapFS{}
 	root := filepath.Join(dir, "repo")
+	if name, err := os.ReadFile(filepath.Join(dir, "corpus")); err == nil {
+		root = testcorpus.Dir(strings.TrimSpace(string(name)))
+	}
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err

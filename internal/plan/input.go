@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,4 +109,29 @@ func (e *RejectedError) Error() string {
 		b.WriteString(d.String())
 	}
 	return b.String()
+}
+
+// ContentStorages lists, per node, the storages whose content an observe must list so the plan can tell
+// which artifacts are present: the storages of the artifacts placed on that node, sorted. A shared storage
+// needs listing on one of its nodes only; Diff treats a shared storage listed anywhere as listed.
+func ContentStorages(c *repo.Cluster) map[string][]string {
+	out := map[string][]string{}
+	if c == nil {
+		return out
+	}
+	for _, r := range c.Resources {
+		a := r.Artifact()
+		if a == nil {
+			continue
+		}
+		for _, n := range a.PlacementNodes() {
+			if !slices.Contains(out[n], a.Storage) {
+				out[n] = append(out[n], a.Storage)
+			}
+		}
+	}
+	for n := range out {
+		slices.Sort(out[n])
+	}
+	return out
 }

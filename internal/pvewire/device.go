@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/proxops/proxops/internal/inventory"
 )
 
 // Drive is a parsed qemu drive value (scsiN, virtioN, sataN, ideN, efidisk0, tpmstate0): its volume (the
@@ -119,6 +121,9 @@ func ParseNIC(v string) NIC {
 	var n NIC
 	for _, t := range ParseProps(v, "model") {
 		switch {
+		case t.Key == "model" && t.Bare && n.Model != "":
+			// A bare word after the model (virtio=MAC,...) is a flag, not a second model.
+			n.Props = append(n.Props, Token{Key: t.Value, Bare: true})
 		case t.Key == "model":
 			n.Model = t.Value
 		case t.Key == "macaddr":
@@ -138,8 +143,11 @@ func (n NIC) String() string {
 	if n.MAC != "" {
 		head += "=" + n.MAC
 	}
-	if len(n.Props) == 0 {
+	switch {
+	case len(n.Props) == 0:
 		return head
+	case head == "":
+		return n.Props.Canonical("")
 	}
 	return head + "," + n.Props.Canonical("")
 }
@@ -259,3 +267,35 @@ func (f Features) Flag(name string) bool { return propBool(f.Props, name, false)
 
 // String prints the features in key order.
 func (f Features) String() string { return f.Props.Canonical("") }
+
+// IsVolumeKey reports whether a config key holds a volume with a size token: a qemu disk slot, efidisk0,
+// tpmstate0, or an LXC rootfs or mpN.
+func IsVolumeKey(t inventory.GuestType, key string) bool {
+	if t == inventory.LXC {
+		return key == "rootfs" || isIndexed(key, "mp")
+	}
+	return isDiskSlot(key) || key == "efidisk0" || key == "tpmstate0"
+}
+
+// SizeToken returns the size= token of a volume value.
+func SizeToken(v string) (string, bool) {
+	for tok := range strings.SplitSeq(v, ",") {
+		if s, ok := strings.CutPrefix(tok, "size="); ok {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// WithSizeToken returns a volume value (drive, rootfs or mount point) with its size= token set, keeping
+// every other token in place.
+func WithSizeToken(t inventory.GuestType, key, v, size string) string {
+	if t == inventory.LXC {
+		m := ParseMountPoint(v)
+		m.Props = m.Props.With("size", size)
+		return m.String()
+	}
+	d := ParseDrive(v)
+	d.Props = d.Props.With("size", size)
+	return d.String()
+}

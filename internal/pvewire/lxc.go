@@ -115,8 +115,9 @@ func featuresValue(live Features, o *manifest.LXCOptions, create bool) Features 
 	return live
 }
 
-// LXCCreate returns the parameters of POST /nodes/{node}/lxc for an LXC or TemplateCT: vmid, ostemplate,
-// every owned key, spec.extra, then start (1 only for an LXC whose desired state is started).
+// LXCCreate returns the parameters of POST /nodes/{node}/lxc for an LXC or TemplateCT: ostemplate, every
+// owned key, spec.extra, then start (1 only for an LXC whose desired state is started). The vmid is the
+// operation's.
 func LXCCreate(g Desired) (Values, error) {
 	s, err := g.lxc()
 	if err != nil {
@@ -127,7 +128,7 @@ func LXCCreate(g Desired) (Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := Values{{Key: "vmid", Value: itoa(s.VMID)}, {Key: "ostemplate", Value: tmpl}}
+	out := Values{{Key: "ostemplate", Value: tmpl}}
 	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
 	add("hostname", r.Hostname())
 	if s.PVEDescription != "" {

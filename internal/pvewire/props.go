@@ -111,11 +111,12 @@ func (p Props) Without(keys ...string) Props {
 // Tokens without a value that were bare flags are printed bare.
 func (p Props) Canonical(defaultKey string, first ...string) string {
 	var b strings.Builder
-	write := func(t Token) {
+	write := func(t Token, asDefault bool) {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		if t.Key == defaultKey && defaultKey != "" {
+		// A default value that would not read back bare (empty, or holding '=') keeps its key.
+		if asDefault && t.Value != "" && !strings.Contains(t.Value, "=") {
 			b.WriteString(t.Value)
 			return
 		}
@@ -126,20 +127,20 @@ func (p Props) Canonical(defaultKey string, first ...string) string {
 		}
 	}
 	used := make([]bool, len(p))
-	emit := func(key string) {
+	emit := func(key string, asDefault bool) {
 		for i, t := range p {
 			if !used[i] && t.Key == key {
 				used[i] = true
-				write(t)
+				write(t, asDefault)
 				return
 			}
 		}
 	}
 	if defaultKey != "" {
-		emit(defaultKey)
+		emit(defaultKey, true)
 	}
 	for _, k := range first {
-		emit(k)
+		emit(k, false)
 	}
 	rest := make([]int, 0, len(p))
 	for i := range p {
@@ -149,7 +150,7 @@ func (p Props) Canonical(defaultKey string, first ...string) string {
 	}
 	slices.SortStableFunc(rest, func(a, b int) int { return strings.Compare(p[a].Key, p[b].Key) })
 	for _, i := range rest {
-		write(p[i])
+		write(p[i], false)
 	}
 	return b.String()
 }

@@ -202,8 +202,8 @@ func (g Desired) sshKeysDigest(c *manifest.CloudInitData) string {
 	return inventory.SSHKeysDigest(c.SSHKeys)
 }
 
-// QEMUCreate returns the parameters of POST /nodes/{node}/qemu for a VM or TemplateVM: vmid, then every
-// owned key, then spec.extra, then start (1 only for a VM whose desired state is started).
+// QEMUCreate returns the parameters of POST /nodes/{node}/qemu for a VM or TemplateVM: every owned key, then
+// spec.extra, then start (1 only for a VM whose desired state is started). The vmid is the operation's.
 func QEMUCreate(g Desired) (Values, error) {
 	s, err := g.vm()
 	if err != nil {
@@ -213,8 +213,7 @@ func QEMUCreate(g Desired) (Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := append(Values{{Key: "vmid", Value: itoa(s.VMID)}}, vs...)
-	out = append(out, extraValues(s.Extra, QEMUCreateOnly, true)...)
+	out := append(vs, extraValues(s.Extra, QEMUCreateOnly, true)...)
 	if _, ok := s.Extra["start"]; !ok {
 		out = append(out, Value{Key: "start", Value: boolString(g.Resource.Kind == manifest.KindVM && g.Resource.DesiredState() == manifest.StateStarted)})
 	}
