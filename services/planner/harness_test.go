@@ -5,11 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -368,4 +372,39 @@ func (e *env) vms(specs map[string]int) repoFiles {
 		files["clusters/lab/resources.yaml"] = "resources: []\n"
 	}
 	return files
+}
+
+// handClone clones a guest by hand through the PVE API, as an operator would (the clone keeps its tags).
+func (e *env) handClone(node string, vmid, newID int) {
+	e.t.Helper()
+	form := url.Values{"newid": {strconv.Itoa(newID)}, "full": {"1"}, "name": {"hand-clone"}}
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api2/json/nodes/%s/qemu/%d/clone", e.srv.URL, node, vmid),
+		strings.NewReader(form.Encode()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		e.t.Fatalf("hand clone: %s: %s", res.Status, body)
+	}
+	eventually(e.t, 30*time.Second, "the hand-made clone", func() bool {
+		cfg, ok := e.sim.Config(newID)
+		return ok && cfg["lock"] == ""
+	})
+}
+
+// chain makes each named VM of a repository depend on the one before it (proxops/depends-on).
+func chain(files repoFiles, names ...string) {
+	for i := 1; i < len(names); i++ {
+		p := "vm/lab/" + names[i] + ".yaml"
+		files[p] = strings.Replace(files[p], "metadata: {name: "+names[i]+"}",
+			"metadata:\n  name: "+names[i]+"\n  annotations: {proxops/depends-on: \"VM:"+names[i-1]+"\"}", 1)
+	}
 }

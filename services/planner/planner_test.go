@@ -7,6 +7,7 @@ import (
 
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/services/planner"
 )
 
 // A repository event is planned against a fresh observe, run through the executors in dependency order,
@@ -66,5 +67,189 @@ func TestBrokenRepositoryIsRejectedWithEveryDiagnosticAndWritesNothing(t *testin
 	}
 	if n := e.writes(); n != 0 {
 		t.Fatalf("%d writes reached PVE", n)
+	}
+}
+
+// A dry-run event publishes the plan and finishes it as not applied, without a lease; a cluster suspended in
+// its config or at run time is planned and shown, and nothing is applied either.
+func TestDryRunsAndSuspendedClustersApplyNothing(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := e.vms(map[string]int{"web-01": 101})
+
+	dry := e.wait(e.announce(files, true), time.Minute)
+	if len(dry.planned) != 1 || !dry.planned[0].DryRun || len(dry.planned[0].Plan.Operations) != 1 ||
+		!strings.HasPrefix(dry.planned[0].RunID, "dry-") || dry.last().Outcome != plan.OutcomeNotApplied {
+		t.Fatalf("dry run: %+v", dry)
+	}
+
+	suspended := e.vms(map[string]int{"web-01": 101})
+	suspended["clusters/lab/config.yaml"] = e.lab("      suspend: true\n")
+	o := e.wait(e.announce(suspended, false), time.Minute)
+	if len(o.planned) != 1 || !o.planned[0].Suspended || o.last().Outcome != plan.OutcomeNotApplied {
+		t.Fatalf("suspended in config: %+v", o)
+	}
+
+	if changed, err := planner.SetSuspended(testContext(t), e.bus, cluster, true, "test"); err != nil || !changed {
+		t.Fatalf("suspend: %v, %v", changed, err)
+	}
+	o = e.wait(e.announce(files, false), time.Minute)
+	if len(o.planned) != 1 || !o.planned[0].Suspended || o.last().Outcome != plan.OutcomeNotApplied {
+		t.Fatalf("suspended at run time: %+v", o)
+	}
+	if n := e.writes(); n != 0 {
+		t.Fatalf("%d writes reached PVE while nothing was to be applied", n)
+	}
+
+	if changed, err := planner.SetSuspended(testContext(t), e.bus, cluster, false, "test"); err != nil || !changed {
+		t.Fatalf("resume: %v, %v", changed, err)
+	}
+	e.apply(files)
+	if !e.sim.Exists(101) {
+		t.Fatal("resumed cluster not applied")
+	}
+}
+
+// Removing manifests from git prunes exactly the guests ProxOps created and recorded; a guest cloned by hand
+// from a managed one carries the tag but no record and is never pruned. Pruning three of four owned VMs
+// is held until a confirmation carrying the plan's content id arrives; a confirmation of another plan
+// releases nothing.
+func TestMassPruneIsHeldUntilItsOwnPlanIsConfirmed(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	all := map[string]int{"a-01": 101, "b-02": 102, "c-03": 103, "d-04": 104}
+	e.apply(e.vms(all))
+	node, _, _ := e.sim.NodeOf(101)
+	e.handClone(node, 101, 201)
+
+	ev := e.announce(e.vms(map[string]int{"a-01": 101}), false)
+	var o outcome
+	eventually(t, time.Minute, "the prune plan to be held", func() bool {
+		o = e.events(ev.EventID)
+		return len(o.held) == 1
+	})
+	pl := o.planned[0].Plan
+	if !pl.Held || len(pl.HeldPrunes) != 3 {
+		t.Fatalf("plan: held %v, prunes %v", pl.Held, pl.HeldPrunes)
+	}
+	if err := planner.Confirm(testContext(t), e.bus, cluster, "0123456789abcdef", "test"); err != nil {
+		t.Fatal(err)
+	}
+	// Give the held run many chances to misread the confirmation of another plan.
+	time.Sleep(time.Second)
+	if o := e.events(ev.EventID); o.done() || !e.sim.Exists(102) {
+		t.Fatalf("a confirmation of another plan released the held plan: %+v", o.finished)
+	}
+	if err := planner.Confirm(testContext(t), e.bus, cluster, pl.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	o = e.wait(ev, time.Minute)
+	if f := o.last(); f.Outcome != plan.OutcomeSucceeded {
+		t.Fatalf("confirmed run: %+v", f)
+	}
+	for vmid, want := range map[int]bool{101: true, 102: false, 103: false, 104: false, 201: true} {
+		if e.sim.Exists(vmid) != want {
+			t.Fatalf("guest %d exists %v, want %v", vmid, !want, want)
+		}
+	}
+	if owned := e.owned(); len(owned) != 1 || owned[101].Ref != "VM/a-01" {
+		t.Fatalf("ownership inventory after the prune: %+v", owned)
+	}
+	// The hand-made clone stays reported, never touched, on every later plan.
+	again := e.apply(e.vms(map[string]int{"a-01": 101}))
+	for _, op := range again.planned[0].Plan.Operations {
+		if op.VMID == 201 {
+			t.Fatalf("plan touches the hand-made clone: %+v", op)
+		}
+	}
+}
+
+// A newer commit arriving during an apply supersedes the operations not dispatched yet; those in flight
+// finish; the cluster then ends in the state of the newest commit.
+func TestNewerCommitSupersedesARunningPlanAndWins(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond),
+		"qmcreate": pvesim.Duration(time.Second)}
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	first := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "d": 104, "e": 105, "f": 106})
+	// Each VM waits for the previous one: most operations are not dispatched when the next commit comes.
+	chain(first, "a", "b", "c", "d", "e", "f")
+	ev1 := e.announce(first, false)
+	eventually(t, time.Minute, "the first plan's first create to reach PVE", func() bool { return e.creates() == 1 })
+	second := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "g": 107})
+	for p, c := range second {
+		second[p] = strings.Replace(c, "memory: 512MiB", "memory: 1GiB", 1)
+	}
+	ev2 := e.announce(second, false)
+	o1 := e.wait(ev1, time.Minute)
+	if f := o1.last(); f.Outcome != plan.OutcomeSuperseded || f.Superseded == 0 || f.Succeeded == 0 {
+		t.Fatalf("first run: %s, %d succeeded, %d superseded: %+v", f.Outcome, f.Succeeded, f.Superseded, f.Operations)
+	}
+	o2 := e.wait(ev2, time.Minute)
+	if f := o2.last(); f.Outcome != plan.OutcomeSucceeded {
+		t.Fatalf("second run: %+v", f)
+	}
+	for vmid, want := range map[int]bool{101: true, 102: true, 103: true, 104: false, 105: false, 106: false, 107: true} {
+		if e.sim.Exists(vmid) != want {
+			t.Fatalf("guest %d exists %v, want %v", vmid, !want, want)
+		}
+	}
+	for _, vmid := range []int{101, 102, 103, 107} {
+		if cfg, _ := e.sim.Config(vmid); cfg["memory"] != "1024" {
+			t.Fatalf("guest %d memory %s, want the newest commit's 1024", vmid, cfg["memory"])
+		}
+	}
+}
+
+// A failed operation fails its run; the next run of the same repository dispatches it again under its
+// new run id and it succeeds.
+func TestFailedOperationIsRetriedByTheNextRun(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	refuse := pvesim.ErrorFault{Method: "POST", Path: "/nodes/{node}/qemu", Rate: 1, Status: 400, Message: "injected refusal"}
+	if err := e.sim.SetFaults(pvesim.Faults{Errors: []pvesim.ErrorFault{refuse}}); err != nil {
+		t.Fatal(err)
+	}
+	files := e.vms(map[string]int{"web-01": 101})
+	o := e.wait(e.announce(files, false), time.Minute)
+	if f := o.last(); f.Outcome != plan.OutcomeFailed || f.Failed != 1 || e.sim.Exists(101) {
+		t.Fatalf("run with a failing create: %+v", f)
+	}
+	e.sim.ClearFaults()
+	again := e.apply(files)
+	if again.last().RunID == o.last().RunID || !e.sim.Exists(101) {
+		t.Fatalf("retry run %s after %s; guest exists %v", again.last().RunID, o.last().RunID, e.sim.Exists(101))
+	}
+}
+
+// A planner that stops in the middle of a run hands the cluster over: another replica reloads the open run
+// from the streams and finishes it, and every guest is created once.
+func TestAnotherPlannerCarriesOnTheRunOfOneThatStopped(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond),
+		"qmcreate": pvesim.Duration(400 * time.Millisecond), "qmstart": pvesim.Duration(400 * time.Millisecond)}
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	stopA := e.startPlanner(e.plannerConfig("a"))
+	files := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "d": 104})
+	chain(files, "a", "b", "c", "d")
+	ev := e.announce(files, false)
+	eventually(t, time.Minute, "the second create to reach PVE", func() bool { return e.creates() == 2 })
+	e.startPlanner(e.plannerConfig("b"))
+	stopA()
+	o := e.wait(ev, time.Minute)
+	if f := o.last(); f.Outcome != plan.OutcomeSucceeded || f.Succeeded != 4 {
+		t.Fatalf("run: %+v", f)
+	}
+	if n := e.creates(); n != 4 {
+		t.Fatalf("%d creates for 4 guests", n)
+	}
+	if len(o.planned) != 1 || len(o.finished) != 1 {
+		t.Fatalf("the run was published %d times and finished %d times", len(o.planned), len(o.finished))
 	}
 }
