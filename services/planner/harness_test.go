@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -115,8 +117,14 @@ func (e *env) startPlanner(cfg planner.Config) (stop func()) {
 	return e.run("planner "+cfg.Name, func(ctx context.Context) error { return planner.Run(ctx, cfg) })
 }
 
-// startExecutors runs one executor per node.
+// startExecutors runs one executor per node of the test cluster.
 func (e *env) startExecutors(nodes ...string) {
+	e.t.Helper()
+	e.startExecutorsOf(cluster, nodes...)
+}
+
+// startExecutorsOf runs one executor per node of a cluster.
+func (e *env) startExecutorsOf(cluster string, nodes ...string) {
 	e.t.Helper()
 	for _, n := range nodes {
 		cfg := executor.Config{
@@ -163,6 +171,28 @@ type repoFiles map[string]string
 // lab is the cluster configuration of the test cluster, on every simulated node.
 func (e *env) lab(extra string) string {
 	return fmt.Sprintf("pve:\n  clusters:\n    lab:\n      base-url: %s\n      nodes: [pve1, pve2, pve3]\n%s", e.srv.URL, extra)
+}
+
+// readRepo reads a repository from a directory.
+func readRepo(t *testing.T, dir string) repoFiles {
+	t.Helper()
+	files := repoFiles{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
 
 // snapshot stores a repository as a tree snapshot and returns its tree name.
@@ -216,8 +246,14 @@ func (o outcome) done() bool { return len(o.finished) > 0 || len(o.rejected) > 0
 
 func (o outcome) last() plan.FinishedRun { return o.finished[len(o.finished)-1] }
 
-// events reads the plan events of an event id.
+// events reads the test cluster's plan events of an event id.
 func (e *env) events(eventID string) outcome {
+	e.t.Helper()
+	return e.eventsOf(cluster, eventID)
+}
+
+// eventsOf reads a cluster's plan events of an event id.
+func (e *env) eventsOf(cluster, eventID string) outcome {
 	e.t.Helper()
 	filter, _ := bus.PlanFilter(cluster)
 	var o outcome
@@ -257,12 +293,18 @@ func (e *env) events(eventID string) outcome {
 	return o
 }
 
-// wait waits until the event's plan is finished or rejected.
+// wait waits until the event's plan of the test cluster is finished or rejected.
 func (e *env) wait(ev event.RepoChanged, timeout time.Duration) outcome {
 	e.t.Helper()
+	return e.waitOf(cluster, ev, timeout)
+}
+
+// waitOf waits until the event's plan of a cluster is finished or rejected.
+func (e *env) waitOf(cluster string, ev event.RepoChanged, timeout time.Duration) outcome {
+	e.t.Helper()
 	var o outcome
-	eventually(e.t, timeout, "the plan of "+ev.EventID+" to finish", func() bool {
-		o = e.events(ev.EventID)
+	eventually(e.t, timeout, "the plan of "+cluster+" for "+ev.EventID+" to finish", func() bool {
+		o = e.eventsOf(cluster, ev.EventID)
 		return o.done()
 	})
 	return o

@@ -7,6 +7,7 @@ import (
 
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testcorpus"
 	"github.com/proxops/proxops/services/planner"
 )
 
@@ -251,5 +252,77 @@ func TestAnotherPlannerCarriesOnTheRunOfOneThatStopped(t *testing.T) {
 	}
 	if len(o.planned) != 1 || len(o.finished) != 1 {
 		t.Fatalf("the run was published %d times and finished %d times", len(o.planned), len(o.finished))
+	}
+}
+
+// The predecessor's example repository validates and composes, but its secrets file is encrypted to a key
+// that no longer exists: its plan is rejected with a diagnostic naming the file, and nothing is observed
+// or written.
+func TestUndecryptableSecretsRejectTheClusterBeforeAnyPVECall(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Nodes = []pvesim.NodeSpec{{Name: "pve01"}, {Name: "pve02"}}
+	e := newEnv(t, spec)
+	e.startExecutorsOf("example", "pve01", "pve02")
+	e.startPlanner(e.plannerConfig("a"))
+	files := readRepo(t, testcorpus.Dir("upstream-examples"))
+	files["clusters/example/config.yaml"] = strings.Replace(files["clusters/example/config.yaml"],
+		"https://pve.example.invalid:8006", e.srv.URL, 1)
+	e.sim.ResetLog()
+	ev := e.announce(files, false)
+	o := e.waitOf("example", ev, time.Minute)
+	if len(o.rejected) != 1 || len(o.planned) != 0 {
+		t.Fatalf("want a rejection: %+v", o)
+	}
+	r := o.rejected[0].Rejection
+	text := r.Diagnostics.Error()
+	if r.Reason != plan.RejectSecrets || !strings.Contains(text, "clusters/example/secrets.sops.yaml") {
+		t.Fatalf("rejection %s:\n%s", r.Reason, text)
+	}
+	if n := len(e.sim.Requests()); n != 0 {
+		t.Fatalf("%d requests reached PVE", n)
+	}
+}
+
+// One cluster whose nodes do not answer is rejected (fail closed); another cluster of the same event is
+// planned and applied regardless.
+func TestOneClustersFailureDoesNotHoldAnother(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := e.vms(map[string]int{"web-01": 101})
+	// Cluster "dark" has no executor running: its observe gets no answer.
+	files["clusters/dark/config.yaml"] = strings.Replace(e.lab(""), "lab:", "dark:", 1)
+	files["clusters/dark/config.yaml"] = strings.Replace(files["clusters/dark/config.yaml"], e.srv.URL, "https://dark.example.invalid:8006", 1)
+	files["clusters/dark/resources.yaml"] = "resources:\n  - ../../vm/dark/x.yaml\n"
+	files["vm/dark/x.yaml"] = vm("x", 500, "pve1")
+	ev := e.announce(files, false)
+	dark := e.waitOf("dark", ev, time.Minute)
+	if len(dark.rejected) != 1 || dark.rejected[0].Rejection.Reason != plan.RejectObserve {
+		t.Fatalf("dark cluster: %+v", dark)
+	}
+	lab := e.wait(ev, time.Minute)
+	if f := lab.last(); f.Outcome != plan.OutcomeSucceeded || !e.sim.Exists(101) {
+		t.Fatalf("lab cluster: %+v", f)
+	}
+}
+
+// A cluster without a node allowlist is observed on every node PVE lists, learned through the executor
+// of a node its manifests name: a guest on an unnamed node is seen (and reported, not touched).
+func TestClusterWithoutAllowlistIsObservedOnEveryNodePVELists(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 300, Type: "qemu", Node: "pve3", Config: "name: foreign\nmemory: 512\n"}}
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := e.vms(map[string]int{"web-01": 101})
+	files["clusters/lab/config.yaml"] = strings.Replace(files["clusters/lab/config.yaml"], "      nodes: [pve1, pve2, pve3]\n", "", 1)
+	o := e.apply(files)
+	pl := o.planned[0].Plan
+	found := false
+	for _, f := range pl.Findings {
+		found = found || (f.VMID == 300 && f.Node == "pve3")
+	}
+	if !found || !e.sim.Exists(101) {
+		t.Fatalf("findings %+v", pl.Findings)
 	}
 }
