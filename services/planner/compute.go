@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -111,7 +112,7 @@ func (p *planner) repository(ctx context.Context, tree string) (*repo.Repository
 	if err != nil {
 		return nil, fmt.Errorf("tree %s: %w", tree, err)
 	}
-	r := repo.Load(newTreeFS(snap))
+	r := repo.Load(snap.FS())
 	p.treeMu.Lock()
 	defer p.treeMu.Unlock()
 	if len(p.trees) >= 8 {
@@ -171,7 +172,7 @@ func (p *planner) decryptSecrets(ctx context.Context, tree string, r *repo.Repos
 		if err != nil {
 			return nil, at(fmt.Sprintf("cannot read the tree snapshot: %v", err))
 		}
-		b, err := fsys.ReadFile(file)
+		b, err := fs.ReadFile(fsys, file)
 		if err != nil {
 			return nil, secretsDiagnostics(secrets.MissingFileError(file), file)
 		}
@@ -187,14 +188,14 @@ func (p *planner) decryptSecrets(ctx context.Context, tree string, r *repo.Repos
 }
 
 // treeFS returns the file system of a tree snapshot.
-func (p *planner) treeFS(ctx context.Context, tree string) (*treeFS, error) {
+func (p *planner) treeFS(ctx context.Context, tree string) (fs.FS, error) {
 	snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
 		return p.bus.GetObject(ctx, bus.ObjectTrees, tree, into)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return newTreeFS(snap), nil
+	return snap.FS(), nil
 }
 
 // secretsDiagnostics turns a secrets failure (possibly several joined) into diagnostics in the secrets file.

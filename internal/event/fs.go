@@ -1,4 +1,4 @@
-package planner
+package event
 
 import (
 	"bytes"
@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/proxops/proxops/internal/event"
 )
 
-// treeFS is a read-only file system over a tree snapshot: what internal/repo loads a repository from, so the
-// planner reads manifests from the object store and never from git.
+// FS returns a read-only file system over the snapshot's files (directories are implied by the paths): what
+// internal/repo loads a repository from, so the planner reads manifests from the object store and never
+// from git. A path that is not valid (fs.ValidPath) is left out.
+func (s TreeSnapshot) FS() fs.FS { return newTreeFS(s) }
+
+// treeFS is a read-only file system over a tree snapshot.
 type treeFS struct {
 	files map[string][]byte
 	dirs  map[string][]fs.DirEntry
@@ -24,7 +26,7 @@ var (
 	_ fs.ReadFileFS = (*treeFS)(nil)
 )
 
-func newTreeFS(snap event.TreeSnapshot) *treeFS {
+func newTreeFS(snap TreeSnapshot) *treeFS {
 	t := &treeFS{files: map[string][]byte{}, dirs: map[string][]fs.DirEntry{".": nil}}
 	seen := map[string]bool{}
 	for _, f := range snap.Files {
