@@ -49,6 +49,12 @@ func TestSubjectBuildersValidateTokens(t *testing.T) {
 		{"empty cluster", func() (string, error) { return bus.GapSubject("") }, "", "empty"},
 		{"long cluster", func() (string, error) { return bus.GapSubject(strings.Repeat("a", 65)) }, "", "longer than 64"},
 		{"unknown event", func() (string, error) { return bus.PlanSubject("lab", "done") }, "", "unknown plan event"},
+		{"op key", func() (string, error) { return bus.OpKey("r1", "vm-100-create") }, "r1.vm-100-create", ""},
+		{"op key of a file", func() (string, error) { return bus.OpKey("r1", "iso-pve1-local-a.b+c.iso-download") }, "r1.iso-pve1-local-a=2Eb=2Bc=2Eiso-download", ""},
+		{"op key escapes its escape", func() (string, error) { return bus.OpKey("r1", "a=2E") }, "r1.a=3D2E", ""},
+		{"op key bad run", func() (string, error) { return bus.OpKey("r.1", "a") }, "", "run id"},
+		{"cluster key", func() (string, error) { return bus.ClusterKey("lab") }, "lab", ""},
+		{"inventory filter", func() (string, error) { return bus.InventoryFilter("lab") }, "proxops.v1.inventory.lab.*", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Every subject, stream, consumer, bucket, object store and header ProxOps uses on NATS is spelled here and
@@ -295,15 +296,30 @@ func OwnedKey(cluster string, vmid int) (string, error) {
 	return fmt.Sprintf("%s.%d", cluster, vmid), nil
 }
 
-// OpKey is the proxops_ops key of an operation of a run: <run>.<op>.
+// OpKey is the proxops_ops key of an operation of a run: <run>.<op>. The run id must be a plain token; the
+// operation id is escaped so any id is a valid key: every byte outside [-_/a-zA-Z0-9] (a '.' of a file
+// name, say) becomes '=' and two hex digits. Ids made of plain characters are their own escape.
 func OpKey(run, op string) (string, error) {
 	if err := validateKeyToken("run id", run); err != nil {
 		return "", err
 	}
-	if err := validateKeyToken("operation id", op); err != nil {
-		return "", err
+	if op == "" {
+		return "", fmt.Errorf("operation id is empty")
 	}
-	return run + "." + op, nil
+	return run + "." + escapeKeyToken(op), nil
+}
+
+func escapeKeyToken(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '-' || c == '_' || c == '/' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "=%02X", c)
+	}
+	return b.String()
 }
 
 var keyTokenRE = regexp.MustCompile(`^[-_=/a-zA-Z0-9]+$`)
