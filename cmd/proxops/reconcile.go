@@ -354,8 +354,8 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 	}
 
 	res := &reconcileResult{clusters: map[string]*clusterRun{}}
-	runs := map[string]string{}           // run id → cluster
-	early := map[string][]plan.Result{}   // results of runs not seen planned yet
+	runs := map[string]string{}         // run id → cluster
+	early := map[string][]plan.Result{} // results of runs not seen planned yet
 	answered := time.NewTimer(30 * time.Second)
 	defer answered.Stop()
 	tick := time.NewTicker(time.Second)

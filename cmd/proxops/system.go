@@ -186,7 +186,7 @@ func startSystem(ctx context.Context, cfg systemConfig) (*system, error) {
 			StorageConcurrency: e.StorageConcurrency, LockWait: e.LockWait,
 			// Each executor's series carry its cluster and node, so they share one registry.
 			Registry: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": e.Cluster, "node": e.Node}, cfg.Registry),
-			Logger: log.With("service", "executor")}
+			Logger:   log.With("service", "executor")}
 		durable, _ := bus.ExecutorConsumer(e.Cluster, e.Node)
 		s.goRun("executor "+e.Cluster+"/"+e.Node, eb, func() error { return executor.Run(rctx, ecfg) })
 		if err := s.waitConsumer(ctx, durable); err != nil {
