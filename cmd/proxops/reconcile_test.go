@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/services/watcher"
 )
 
 const demoToken = "root@pam!demo=6d1c2f0a-7b3e-4c59-8a21-0e9f4d3b2c10"
@@ -283,4 +286,57 @@ func (e *demoEnv) handClone(node string, vmid, newID int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// While a process runs ProxOps on the data directory and has written where it listens (proxops up), diff
+// becomes its client; without that address the data directory is refused as busy. With --nats, diff
+// previews the local tree on a deployed system's planner and executors.
+func TestDiffTalksToTheSystemHoldingTheDataDirectory(t *testing.T) {
+	e := newDemoEnv(t)
+	e.mustRun(0, "apply")
+	lock, err := lockDataDir(e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.release()
+	_, errOut, code := e.run("diff")
+	if code != 1 || !strings.Contains(errOut, "data directory in use") {
+		t.Fatalf("busy data directory: exit %d\n%s", code, errOut)
+	}
+	snapRepo := e.repo
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, fsys := loadForTest(t, snapRepo)
+	sys, err := startSystem(ctx, systemConfig{DataDir: e.data, Listen: true, Repo: e.repo, RequestsOnly: true,
+		Executors: localExecutors(ctx, io.Discard, r, fsys, e.repo, r.ClusterNames(), pveFlags{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sys.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := e.sim.SetConfig(101, "cores", "8"); err != nil {
+		t.Fatal(err)
+	}
+	out := e.mustRun(2, "diff", "--exit-code")
+	if !strings.Contains(out, "cores: 8 → 2") {
+		t.Fatalf("diff through the running system:\n%s", out)
+	}
+	ci := sys.server.ClientInfo()
+	t.Setenv("PROXOPS_NATS_PASSWORD", ci.Password)
+	remote, errOut, code := runCommand(t, "diff", "--exit-code", "--repo", e.repo, "--nats", ci.URL, "--nats-user", ci.User)
+	if code != 2 || remote != out {
+		t.Fatalf("remote preview: exit %d\n%s\n%s", code, remote, errOut)
+	}
+}
+
+func loadForTest(t *testing.T, root string) (*repo.Repository, fs.FS) {
+	t.Helper()
+	snap, err := watcher.SnapshotBranch(context.Background(), root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo.Load(snap.FS()), snap.FS()
 }
