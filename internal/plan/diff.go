@@ -517,13 +517,17 @@ func (d *differ) record(r *manifest.Resource, g *inventory.Guest, fp, after stri
 	d.records = append(d.records, Record{Owned: Owned{VMID: r.VMID(), Ref: r.Ref().String(), Node: g.Node, Fingerprint: fp}, After: after})
 }
 
+func hasPending(g *inventory.Guest) bool {
+	return slices.ContainsFunc(g.Config, func(e inventory.Entry) bool { return e.HasPending || e.Delete > 0 })
+}
+
 // effective returns a guest's config with its pending values applied: what PVE will run after a restart.
 // A volume's size is the current one: a resize updates the current value only, so a pending value's size
 // token may be stale.
 func effective(g *inventory.Guest) (current, eff map[string]string) {
 	current = g.Current()
 	eff = current
-	if len(g.PendingKeys()) == 0 {
+	if !hasPending(g) {
 		return current, eff
 	}
 	eff = make(map[string]string, len(current))
@@ -568,7 +572,7 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	}
 	// Keys already written and pending on PVE: the manifest's values, not yet applied.
 	var pendingKeys []string
-	if running && len(g.PendingKeys()) > 0 {
+	if running && hasPending(g) {
 		curDiff, err := d.guestDiff(r, current, g.Template)
 		if err != nil {
 			return err
