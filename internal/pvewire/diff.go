@@ -124,8 +124,8 @@ func (d Diff) OnlyTags() bool {
 
 // differ accumulates a Diff against a live config.
 type differ struct {
-	live map[string]string
-	d    Diff
+	live   map[string]string
+	d      Diff
 	sorted []string
 	// volumeMismatch is set when a live volume is larger than declared or on another storage:
 	// a sign that slots were mixed up, so no volume of the guest is grown.
