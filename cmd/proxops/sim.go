@@ -22,7 +22,8 @@ func newSimCommand() *cobra.Command {
 		Short: "Serve a simulated Proxmox VE cluster (the PVE API on /api2/json)",
 		Long: `sim serves a simulated Proxmox VE cluster that validates every request against the official API
 schema and behaves like PVE (see docs/simulator.md). Without --spec it serves three nodes pve1..pve3 with
-storages local and local-lvm and two API tokens.`,
+storages local and local-lvm and two API tokens. Test-only routes under /_sim/ (fault injection, request
+log, counters, state dump, guest locks and HA) are served beside the API without auth.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec := pvesim.DefaultSpec()

@@ -103,6 +103,11 @@ func (b *Bus) writeProto(ctx context.Context, bucket, key string, m proto.Messag
 	if err != nil {
 		return 0, fmt.Errorf("put %s/%s: marshal %s: %w", bucket, key, TypeName(m), err)
 	}
+	return b.writeRaw(ctx, bucket, key, data, write)
+}
+
+func (b *Bus) writeRaw(ctx context.Context, bucket, key string, data []byte,
+	write func(context.Context, jetstream.KeyValue, []byte) (uint64, error)) (uint64, error) {
 	kv, err := b.keyValue(ctx, bucket)
 	if err != nil {
 		return 0, err
@@ -114,6 +119,43 @@ func (b *Bus) writeProto(ctx context.Context, bucket, key string, m proto.Messag
 		return 0, fmt.Errorf("put %s/%s: %w", bucket, key, err)
 	}
 	return rev, nil
+}
+
+// GetBytes reads a key holding raw bytes (buckets whose values are not protobuf messages) and returns its
+// value and revision, or ErrNotFound.
+func (b *Bus) GetBytes(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	e, err := kv.Get(actx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, fmt.Errorf("get %s/%s: %w", bucket, key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// PutBytes writes raw bytes to a key unconditionally and returns the new revision.
+func (b *Bus) PutBytes(ctx context.Context, bucket, key string, data []byte) (uint64, error) {
+	return b.writeRaw(ctx, bucket, key, data, func(ctx context.Context, kv jetstream.KeyValue, data []byte) (uint64, error) {
+		return kv.Put(ctx, key, data)
+	})
+}
+
+// CreateBytes writes raw bytes to a key that must not exist yet (ErrExists otherwise).
+func (b *Bus) CreateBytes(ctx context.Context, bucket, key string, data []byte) (uint64, error) {
+	rev, err := b.writeRaw(ctx, bucket, key, data, func(ctx context.Context, kv jetstream.KeyValue, data []byte) (uint64, error) {
+		return kv.Create(ctx, key, data)
+	})
+	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err)) {
+		return 0, fmt.Errorf("create %s/%s: %w", bucket, key, ErrExists)
+	}
+	return rev, err
 }
 
 // PutObjectIfAbsent stores a protobuf message as a named object unless the name exists; objects named by

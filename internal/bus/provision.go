@@ -14,7 +14,7 @@ import (
 const (
 	DefaultDuplicateWindow = 30 * time.Minute
 	DefaultLeaseTTL        = 30 * time.Second
-	DefaultDeliveriesTTL   = 24 * time.Hour
+	DefaultDeliveriesTTL   = 30 * 24 * time.Hour
 	DefaultBlobTTL         = 30 * 24 * time.Hour
 	DefaultOpRecordTTL     = 30 * 24 * time.Hour
 
@@ -29,7 +29,7 @@ type ProvisionConfig struct {
 	DuplicateWindow time.Duration
 	// LeaseTTL is how long a plan lease lives without renewal (default 30 s).
 	LeaseTTL time.Duration
-	// DeliveriesTTL is how long the watcher remembers a webhook delivery id (default 24 h).
+	// DeliveriesTTL is how long the watcher remembers a pushed commit and its last state (default 30 days).
 	DeliveriesTTL time.Duration
 	// BlobTTL is how long large message bodies are kept (default 30 d, the longest stream retention).
 	BlobTTL time.Duration

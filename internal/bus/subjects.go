@@ -65,7 +65,8 @@ const (
 	BucketOps = "proxops_ops"
 	// BucketStatus holds the latest ClusterStatus per cluster.
 	BucketStatus = "proxops_status"
-	// BucketDeliveries is the watcher's webhook replay memory: delivery ids it has already accepted.
+	// BucketDeliveries is the watcher's memory: the last commit it announced and the pushed commits it has
+	// accepted by webhook (so a replayed delivery triggers nothing).
 	BucketDeliveries = "proxops_deliveries"
 )
 

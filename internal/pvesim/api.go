@@ -224,3 +224,11 @@ func (s *Sim) Dump() ([]byte, error) {
 	})
 	return json.MarshalIndent(d, "", "  ")
 }
+
+// checkPool is RPCEnvironment check_pool_exist (a permission exception in PVE).
+func (s *Sim) checkPool(pool string) error {
+	if pool == "" || s.pools[pool] {
+		return nil
+	}
+	return permErr(fmt.Sprintf("pool '%s' does not exist", pool))
+}

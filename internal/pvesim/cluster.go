@@ -23,7 +23,7 @@ var handlers = map[string]handler{
 	"GET /nodes/{node}/qemu":  (*Sim).handleQemuList,
 	"POST /nodes/{node}/qemu": (*Sim).handleQemuCreate,
 	"GET /nodes/{node}/qemu/{vmid}": func(s *Sim, c *call) (any, error) {
-		return s.subdirs(c, "qemu", "config", "pending", "status")
+		return s.subdirs(c, "qemu", "clone", "config", "pending", "resize", "snapshot", "status", "template")
 	},
 	"DELETE /nodes/{node}/qemu/{vmid}":      (*Sim).handleDestroy,
 	"GET /nodes/{node}/qemu/{vmid}/config":  (*Sim).handleConfigGet,
@@ -31,7 +31,7 @@ var handlers = map[string]handler{
 	"PUT /nodes/{node}/qemu/{vmid}/config":  (*Sim).handleQemuConfigUpdate,
 	"GET /nodes/{node}/qemu/{vmid}/pending": (*Sim).handlePending,
 	"GET /nodes/{node}/qemu/{vmid}/status": func(s *Sim, c *call) (any, error) {
-		return s.subdirs(c, "qemu", "current", "start", "stop", "shutdown")
+		return s.subdirs(c, "qemu", "current", "resume", "shutdown", "start", "stop", "suspend")
 	},
 	"GET /nodes/{node}/qemu/{vmid}/status/current":   (*Sim).handleStatusCurrent,
 	"POST /nodes/{node}/qemu/{vmid}/status/start":    (*Sim).handleQemuStart,
@@ -40,23 +40,40 @@ var handlers = map[string]handler{
 	"GET /nodes/{node}/lxc":                          (*Sim).handleLXCList,
 	"POST /nodes/{node}/lxc":                         (*Sim).handleLXCCreate,
 	"GET /nodes/{node}/lxc/{vmid}": func(s *Sim, c *call) (any, error) {
-		return s.subdirs(c, "lxc", "config", "pending", "status")
+		return s.subdirs(c, "lxc", "clone", "config", "pending", "resize", "snapshot", "status", "template")
 	},
-	"DELETE /nodes/{node}/lxc/{vmid}":               (*Sim).handleDestroy,
-	"GET /nodes/{node}/lxc/{vmid}/config":           (*Sim).handleConfigGet,
-	"PUT /nodes/{node}/lxc/{vmid}/config":           (*Sim).handleLXCConfigUpdate,
-	"GET /nodes/{node}/lxc/{vmid}/pending":          (*Sim).handlePending,
-	"GET /nodes/{node}/lxc/{vmid}/status":           func(s *Sim, c *call) (any, error) { return s.subdirs(c, "lxc", "current", "start", "stop", "shutdown") },
-	"GET /nodes/{node}/lxc/{vmid}/status/current":   (*Sim).handleStatusCurrent,
-	"POST /nodes/{node}/lxc/{vmid}/status/start":    (*Sim).handleLXCStart,
-	"POST /nodes/{node}/lxc/{vmid}/status/stop":     (*Sim).handleLXCStop,
-	"POST /nodes/{node}/lxc/{vmid}/status/shutdown": (*Sim).handleLXCStop,
-	"GET /nodes/{node}/storage":                     (*Sim).handleStorageList,
-	"GET /nodes/{node}/storage/{storage}/content":   (*Sim).handleStorageContent,
-	"GET /nodes/{node}/tasks":                       (*Sim).handleTaskList,
-	"DELETE /nodes/{node}/tasks/{upid}":             (*Sim).handleTaskStop,
-	"GET /nodes/{node}/tasks/{upid}/status":         (*Sim).handleTaskStatus,
-	"GET /nodes/{node}/tasks/{upid}/log":            (*Sim).handleTaskLog,
+	"DELETE /nodes/{node}/lxc/{vmid}":                      (*Sim).handleDestroy,
+	"GET /nodes/{node}/lxc/{vmid}/config":                  (*Sim).handleConfigGet,
+	"PUT /nodes/{node}/lxc/{vmid}/config":                  (*Sim).handleLXCConfigUpdate,
+	"GET /nodes/{node}/lxc/{vmid}/pending":                 (*Sim).handlePending,
+	"GET /nodes/{node}/lxc/{vmid}/status":                  func(s *Sim, c *call) (any, error) { return s.subdirs(c, "lxc", "current", "start", "stop", "shutdown") },
+	"GET /nodes/{node}/lxc/{vmid}/status/current":          (*Sim).handleStatusCurrent,
+	"POST /nodes/{node}/lxc/{vmid}/status/start":           (*Sim).handleLXCStart,
+	"POST /nodes/{node}/lxc/{vmid}/status/stop":            (*Sim).handleLXCStop,
+	"POST /nodes/{node}/lxc/{vmid}/status/shutdown":        (*Sim).handleLXCStop,
+	"GET /nodes/{node}/storage":                            (*Sim).handleStorageList,
+	"GET /nodes/{node}/storage/{storage}/content":          (*Sim).handleStorageContent,
+	"GET /nodes/{node}/tasks":                              (*Sim).handleTaskList,
+	"POST /nodes/{node}/qemu/{vmid}/clone":                 (*Sim).handleQemuClone,
+	"POST /nodes/{node}/qemu/{vmid}/template":              (*Sim).handleQemuTemplate,
+	"PUT /nodes/{node}/qemu/{vmid}/resize":                 (*Sim).handleQemuResize,
+	"POST /nodes/{node}/qemu/{vmid}/status/suspend":        (*Sim).handleQemuSuspend,
+	"POST /nodes/{node}/qemu/{vmid}/status/resume":         (*Sim).handleQemuResume,
+	"GET /nodes/{node}/qemu/{vmid}/snapshot":               (*Sim).handleSnapshotList,
+	"POST /nodes/{node}/qemu/{vmid}/snapshot":              (*Sim).handleSnapshotCreate,
+	"DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}": (*Sim).handleSnapshotDelete,
+	"POST /nodes/{node}/lxc/{vmid}/clone":                  (*Sim).handleLXCClone,
+	"POST /nodes/{node}/lxc/{vmid}/template":               (*Sim).handleLXCTemplate,
+	"PUT /nodes/{node}/lxc/{vmid}/resize":                  (*Sim).handleLXCResize,
+	"GET /nodes/{node}/lxc/{vmid}/snapshot":                (*Sim).handleSnapshotList,
+	"POST /nodes/{node}/lxc/{vmid}/snapshot":               (*Sim).handleSnapshotCreate,
+	"DELETE /nodes/{node}/lxc/{vmid}/snapshot/{snapname}":  (*Sim).handleSnapshotDelete,
+	"POST /nodes/{node}/storage/{storage}/download-url":    (*Sim).handleDownloadURL,
+	"POST /nodes/{node}/storage/{storage}/upload":          (*Sim).handleUpload,
+	"GET /pools":                            (*Sim).handlePools,
+	"DELETE /nodes/{node}/tasks/{upid}":     (*Sim).handleTaskStop,
+	"GET /nodes/{node}/tasks/{upid}/status": (*Sim).handleTaskStatus,
+	"GET /nodes/{node}/tasks/{upid}/log":    (*Sim).handleTaskLog,
 }
 
 var _ = http.MethodGet
@@ -162,6 +179,17 @@ func (s *Sim) handleResources(c *call) (any, error) {
 				e["template"] = 0
 			}
 			delete(e, "pid")
+			if g.pool != "" {
+				e["pool"] = g.pool
+			}
+			if g.ha {
+				e["hastate"] = g.haState
+			}
+			if s.resourcesLag > 0 && !g.createdAt.IsZero() && time.Since(g.createdAt) < s.resourcesLag {
+				// name, status and template come from RRD data pvestatd broadcasts about every 10 s.
+				e["status"] = "unknown"
+				delete(e, "name")
+			}
 			out = append(out, e)
 		}
 	}
@@ -213,4 +241,35 @@ func (s *Sim) handleNextID(c *call) (any, error) {
 		}
 	}
 	return nil, dieErr("unable to get any free VMID in range [100, 999999]")
+}
+
+// handlePools is GET /pools (pve-access-control API2/Pool.pm): the pools, or with poolid one pool and its
+// guest members.
+func (s *Sim) handlePools(c *call) (any, error) {
+	out := []map[string]any{}
+	want := c.str("poolid")
+	if want != "" && !s.pools[want] {
+		return nil, dieErr("pool '%s' does not exist", want)
+	}
+	for _, p := range sortedKeys(s.pools) {
+		if want != "" && p != want {
+			continue
+		}
+		e := map[string]any{"poolid": p}
+		if want != "" {
+			members := []map[string]any{}
+			for _, g := range s.sortedGuests() {
+				if g.pool == p {
+					m := s.vmStatus(g, false)
+					m["id"] = fmt.Sprintf("%s/%d", g.kind, g.vmid)
+					m["type"] = g.kind
+					m["node"] = g.node
+					members = append(members, m)
+				}
+			}
+			e["members"] = members
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }

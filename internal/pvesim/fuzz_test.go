@@ -1,6 +1,10 @@
 package pvesim
 
 import (
+	"bytes"
+	"mime/multipart"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -83,6 +87,55 @@ func FuzzConfigFile(f *testing.F) {
 		}
 		if len(again.current.conf) != len(cf.current.conf) {
 			t.Fatalf("re-render changed the current section:\n%q\n%v\n%v", text, cf.current.conf, again.current.conf)
+		}
+	})
+}
+
+// Upload filenames normalise to PVE's safe characters, and normalising twice changes nothing.
+func FuzzNormalizeFilename(f *testing.F) {
+	for _, seed := range []string{"debian.iso", "../../etc/passwd", `C:\x\y z.iso`, "my template (1).tar.zst", ""} {
+		f.Add(seed)
+	}
+	safe := regexp.MustCompile(`^[a-zA-Z0-9_.\-]*$`)
+	f.Fuzz(func(t *testing.T, name string) {
+		n := normalizeFilename(name)
+		if !safe.MatchString(n) || strings.ContainsAny(n, `/\`) {
+			t.Fatalf("%q normalised to unsafe %q", name, n)
+		}
+		if normalizeFilename(n) != n {
+			t.Fatalf("not idempotent: %q → %q → %q", name, n, normalizeFilename(n))
+		}
+	})
+}
+
+// The multipart upload parser never panics and only ever reads the fields it knows.
+func FuzzUploadMultipart(f *testing.F) {
+	f.Add("content", "iso", "x.iso", "data", "checksum", "ab")
+	f.Add("checksum", "ab", "../a b.iso", "", "content", "vztmpl")
+	f.Fuzz(func(t *testing.T, k1, v1, file, data, k2, v2 string) {
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		_ = w.WriteField(k1, v1)
+		if fw, err := w.CreateFormFile("filename", file); err == nil {
+			_, _ = fw.Write([]byte(data))
+		}
+		_ = w.WriteField(k2, v2)
+		_ = w.Close()
+		req := httptest.NewRequest("POST", "/api2/json/nodes/pve1/storage/local/upload", &buf)
+		req.Header.Set("Content-Type", w.FormDataContentType())
+		params, _, err := extractUpload(req, map[string]string{"node": "pve1", "storage": "local"})
+		if err != nil {
+			return
+		}
+		for k := range params {
+			switch k {
+			case "node", "storage", "filename", "content", "checksum", "checksum-algorithm":
+			default:
+				t.Fatalf("unexpected parameter %q", k)
+			}
+		}
+		if _, ok := params[k2]; ok && k2 != k1 && k2 != "filename" && k2 != "node" && k2 != "storage" {
+			t.Fatalf("field %q after the file part was read", k2)
 		}
 	})
 }

@@ -267,6 +267,9 @@ func (s *Sim) handleStatusCurrent(c *call) (any, error) {
 	}
 	e := s.vmStatus(g, true)
 	e["ha"] = map[string]any{"managed": 0}
+	if g.ha {
+		e["ha"] = map[string]any{"managed": 1, "state": g.haState}
+	}
 	if kind == "qemu" {
 		if e["qmpstatus"] == nil {
 			e["qmpstatus"] = e["status"]
@@ -310,6 +313,11 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 	if l := g.conf()["lock"]; l != "" && c.str("skiplock") != "1" {
 		return nil, dieErr("%s %d is locked (%s)", word, g.vmid, l)
 	}
+	purge := c.str("purge") == "1"
+	if g.ha && !purge {
+		// Qemu.pm destroy_vm / LXC.pm destroy_vm refuse to orphan an HA resource.
+		return nil, dieErr("unable to remove %s %d - used in HA resources and purge parameter not set.", word, g.vmid)
+	}
 	typ := "qmdestroy"
 	if kind == "lxc" {
 		typ = "vzdestroy"
@@ -317,34 +325,54 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 	unreferenced := c.str("destroy-unreferenced-disks") == "1"
 	vmid := g.vmid
 	cfgPath := g.confPath()
-	return s.startTask(c.str("node"), typ, strconv.Itoa(vmid), c.user, func(l taskLog) error {
-		g, ok := s.guests[vmid]
-		if !ok {
-			return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
-		}
-		if g.running && kind == "lxc" {
-			g.running = false
-		}
-		for _, k := range sortedKeys(g.conf()) {
-			volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
+	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
+		lockKind: kind, lockVMID: vmid, lockTimeout: s.lockTimeout("default"), work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
 			if !ok {
-				continue
+				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
 			}
-			if v := s.lookupVolume(g.node, volid); v != nil && v.vmid == vmid {
-				s.deleteVolume(g.node, volid)
-				l.printf("Removed volume '%s'", volid)
-			}
-		}
-		if unreferenced {
-			for key, v := range s.volumes {
-				if v.vmid == vmid && (v.node == "" || v.node == g.node) && (v.content == "images" || v.content == "rootdir") {
-					delete(s.volumes, key)
+			if g.conf()["template"] == "1" {
+				// QemuServer.pm destroy_vm: a base volume backing a linked clone stops the destroy (sic).
+				for _, k := range sortedKeys(g.conf()) {
+					volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
+					if ok && s.baseInUse(volid) {
+						return fmt.Errorf("base volume '%s' is still in use by linked cloned", volid)
+					}
 				}
 			}
+			if g.running && kind == "lxc" {
+				g.running = false
+			}
+			for _, k := range sortedKeys(g.conf()) {
+				volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
+				if !ok {
+					continue
+				}
+				if v := s.lookupVolume(g.node, volid); v != nil && v.vmid == vmid {
+					s.deleteVolume(g.node, volid)
+					l.printf("Removed volume '%s'", volid)
+				}
+			}
+			if unreferenced {
+				for key, v := range s.volumes {
+					if v.vmid == vmid && (v.node == "" || v.node == g.node) && (v.content == "images" || v.content == "rootdir") {
+						delete(s.volumes, key)
+					}
+				}
+			}
+			delete(s.guests, vmid)
+			return nil
+		}}), nil
+}
+
+// baseInUse is pve-storage volume_is_base_and_used: a base volume some linked clone is backed by.
+func (s *Sim) baseInUse(volid string) bool {
+	for _, v := range s.volumes {
+		if v.parent == volid {
+			return true
 		}
-		delete(s.guests, vmid)
-		return nil
-	}), nil
+	}
+	return false
 }
 
 // --- identity and normalisation ---
@@ -512,6 +540,10 @@ func (s *Sim) allocate(g *guest, a *allocation, l taskLog) (string, error) {
 		} else {
 			volid = fmt.Sprintf("%s:vm-%d-cloudinit", st.id, g.vmid)
 		}
+		if s.lookupVolume(g.node, volid) != nil {
+			// The cloud-init volume has a fixed name, so allocating it again fails in the storage layer.
+			return "", volumeExistsErr(st, fmt.Sprintf("vm-%d-cloudinit", g.vmid), g.vmid, format)
+		}
 		size = 4 << 20
 	default:
 		if a.importSrc != "" {
@@ -520,6 +552,9 @@ func (s *Sim) allocate(g *guest, a *allocation, l taskLog) (string, error) {
 				return "", fmt.Errorf("volume '%s' does not exist", a.importSrc)
 			}
 			size = float64(src.size)
+			if src.virtualSize > 0 {
+				size = float64(src.virtualSize) // qemu-img info's virtual size
+			}
 		}
 		if a.efi {
 			size = 528 << 10
@@ -534,6 +569,9 @@ func (s *Sim) allocate(g *guest, a *allocation, l taskLog) (string, error) {
 			size = 4 << 20
 		}
 		prefix := "vm"
+		if g.conf()["template"] == "1" {
+			prefix = "base" // a disk added to a template is created as a base volume
+		}
 		if g.kind == "lxc" && (st.typ == "zfspool" || st.typ == "btrfs" || st.typ == "dir") && size == 0 {
 			prefix = "subvol"
 		}
@@ -551,6 +589,21 @@ func (s *Sim) allocate(g *guest, a *allocation, l taskLog) (string, error) {
 		l.printf("%s: successfully created disk '%s,size=%s'", a.key, volid, formatSize(int64(size)))
 	}
 	return volid, nil
+}
+
+// volumeExistsErr is the storage layer's refusal to allocate a volume name that exists: lvcreate's text
+// for LVM (from production logs), Plugin.pm alloc_image's for file storages; the ZFS and RBD texts are
+// approximations (docs/simulator.md).
+func volumeExistsErr(st *storage, name string, vmid int, format string) error {
+	switch {
+	case st.typ == "lvm" || st.typ == "lvmthin":
+		return fmt.Errorf("lvcreate 'pve/%s' error:   Logical Volume \"%s\" already exists in volume group \"pve\"", name, name)
+	case st.fileBased():
+		return fmt.Errorf("disk image '%s/images/%d/%s.%s' already exists", st.path, vmid, name, format)
+	case st.typ == "zfspool" || st.typ == "zfs":
+		return fmt.Errorf("zfs error: cannot create 'rpool/data/%s': dataset already exists", name)
+	}
+	return fmt.Errorf("rbd error: rbd: create error: (17) File exists")
 }
 
 // allocTooLarge approximates the storage tool's refusal of an allocation beyond capacity. For LVM the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +160,55 @@ func (c *testCluster) mustTask(method, path string, f url.Values) {
 	if st := c.waitTask(r.str(c.t)); st != "OK" {
 		c.t.Fatalf("%s %s: task ended %q", method, path, st)
 	}
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// taskOf runs an async request, requires a UPID and returns it with the task's exit status.
+func (c *testCluster) taskOf(method, path string, f url.Values) (string, string) {
+	c.t.Helper()
+	r := c.do(method, path, f)
+	if r.Status != 200 {
+		c.t.Fatalf("%s %s: %d %s %v", method, path, r.Status, r.Message, r.Errors)
+	}
+	upid := r.str(c.t)
+	return upid, c.waitTask(upid)
+}
+
+// config reads a guest's config through the API.
+func (c *testCluster) config(node, kind string, vmid int) map[string]any {
+	c.t.Helper()
+	r := c.do("GET", "/nodes/"+node+"/"+kind+"/"+strconv.Itoa(vmid)+"/config", nil)
+	if r.Status != 200 {
+		c.t.Fatalf("get config %d: %d %s", vmid, r.Status, r.Message)
+	}
+	return r.obj(c.t)
+}
+
+// content lists a storage's volumes on a node, keyed by volid.
+func (c *testCluster) content(node, storage string, f url.Values) map[string]map[string]any {
+	c.t.Helper()
+	r := c.do("GET", "/nodes/"+node+"/storage/"+storage+"/content", f)
+	if r.Status != 200 {
+		c.t.Fatalf("content: %d %s", r.Status, r.Message)
+	}
+	var list []map[string]any
+	if err := json.Unmarshal(r.Data, &list); err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, e := range list {
+		out[e["volid"].(string)] = e
+	}
+	return out
 }

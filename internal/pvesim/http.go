@@ -61,7 +61,9 @@ type call struct {
 	params   map[string]value
 	user     string // authenticated principal: user@realm or user@realm!token
 	isToken  bool
-	total    int // envelope "total" when non-zero
+	total    int    // envelope "total" when non-zero
+	local    string // the node whose API daemon serves the request
+	upload   []byte // the file part of an upload
 }
 
 func (c *call) str(k string) string { return c.params[k].s }
@@ -113,12 +115,38 @@ type RequestLogEntry struct {
 	UPID     string            `json:"upid,omitempty"`
 }
 
-// secretParams are redacted in the request log.
-var secretParams = map[string]bool{"password": true, "cipassword": true, "new-format": false}
+// secretParams are redacted in the request log: passwords, cloud-init secrets and SSH keys, token values.
+var secretParams = map[string]bool{"password": true, "cipassword": true, "sshkeys": true, "ssh-public-keys": true,
+	"new-password": true, "otp": true, "tfa-challenge": true, "value": true, "secret": true, "token": true}
 
-// ServeHTTP serves /api2/json.
+// ServeHTTP serves /api2/json, and the test-only routes under /_sim/ (docs/simulator.md).
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	status, body, reason, hdr := s.serve(r)
+	if strings.HasPrefix(r.URL.Path, simPrefix) {
+		s.serveSim(w, r)
+		return
+	}
+	s.serveAs(w, r, "")
+}
+
+// NodeHandler returns the API as served by one node's own pveproxy. It matters only where PVE does not
+// proxy a request to the node named in the path (uploads). The Sim itself serves as its first node.
+func (s *Sim) NodeHandler(node string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, simPrefix) {
+			s.serveSim(w, r)
+			return
+		}
+		s.serveAs(w, r, node)
+	})
+}
+
+func (s *Sim) serveAs(w http.ResponseWriter, r *http.Request, local string) {
+	if local == "" {
+		local = s.nodes[0].name
+	}
+	s.gate.enter()
+	status, body, reason, hdr := s.serve(r, local)
+	s.gate.leave()
 	writeResponse(w, status, reason, body, hdr)
 }
 
@@ -127,7 +155,7 @@ func (s *Sim) Handler() http.Handler { return s }
 
 const apiPrefix = "/api2/json"
 
-func (s *Sim) serve(r *http.Request) (int, []byte, string, http.Header) {
+func (s *Sim) serve(r *http.Request, local string) (int, []byte, string, http.Header) {
 	entry := RequestLogEntry{Time: time.Now(), Method: r.Method}
 	hdr := http.Header{}
 	finish := func(status int, data any, e *apiError, total int) (int, []byte, string, http.Header) {
@@ -169,11 +197,12 @@ func (s *Sim) serve(r *http.Request) (int, []byte, string, http.Header) {
 		return finish(501, nil, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, entry.Path)}, 0)
 	}
 	entry.Template = template
-	c := &call{method: r.Method, path: entry.Path, template: template, schema: m}
+	c := &call{method: r.Method, path: entry.Path, template: template, schema: m, local: local}
+	isUpload := template == "/nodes/{node}/storage/{storage}/upload" && r.Method == http.MethodPost
 
 	// Auth (no auth for the ticket endpoint itself).
 	if !(template == "/access/ticket" && r.Method == http.MethodPost) {
-		user, isToken, aerr := s.authenticate(r)
+		user, isToken, aerr := s.authenticate(r, isUpload)
 		if aerr != nil {
 			if s.authDelay > 0 {
 				time.Sleep(s.authDelay)
@@ -188,12 +217,28 @@ func (s *Sim) serve(r *http.Request) (int, []byte, string, http.Header) {
 		}
 	}
 
-	params, perr := extractParams(r, pathParams)
+	var params map[string]value
+	var perr *apiError
+	if isUpload {
+		params, c.upload, perr = extractUpload(r, pathParams)
+	} else {
+		params, perr = extractParams(r, pathParams)
+	}
 	entry.Params = redact(params)
 	if perr != nil {
 		return finish(perr.status, nil, perr, 0)
 	}
 	c.params = params
+
+	s.mu.Lock()
+	delay, fault := s.requestFault(r.Method, template, params)
+	s.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if fault != nil {
+		return finish(fault.status, nil, fault, 0)
+	}
 
 	s.mu.Lock()
 	hooks := append([]Hook(nil), s.hooks...)
@@ -469,7 +514,9 @@ var reTokenHeader = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
 
 // authenticate checks an API token (Authorization: PVEAPIToken=user@realm!id=secret) or a ticket
 // (cookie PVEAuthCookie, CSRFPreventionToken header on writes).
-func (s *Sim) authenticate(r *http.Request) (string, bool, *apiError) {
+// A ticket upload skips the CSRF check (pve-http-server AnyEvent.pm: file uploads cannot carry the header
+// from the web UI's form post).
+func (s *Sim) authenticate(r *http.Request, upload bool) (string, bool, *apiError) {
 	authz := r.Header.Get("Authorization")
 	if m := reTokenHeader.FindStringSubmatch(authz); m != nil {
 		val, err := url.PathUnescape(strings.TrimSpace(m[1]))
@@ -505,7 +552,7 @@ func (s *Sim) authenticate(r *http.Request) (string, bool, *apiError) {
 	if !ok {
 		return "", false, &apiError{status: 401, msg: "No ticket\n"}
 	}
-	if r.Method != http.MethodGet {
+	if r.Method != http.MethodGet && !upload {
 		if !s.verifyCSRF(r.Header.Get("CSRFPreventionToken"), user) {
 			return "", false, &apiError{status: 401, msg: "Permission denied - invalid csrf token\n"}
 		}

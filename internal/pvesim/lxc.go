@@ -165,6 +165,19 @@ func (s *Sim) prepareLXCValue(g *guest, key, val, defStorage string) (string, *a
 func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	vmid := c.vmid()
 	nodeName := c.str("node")
+	if err := s.checkPool(c.str("pool")); err != nil {
+		return nil, err
+	}
+	fl, err := s.lockGuestSync("lxc", vmid, "create")
+	if err != nil {
+		return nil, err
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			s.releaseFlock(fl)
+		}
+	}()
 	if o, exists := s.guests[vmid]; exists {
 		return nil, dieErr("%s %d already exists on node '%s'", o.typeWord(), vmid, o.node)
 	}
@@ -197,7 +210,7 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 		defStorage = "local"
 	}
 	g := &guest{vmid: vmid, kind: "lxc", node: nodeName, file: &configFile{current: newSection(),
-		snapshots: map[string]*section{}, special: map[string]*section{}}}
+		snapshots: map[string]*section{}, special: map[string]*section{}}, createdAt: time.Now(), pool: c.str("pool")}
 	conf := g.conf()
 	if _, ok := newConf["rootfs"]; !ok {
 		newConf["rootfs"] = defStorage + ":4"
@@ -234,7 +247,9 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	g.write()
 	s.guests[vmid] = g
 	start := c.str("start") == "1"
-	return s.startTask(nodeName, "vzcreate", strconv.Itoa(vmid), c.user, func(l taskLog) error {
+	haManaged := c.str("ha-managed") == "1"
+	handed = true
+	return s.spawn(&taskSpec{node: nodeName, typ: "vzcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, work: func(l taskLog) error {
 		g := s.guests[vmid]
 		conf := g.conf()
 		for _, a := range allocs {
@@ -251,11 +266,17 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 		l.printf("extracting archive '%s'", tmpl)
 		delete(conf, "lock")
 		g.write()
+		if haManaged {
+			g.ha, g.haState = true, "stopped"
+			if start {
+				g.haState = "started"
+			}
+		}
 		if start {
 			g.running, g.startedAt = true, time.Now()
 		}
 		return nil
-	}), nil
+	}}), nil
 }
 
 func ostypeFromTemplate(t string) string {
@@ -267,10 +288,6 @@ func ostypeFromTemplate(t string) string {
 	}
 	return "unmanaged"
 }
-
-// lxcPendingWhileRunning are keys a running CT keeps pending (no hotplug path in LXC/Config.pm).
-var lxcPendingWhileRunning = set("arch", "ostype", "rootfs", "features", "console", "tty", "cmode", "unprivileged",
-	"hookscript", "timezone", "entrypoint", "env")
 
 // handleLXCConfigUpdate is PUT …/lxc/{vmid}/config (update_pct_config, synchronous).
 func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
@@ -290,6 +307,11 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 			return nil, paramErr(map[string]string{"delete": fmt.Sprintf("unknown option '%s'", k)})
 		}
 	}
+	fl, err := s.lockGuestSync("lxc", c.vmid(), "default")
+	if err != nil {
+		return nil, err
+	}
+	defer s.releaseFlock(fl)
 	g, err := s.guestOn(c, "lxc")
 	if err != nil {
 		return nil, err
@@ -321,9 +343,12 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 	for _, k := range deletes {
 		old, ok := conf[k]
 		if !ok {
+			if g.file.pending != nil {
+				delete(g.file.pending.conf, k)
+			}
 			continue
 		}
-		if g.running && lxcPendingWhileRunning[k] {
+		if g.running && !lxcLiveChange(conf, k, true) {
 			dels := pendingDeletes(pend().conf["delete"])
 			dels[k] = false
 			pend().conf["delete"] = printPendingDeletes(dels)
@@ -344,7 +369,7 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 			return nil, err
 		}
 		if a != nil {
-			volid, err := s.allocate(g, a, taskLog{&task{}})
+			volid, err := s.allocate(g, a, taskLog{t: &task{}})
 			if err != nil {
 				return nil, dieErr("%v", err)
 			}
@@ -353,11 +378,32 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 			d["size"] = formatSize(s.lookupVolume(g.node, volid).size)
 			v = printPropertyString(s.lxcDesc.prop(k).FormatObject, d)
 		}
-		if g.running && lxcPendingWhileRunning[k] {
+		if g.file.pending != nil {
+			dels := pendingDeletes(g.file.pending.conf["delete"])
+			if _, ok := dels[k]; ok {
+				delete(dels, k)
+				g.file.pending.conf["delete"] = printPendingDeletes(dels)
+				if len(dels) == 0 {
+					delete(g.file.pending.conf, "delete")
+				}
+			}
+		}
+		if g.running && !lxcLiveChange(conf, k, false) {
 			pend().conf[k] = v
 			continue
 		}
+		if old, ok := conf[k]; ok && reLXCMountKey.MatchString(k) {
+			// apply_pending_mountpoint: a replaced volume is kept as unusedN.
+			oldVol, _, _ := s.volumeOfKey("lxc", k, old)
+			newVol, _, _ := s.volumeOfKey("lxc", k, v)
+			if oldVol != "" && oldVol != newVol && mountType(oldVol) == "volume" {
+				addUnused(conf, oldVol)
+			}
+		}
 		conf[k] = v
+		if g.file.pending != nil {
+			delete(g.file.pending.conf, k)
+		}
 	}
 	if g.file.pending != nil && len(g.file.pending.conf) == 0 {
 		g.file.pending = nil
@@ -374,30 +420,46 @@ func (s *Sim) handleLXCStart(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.ha {
+		return s.haTask(c, g, "hastart", "started"), nil
+	}
 	if g.running {
 		return nil, dieErr("CT %d already running", g.vmid)
 	}
-	vmid := g.vmid
 	skiplock := c.str("skiplock") == "1"
+	var fl *flock
+	if !skiplock {
+		// LXC/Status.pm vm_start: check_lock and fork_worker run under lock_config.
+		if fl, err = s.lockGuestSync("lxc", g.vmid, "default"); err != nil {
+			return nil, err
+		}
+		if g, err = s.guestOn(c, "lxc"); err != nil {
+			s.releaseFlock(fl)
+			return nil, err
+		}
+		if err := checkLock(g); err != nil {
+			s.releaseFlock(fl)
+			return nil, dieErr("%s", err.Error())
+		}
+	}
+	vmid := g.vmid
 	path := g.confPath()
-	return s.startTask(c.str("node"), "vzstart", strconv.Itoa(vmid), c.user, func(l taskLog) error {
-		g, ok := s.guests[vmid]
-		if !ok {
-			return fmt.Errorf("Configuration file '%s' does not exist", path)
-		}
-		if g.conf()["template"] == "1" {
-			return fmt.Errorf("you can't start a CT if it's a template")
-		}
-		if lk := g.conf()["lock"]; lk != "" && !skiplock {
-			return fmt.Errorf("CT %d is locked (%s)", vmid, lk)
-		}
-		if g.running {
-			return fmt.Errorf("CT %d already running", vmid)
-		}
-		s.applyPending(g)
-		g.running, g.startedAt = true, time.Now()
-		return nil
-	}), nil
+	return s.spawn(&taskSpec{node: c.str("node"), typ: "vzstart", id: strconv.Itoa(vmid), user: c.user, held: fl,
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", path)
+			}
+			if g.conf()["template"] == "1" {
+				return fmt.Errorf("you can't start a CT if it's a template")
+			}
+			if g.running {
+				return fmt.Errorf("CT %d already running", vmid)
+			}
+			s.applyPending(g)
+			g.running, g.startedAt = true, time.Now()
+			return nil
+		}}), nil
 }
 
 func (s *Sim) handleLXCStop(c *call) (any, error) {
@@ -408,19 +470,53 @@ func (s *Sim) handleLXCStop(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.ha {
+		return s.haTask(c, g, "hastop", "stopped"), nil
+	}
 	if !g.running {
 		return nil, dieErr("CT %d not running", g.vmid)
 	}
+	shutdown := strings.HasSuffix(c.template, "/shutdown")
 	typ := "vzstop"
-	if strings.HasSuffix(c.template, "/shutdown") {
+	if shutdown {
 		typ = "vzshutdown"
 	}
+	skiplock := c.str("skiplock") == "1"
+	var fl *flock
+	if !skiplock {
+		if fl, err = s.lockGuestSync("lxc", g.vmid, "default"); err != nil {
+			return nil, err
+		}
+		if g, err = s.guestOn(c, "lxc"); err != nil {
+			s.releaseFlock(fl)
+			return nil, err
+		}
+		if err := checkLock(g); err != nil {
+			s.releaseFlock(fl)
+			return nil, dieErr("%s", err.Error())
+		}
+	}
+	timeout := atoiDef(c.str("timeout"), 60)
+	forceStop := c.str("forceStop") == "1"
+	timesOut := shutdown && g.ignoreACPI
+	var wait time.Duration
+	if timesOut {
+		wait = min(s.shutdownWait, time.Duration(timeout)*time.Second)
+	}
 	vmid := g.vmid
-	return s.startTask(c.str("node"), typ, strconv.Itoa(vmid), c.user, func(l taskLog) error {
-		if g, ok := s.guests[vmid]; ok {
+	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user, held: fl,
+		extraDelay: wait, work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return nil
+			}
+			if timesOut && g.ignoreACPI && !forceStop {
+				// LXC/Status.pm vm_shutdown runs lxc-stop --nokill; the failure text is lxc-stop's exit
+				// through run_command (not verified against PVE; see docs/simulator.md).
+				return fmt.Errorf("command 'lxc-stop -n %d --nokill --timeout %d' failed: exit code 1", vmid, timeout)
+			}
 			g.running = false
 			s.applyPending(g)
-		}
-		return nil
-	}), nil
+			return nil
+		}}), nil
 }

@@ -1,6 +1,7 @@
 package pvesim_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os/exec"
@@ -13,7 +14,8 @@ import (
 )
 
 // The unmodified Python proxmoxer client (Debian's python3-proxmoxer) lists, creates, configures with a
-// digest, starts, stops and deletes guests against the simulator over HTTPS.
+// digest, starts, stops, clones, templates and deletes guests, downloads an ISO and a disk image from a
+// loopback URL and imports the image into a VM disk, against the simulator over HTTPS.
 func TestProxmoxerClientWorksUnchanged(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import proxmoxer").Run(); err != nil {
 		t.Skip("skipping: /usr/bin/python3 lacks proxmoxer (apt-get install python3-proxmoxer)")
@@ -40,8 +42,10 @@ func TestProxmoxerClientWorksUnchanged(t *testing.T) {
 	})
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	user, name, _ := strings.Cut(pvesim.DefaultRootTokenID, "!")
+	iso, img := bytes.Repeat([]byte("iso9660 "), 4096), qcow2Image(2<<30)
+	files := fileServer(t, map[string][]byte{"/debian.iso": iso, "/noble.qcow2": img})
 	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "testdata/proxmoxer_client.py", "127.0.0.1", port,
-		user, name, pvesim.DefaultRootTokenSecret, pvesim.DefaultRootPassword)
+		user, name, pvesim.DefaultRootTokenSecret, pvesim.DefaultRootPassword, files.URL, sha256Hex(iso), sha256Hex(img))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("proxmoxer script failed: %v\n%s", err, out)

@@ -150,6 +150,10 @@ func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt 
 			if v == nil {
 				return "", nil, dieErr("volume '%s' does not exist", src)
 			}
+			if strings.Contains(src, "cloudinit") {
+				// Text not verified against PVE; see docs/simulator.md.
+				return "", nil, paramErr(map[string]string{key: "cannot import from cloudinit disk"})
+			}
 			if v.content != "images" && v.content != "import" {
 				return "", nil, paramErr(map[string]string{key: fmt.Sprintf("%s has wrong type '%s' - needs to be 'images' or 'import'", src, v.content)})
 			}
@@ -208,11 +212,28 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 			return nil, err
 		}
 	}
+	if err := s.checkPool(c.str("pool")); err != nil {
+		return nil, err
+	}
+	// create_and_lock_config: the flock (5s) is taken first and handed to the worker.
+	fl, err := s.lockGuestSync("qemu", vmid, "create")
+	if err != nil {
+		return nil, err
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			s.releaseFlock(fl)
+		}
+	}()
 	if o, exists := s.guests[vmid]; exists {
 		return nil, dieErr("unable to create VM %d - %s %d already exists on node '%s'", vmid, o.typeWord(), vmid, o.node)
 	}
 	g := &guest{vmid: vmid, kind: "qemu", node: nodeName, file: &configFile{current: newSection(),
-		snapshots: map[string]*section{}, special: map[string]*section{}}}
+		snapshots: map[string]*section{}, special: map[string]*section{}}, createdAt: time.Now(), pool: c.str("pool")}
+	if c.str("template") == "1" {
+		g.conf()["template"] = "1" // new disks become base volumes at once
+	}
 	conf := g.conf()
 	var allocs []*allocation
 	cloudAt := ""
@@ -238,7 +259,9 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 	g.write()
 	s.guests[vmid] = g
 	start := c.str("start") == "1"
-	return s.startTask(nodeName, "qmcreate", strconv.Itoa(vmid), c.user, func(l taskLog) error {
+	haManaged := c.str("ha-managed") == "1"
+	handed = true
+	return s.spawn(&taskSpec{node: nodeName, typ: "qmcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, work: func(l taskLog) error {
 		g := s.guests[vmid]
 		conf := g.conf()
 		var created []string
@@ -274,11 +297,18 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 		conf["meta"] = fmt.Sprintf("creation-qemu=10.0.2,ctime=%d", time.Now().Unix())
 		delete(conf, "lock")
 		g.write()
+		if haManaged {
+			// Qemu.pm create_vm: the VM is added as HA resource vm:<id>, state started with start=1.
+			g.ha, g.haState = true, "stopped"
+			if start {
+				g.haState = "started"
+			}
+		}
 		if start {
 			return s.qemuStartNow(g, l)
 		}
 		return nil
-	}), nil
+	}}), nil
 }
 
 // defaultBootOrder is QemuServer.pm get_default_bootdevices: the first disk, the first cdrom, the first
@@ -346,6 +376,18 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 			return nil, err
 		}
 	}
+	// update_vm_api: everything runs under lock_config; the POST worker is forked inside it and so keeps
+	// the flock until it ends.
+	fl, err := s.lockGuestSync("qemu", c.vmid(), "default")
+	if err != nil {
+		return nil, err
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			s.releaseFlock(fl)
+		}
+	}()
 	g, err := s.guestOn(c, "qemu")
 	if err != nil {
 		return nil, err
@@ -385,18 +427,20 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 	}
 	if c.method == "PUT" {
 		var lines []string
-		err := apply(taskLog{&task{lines: lines}})
+		err := apply(taskLog{t: &task{lines: lines}})
 		if err != nil {
 			return nil, dieErr("%s", strings.TrimSuffix(err.Error(), "\n"))
 		}
 		return nil, nil
 	}
-	return s.startTask(c.str("node"), "qmconfig", strconv.Itoa(g.vmid), c.user, func(l taskLog) error {
-		if _, ok := s.guests[g.vmid]; !ok {
-			return fmt.Errorf("Configuration file '%s' does not exist", g.confPath())
-		}
-		return apply(l)
-	}), nil
+	handed = true
+	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmconfig", id: strconv.Itoa(g.vmid), user: c.user, held: fl,
+		work: func(l taskLog) error {
+			if _, ok := s.guests[g.vmid]; !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", g.confPath())
+			}
+			return apply(l)
+		}}), nil
 }
 
 func checkBootOrder(val string, conf map[string]string, params map[string]value) error {
@@ -424,21 +468,8 @@ func checkBootOrder(val string, conf map[string]string, params map[string]value)
 // fast-plug keys and hot-pluggable NICs/disks are applied and the rest stays pending.
 func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*allocation, deletes []string, force bool, l taskLog) error {
 	conf := g.conf()
-	hot := func(k string) bool {
-		if !g.running || fastPlug[k] || strings.HasPrefix(k, "ipconfig") {
-			return true
-		}
-		hp := conf["hotplug"]
-		if hp == "" {
-			hp = "network,disk,usb"
-		}
-		if strings.HasPrefix(k, "net") && strings.Contains(hp, "network") {
-			return true
-		}
-		if isDrive(k) && strings.Contains(hp, "disk") {
-			return true
-		}
-		return false
+	hot := func(k string, newVal string, del bool) bool {
+		return !g.running || qemuLiveChange(conf, k, newVal, del)
 	}
 	pend := func() *section {
 		if g.file.pending == nil {
@@ -449,10 +480,16 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 	for _, k := range deletes {
 		_, inConf := conf[k]
 		if !inConf {
+			if g.file.pending != nil {
+				if _, inPending := g.file.pending.conf[k]; inPending {
+					delete(g.file.pending.conf, k) // dropping a pending value
+					continue
+				}
+			}
 			l.printf("cannot delete '%s' - not set in current configuration!", k)
 			continue
 		}
-		if !hot(k) {
+		if !hot(k, "", true) {
 			dels := pendingDeletes(pend().conf["delete"])
 			dels[k] = force
 			pend().conf["delete"] = printPendingDeletes(dels)
@@ -488,7 +525,17 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 		vals[a.key] = printPropertyString(s.qemuDesc.prop(a.key).FormatObject, d)
 	}
 	for _, k := range sortedKeys(vals) {
-		if hot(k) {
+		if g.file.pending != nil {
+			dels := pendingDeletes(g.file.pending.conf["delete"])
+			if _, ok := dels[k]; ok {
+				delete(dels, k) // a new value replaces a pending delete
+				g.file.pending.conf["delete"] = printPendingDeletes(dels)
+				if len(dels) == 0 {
+					delete(g.file.pending.conf, "delete")
+				}
+			}
+		}
+		if hot(k, vals[k], false) {
 			if old, ok := conf[k]; ok && isDrive(k) && old != vals[k] {
 				if volid, _, ok := s.volumeOfKey("qemu", k, old); ok && !strings.Contains(old, "media=cdrom") &&
 					!strings.HasPrefix(vals[k], volid+",") && vals[k] != volid {
@@ -580,18 +627,64 @@ func (s *Sim) handleQemuStart(c *call) (any, error) {
 		return nil, err
 	}
 	vmid := g.vmid
+	if g.ha {
+		return s.haTask(c, g, "hastart", "started"), nil
+	}
 	skiplock := c.str("skiplock") == "1"
 	cfgPath := g.confPath()
-	return s.startTask(c.str("node"), "qmstart", strconv.Itoa(vmid), c.user, func(l taskLog) error {
-		g, ok := s.guests[vmid]
-		if !ok {
-			return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+	// vm_start runs under lock_config inside the worker.
+	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmstart", id: strconv.Itoa(vmid), user: c.user,
+		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+			}
+			if lk := g.conf()["lock"]; lk != "" && !skiplock && lk != "suspended" {
+				return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
+			}
+			if g.conf()["lock"] == "suspended" {
+				delete(g.conf(), "lock") // resuming a VM suspended to disk
+				g.write()
+			}
+			return s.qemuStartNow(g, l)
+		}}), nil
+}
+
+// haTask answers a power request for an HA-managed guest: a hastart/hastop task that only asks the HA
+// manager (Qemu.pm / LXC Status.pm: "Requesting HA start for VM 100"); the state changes shortly after
+// the task has ended.
+func (s *Sim) haTask(c *call, g *guest, typ, state string) string {
+	vmid := g.vmid
+	word := g.typeWord()
+	verb := "start"
+	if state == "stopped" {
+		verb = "stop"
+	}
+	return s.startTask(c.str("node"), typ, strconv.Itoa(vmid), c.user, func(l taskLog) error {
+		l.printf("Requesting HA %s for %s %d", verb, word, vmid)
+		if g, ok := s.guests[vmid]; ok && g.ha {
+			g.haState = state
 		}
-		if lk := g.conf()["lock"]; lk != "" && !skiplock {
-			return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
-		}
-		return s.qemuStartNow(g, l)
-	}), nil
+		s.after(s.haDelay, func() {
+			g, ok := s.guests[vmid]
+			if !ok || !g.ha || g.haState != state {
+				return
+			}
+			if state == "started" && !g.running {
+				if g.kind == "qemu" {
+					_ = s.qemuStartNow(g, taskLog{t: &task{}})
+				} else if g.conf()["template"] != "1" {
+					s.applyPending(g)
+					g.running, g.startedAt = true, time.Now()
+				}
+			} else if state == "stopped" && g.running {
+				g.running, g.qmpstatus = false, ""
+				s.applyPending(g)
+			}
+		})
+		return nil
+	})
 }
 
 // qemuStartNow is vm_start's checks and effect (QemuServer.pm vm_start / config_to_command checks that
@@ -689,29 +782,128 @@ func (s *Sim) handleQemuStop(c *call) (any, error) {
 		return nil, err
 	}
 	shutdown := strings.HasSuffix(c.template, "/shutdown")
-	if shutdown && g.running && g.qmpstatus == "paused" && c.str("forceStop") != "1" {
-		return nil, dieErr("VM is paused - cannot shutdown")
+	forceStop := c.str("forceStop") == "1"
+	if shutdown && g.running && g.qmpstatus == "paused" {
+		if !forceStop {
+			return nil, dieErr("VM is paused - cannot shutdown")
+		}
+		shutdown = false // Qemu.pm vm_shutdown: "VM is paused - stop instead of shutdown"
+	}
+	if g.ha {
+		return s.haTask(c, g, "hastop", "stopped"), nil
 	}
 	typ := "qmstop"
-	if shutdown {
+	if strings.HasSuffix(c.template, "/shutdown") {
 		typ = "qmshutdown"
 	}
 	vmid := g.vmid
 	skiplock := c.str("skiplock") == "1"
 	cfgPath := g.confPath()
-	return s.startTask(c.str("node"), typ, strconv.Itoa(vmid), c.user, func(l taskLog) error {
-		g, ok := s.guests[vmid]
-		if !ok {
-			return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
-		}
-		if lk := g.conf()["lock"]; lk != "" && !skiplock {
-			return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
-		}
-		if !g.running {
-			return nil // stopping a stopped VM is a no-op
-		}
-		g.running, g.qmpstatus = false, ""
-		s.applyPending(g)
-		return nil
-	}), nil
+	timeout := atoiDef(c.str("timeout"), 60)
+	var wait time.Duration
+	timesOut := shutdown && g.running && g.ignoreACPI
+	if timesOut {
+		wait = min(s.shutdownWait, time.Duration(timeout)*time.Second)
+	}
+	// vm_stop runs under lock_config inside the worker (QemuServer.pm vm_stop).
+	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
+		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"), extraDelay: wait,
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+			}
+			if lk := g.conf()["lock"]; lk != "" && !skiplock {
+				return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
+			}
+			if !g.running {
+				return nil // stopping a stopped VM is a no-op
+			}
+			if timesOut && g.ignoreACPI {
+				if !forceStop {
+					return fmt.Errorf("VM quit/powerdown failed - got timeout")
+				}
+				l.printf("VM still running - terminating now with SIGTERM")
+			}
+			g.running, g.qmpstatus = false, ""
+			s.applyPending(g)
+			return nil
+		}}), nil
+}
+
+// handleQemuSuspend is POST …/status/suspend (task qmpause; with todisk=1 qmsuspend, which saves the state
+// and stops the VM with `lock: suspended`).
+func (s *Sim) handleQemuSuspend(c *call) (any, error) {
+	if c.str("skiplock") == "1" && !c.isRoot() {
+		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
+	}
+	g, err := s.guestOn(c, "qemu")
+	if err != nil {
+		return nil, err
+	}
+	if !g.running {
+		return nil, dieErr("VM %d not running", g.vmid)
+	}
+	todisk := c.str("todisk") == "1"
+	if todisk && g.ha {
+		return nil, dieErr("Cannot suspend HA managed VM to disk")
+	}
+	typ := "qmpause"
+	if todisk {
+		typ = "qmsuspend"
+	}
+	vmid := g.vmid
+	skiplock := c.str("skiplock") == "1"
+	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
+		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok || !g.running {
+				return fmt.Errorf("VM %d not running", vmid)
+			}
+			if lk := g.conf()["lock"]; lk != "" && !skiplock {
+				return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
+			}
+			if todisk {
+				g.running, g.qmpstatus = false, ""
+				g.conf()["lock"] = "suspended"
+				g.write()
+				return nil
+			}
+			g.qmpstatus = "paused"
+			return nil
+		}}), nil
+}
+
+// handleQemuResume is POST …/status/resume (task qmresume).
+func (s *Sim) handleQemuResume(c *call) (any, error) {
+	if c.str("skiplock") == "1" && !c.isRoot() {
+		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
+	}
+	g, err := s.guestOn(c, "qemu")
+	if err != nil {
+		return nil, err
+	}
+	toDisk := g.conf()["lock"] == "suspended"
+	if !toDisk && !g.running {
+		return nil, dieErr("VM %d not running", g.vmid)
+	}
+	vmid := g.vmid
+	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmresume", id: strconv.Itoa(vmid), user: c.user,
+		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("VM %d not running", vmid)
+			}
+			if toDisk {
+				delete(g.conf(), "lock")
+				g.write()
+				return s.qemuStartNow(g, l)
+			}
+			if g.running {
+				g.qmpstatus = "running" // resuming a running VM is a no-op
+			}
+			return nil
+		}}), nil
 }

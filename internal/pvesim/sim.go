@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -51,6 +52,19 @@ type Sim struct {
 	counters  map[string]int
 	warnings  []string
 	taskWG    sync.WaitGroup
+	taskSeq   uint64
+
+	flocks       map[string]int // lock file → -1 exclusive, n>0 shared holders
+	flockWake    chan struct{}  // closed and replaced whenever a flock is released
+	lockTimeouts map[string]time.Duration
+	resourcesLag time.Duration
+	haDelay      time.Duration
+	shutdownWait time.Duration
+	pools        map[string]bool
+	mirrors      map[string]string
+
+	faults faultState
+	gate   gate // the API daemon's worker limit
 }
 
 type node struct {
@@ -62,6 +76,7 @@ type node struct {
 
 type storage struct {
 	id       string
+	path     string // directory of a file-based storage
 	typ      string
 	content  map[string]bool
 	shared   bool
@@ -100,17 +115,29 @@ type volume struct {
 	size    int64
 	vmid    int
 	ctime   int64
+	// virtualSize is a disk image's virtual size when it differs from its file size (qcow2 header).
+	virtualSize int64
+	// data or path hold the content of iso/vztmpl/import files; with neither the content is synthetic.
+	data []byte
+	path string
+	// parent is the base volume a linked clone is backed by.
+	parent string
 }
 
 type guest struct {
-	vmid      int
-	kind      string // qemu or lxc
-	node      string
-	file      *configFile
-	raw       string
-	running   bool
-	qmpstatus string
-	startedAt time.Time
+	vmid       int
+	kind       string // qemu or lxc
+	node       string
+	file       *configFile
+	raw        string
+	running    bool
+	qmpstatus  string
+	startedAt  time.Time
+	createdAt  time.Time // for the /cluster/resources lag
+	ha         bool      // an HA resource (vm:<id> / ct:<id>)
+	haState    string    // requested HA state: started or stopped
+	ignoreACPI bool
+	pool       string
 }
 
 func (g *guest) typeWord() string {
@@ -142,22 +169,49 @@ func New(spec Spec) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{
-		api:         api,
-		version:     spec.Version,
-		clusterName: spec.ClusterName,
-		bridges:     map[string]bool{},
-		tokens:      map[string]string{},
-		users:       map[string]string{},
-		guests:      map[int]*guest{},
-		volumes:     map[string]*volume{},
-		tasks:       map[string]*task{},
-		durations:   map[string]time.Duration{},
-		authDelay:   time.Duration(spec.AuthFailureDelay),
-		macPrefix:   spec.MACPrefix,
-		counters:    map[string]int{},
-		nextPID:     0x1000,
-		bootTime:    time.Now(),
+		api:          api,
+		version:      spec.Version,
+		clusterName:  spec.ClusterName,
+		bridges:      map[string]bool{},
+		tokens:       map[string]string{},
+		users:        map[string]string{},
+		guests:       map[int]*guest{},
+		volumes:      map[string]*volume{},
+		tasks:        map[string]*task{},
+		durations:    map[string]time.Duration{},
+		authDelay:    time.Duration(spec.AuthFailureDelay),
+		macPrefix:    spec.MACPrefix,
+		counters:     map[string]int{},
+		nextPID:      0x1000,
+		bootTime:     time.Now(),
+		flocks:       map[string]int{},
+		flockWake:    make(chan struct{}),
+		lockTimeouts: map[string]time.Duration{},
+		resourcesLag: time.Duration(spec.ResourcesLag),
+		haDelay:      50 * time.Millisecond,
+		shutdownWait: time.Duration(spec.ShutdownWait),
+		pools:        map[string]bool{},
+		mirrors:      map[string]string{},
 	}
+	for k, v := range defaultLockTimeouts {
+		s.lockTimeouts[k] = v
+	}
+	for k, v := range spec.LockTimeouts {
+		s.lockTimeouts[k] = time.Duration(v)
+	}
+	if spec.HADelay != 0 {
+		s.haDelay = time.Duration(spec.HADelay)
+	}
+	for _, p := range spec.Pools {
+		if !rePoolID.MatchString(p) {
+			return nil, fmt.Errorf("spec: pool %q: invalid pool ID", p)
+		}
+		s.pools[p] = true
+	}
+	for u, p := range spec.Mirrors {
+		s.mirrors[u] = p
+	}
+	s.gate.cond = sync.NewCond(&s.gate.mu)
 	if s.version == "" {
 		s.version = "9.1.1"
 	}
@@ -238,6 +292,9 @@ func New(spec Spec) (*Sim, error) {
 			return nil, err
 		}
 	}
+	if err := s.SetFaults(spec.Faults); err != nil {
+		return nil, fmt.Errorf("spec: faults: %w", err)
+	}
 	return s, nil
 }
 
@@ -277,7 +334,17 @@ func (s *Sim) addStorage(st StorageSpec) error {
 		return fmt.Errorf("spec: storage %s: unknown type %q", st.ID, st.Type)
 	}
 	sto := &storage{id: st.ID, typ: st.Type, content: map[string]bool{}, shared: st.Shared, nodes: map[string]bool{},
-		total: st.TotalBytes, disabled: st.Disabled}
+		total: st.TotalBytes, disabled: st.Disabled, path: st.Path}
+	if sto.path == "" {
+		switch {
+		case st.ID == "local":
+			sto.path = "/var/lib/vz"
+		case st.Type == "nfs" || st.Type == "cifs" || st.Type == "cephfs" || st.Type == "glusterfs":
+			sto.path = "/mnt/pve/" + st.ID
+		default:
+			sto.path = "/mnt/" + st.ID
+		}
+	}
 	if sto.total == 0 {
 		sto.total = 1 << 40
 	}
@@ -405,8 +472,22 @@ func (s *Sim) addFile(f FileSpec) error {
 			}
 		}
 	}
+	size := f.Size
+	if f.Path != "" {
+		fi, err := os.Stat(f.Path)
+		if err != nil {
+			return fmt.Errorf("spec: file %s: %w", f.VolID, err)
+		}
+		size = fi.Size()
+	}
 	for _, n := range nodes {
-		s.putVolume(&volume{volid: f.VolID, storage: sid, node: n, content: content, format: format, size: f.Size, vmid: vmid})
+		v := &volume{volid: f.VolID, storage: sid, node: n, content: content, format: format, size: size, vmid: vmid, path: f.Path}
+		if f.Path != "" && (format == "qcow2" || format == "vmdk") {
+			if vs, ok := imageVirtualSize(readHead(f.Path)); ok {
+				v.virtualSize = vs
+			}
+		}
+		s.putVolume(v)
 	}
 	return nil
 }
@@ -505,7 +586,13 @@ func (s *Sim) addGuest(gs GuestSpec) error {
 	}
 	cf, warnings := parseConfigFile(s.desc(gs.Type), gs.VMID, gs.Config)
 	s.warnings = append(s.warnings, warnings...)
-	g := &guest{vmid: gs.VMID, kind: gs.Type, node: gs.Node, file: cf, raw: gs.Config}
+	g := &guest{vmid: gs.VMID, kind: gs.Type, node: gs.Node, file: cf, raw: gs.Config, ha: gs.HA, ignoreACPI: gs.IgnoreACPI}
+	if gs.HA {
+		g.haState = "stopped"
+		if gs.Running {
+			g.haState = "started"
+		}
+	}
 	if gs.Running {
 		g.running, g.qmpstatus, g.startedAt = true, "running", time.Now()
 	}

@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -31,6 +32,25 @@ type Spec struct {
 	MACPrefix string `yaml:"macPrefix" json:"macPrefix"`
 	// Seed makes generated MACs, UUIDs and ticket keys repeatable when non-zero.
 	Seed int64 `yaml:"seed" json:"seed"`
+	// LockTimeouts are the waits for a guest's config flock: "default" (PVE: 10s), "create" (5s) and
+	// "clone" (1s). Unset entries keep PVE's values.
+	LockTimeouts map[string]Duration `yaml:"lockTimeouts" json:"lockTimeouts"`
+	// ResourcesLag is how long /cluster/resources shows a new guest with status "unknown" and no name
+	// (PVE: up to ~10s, until pvestatd broadcasts); default 0.
+	ResourcesLag Duration `yaml:"resourcesLag" json:"resourcesLag"`
+	// HADelay is how long after a hastart/hastop task the HA manager changes the guest's state
+	// (default 50ms).
+	HADelay Duration `yaml:"haDelay" json:"haDelay"`
+	// ShutdownWait caps how long a shutdown of a guest that ignores ACPI really waits before it times out
+	// (the request's timeout, default 60s, is reported; the wait is the smaller of the two). Default 0:
+	// time out at once.
+	ShutdownWait Duration `yaml:"shutdownWait" json:"shutdownWait"`
+	// Pools are the resource pools that exist (create/clone with pool= need one).
+	Pools []string `yaml:"pools" json:"pools"`
+	// Mirrors maps download URLs that are not on loopback to local files served in their place.
+	Mirrors map[string]string `yaml:"mirrors" json:"mirrors"`
+	// Faults configures fault injection (docs/simulator.md).
+	Faults Faults `yaml:"faults" json:"faults"`
 }
 
 // NodeSpec is one cluster node.
@@ -55,6 +75,9 @@ type StorageSpec struct {
 	TotalBytes int64 `yaml:"total" json:"total"`
 	// Disabled storages are listed with enabled 0 and refuse allocations.
 	Disabled bool `yaml:"disabled" json:"disabled"`
+	// Path is the directory of a file-based storage (default /var/lib/vz for "local", /mnt/pve/<id> for
+	// network storages, /mnt/<id> otherwise); it appears in task logs and error texts.
+	Path string `yaml:"path" json:"path"`
 }
 
 // TokenSpec is an API token: ID user@realm!name and its secret.
@@ -77,6 +100,10 @@ type GuestSpec struct {
 	Node    string `yaml:"node" json:"node"`
 	Running bool   `yaml:"running" json:"running"`
 	Config  string `yaml:"config" json:"config"`
+	// HA makes the guest an HA resource: power actions become hastart/hastop tasks and destroy needs purge.
+	HA bool `yaml:"ha" json:"ha"`
+	// IgnoreACPI makes the guest ignore shutdown requests, so a shutdown times out.
+	IgnoreACPI bool `yaml:"ignoreACPI" json:"ignoreACPI"`
 }
 
 // FileSpec is a volume that exists on a storage (ISO, container template, import image, disk).
@@ -85,6 +112,9 @@ type FileSpec struct {
 	// Node holds the file for node-local storages (default: every node the storage is on).
 	Node string `yaml:"node" json:"node"`
 	Size int64  `yaml:"size" json:"size"`
+	// Path is a local file holding the volume's content (its size is then the file's size). Without it the
+	// content is synthetic: deterministic bytes of Size length.
+	Path string `yaml:"path" json:"path"`
 }
 
 // Duration is a time.Duration written as "250ms" in YAML.
@@ -103,6 +133,25 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalJSON writes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+// UnmarshalJSON reads a Go duration string ("250ms") or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err == nil {
+		v, err := time.ParseDuration(str)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q: %w", str, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("invalid duration %s: want a string like \"250ms\"", b)
+	}
+	*d = Duration(n)
+	return nil
 }
 
 // Default root@pam token and password of the default cluster (documented in docs/simulator.md).

@@ -43,47 +43,121 @@ func (s *Sim) OnTask(h TaskHook) {
 	s.taskHooks = append(s.taskHooks, h)
 }
 
-// taskLog collects the log lines a task's work writes.
-type taskLog struct{ t *task }
+// taskLog collects the log lines a task's work writes. Work running without s.mu (taskSpec.fetch) must
+// use a taskLog with unlocked set, whose printf takes the mutex.
+type taskLog struct {
+	t        *task
+	s        *Sim
+	unlocked bool
+}
 
 func (l taskLog) printf(format string, a ...any) {
-	l.t.lines = append(l.t.lines, strings.Split(strings.TrimRight(fmt.Sprintf(format, a...), "\n"), "\n")...)
+	lines := strings.Split(strings.TrimRight(fmt.Sprintf(format, a...), "\n"), "\n")
+	if l.unlocked && l.s != nil {
+		l.s.mu.Lock()
+		defer l.s.mu.Unlock()
+	}
+	l.t.lines = append(l.t.lines, lines...)
 }
 
 var reUPID = regexp.MustCompile(`^UPID:([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8,9}):([0-9A-Fa-f]{8}):([^:\s/]+):([^:\s/]*):([^:\s/]+):$`)
 
+// taskSpec describes a worker (RESTEnvironment fork_worker) and the locks it holds.
+type taskSpec struct {
+	node, typ, id, user string
+	// held is a flock the handler took and hands to the worker (the fork inherits it in PVE); it is
+	// released when the task ends.
+	held *flock
+	// lockKind/lockVMID: a config flock the worker itself takes before doing anything (lock_config
+	// inside the worker), waiting up to lockTimeout; a timeout fails the task. lockShared takes it shared.
+	lockKind    string
+	lockVMID    int
+	lockShared  bool
+	lockTimeout time.Duration
+	// extra is a second flock the worker takes after the first (clone: the target's).
+	extraKind string
+	extraVMID int
+	// extraDelay is added to the task type's duration (a shutdown waiting for a guest that ignores ACPI).
+	extraDelay time.Duration
+	// fetch runs without s.mu after the duration and before work (downloads).
+	fetch func(taskLog) error
+	// work runs under s.mu.
+	work func(taskLog) error
+	// onFail runs under s.mu when the task fails before or in work (cleanup of placeholders).
+	onFail func()
+}
+
 // startTask registers a running task and runs work (under the state lock) once the type's duration has
 // passed. The caller holds s.mu. It returns the UPID.
 func (s *Sim) startTask(nodeName, typ, id, user string, work func(taskLog) error) string {
+	return s.spawn(&taskSpec{node: nodeName, typ: typ, id: id, user: user, work: work})
+}
+
+// spawn starts a task as described. The caller holds s.mu. It returns the UPID.
+func (s *Sim) spawn(ts *taskSpec) string {
 	s.nextPID++
 	now := time.Now()
-	t := &task{node: nodeName, pid: s.nextPID, pstart: int(now.Sub(s.bootTime)/(10*time.Millisecond)) + 1000,
-		starttime: now.Unix(), typ: typ, id: id, user: user, running: true}
-	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", nodeName, t.pid, t.pstart, t.starttime, typ, id, user)
+	t := &task{node: ts.node, pid: s.nextPID, pstart: int(now.Sub(s.bootTime)/(10*time.Millisecond)) + 1000,
+		starttime: now.Unix(), typ: ts.typ, id: ts.id, user: ts.user, running: true}
+	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", ts.node, t.pid, t.pstart, t.starttime, ts.typ, ts.id, ts.user)
 	s.tasks[t.upid] = t
 	s.taskOrder = append(s.taskOrder, t)
-	d, ok := s.durations[typ]
+	d, ok := s.durations[ts.typ]
 	if !ok {
 		d = s.durations["default"]
 	}
+	d += ts.extraDelay
 	hooks := append([]TaskHook(nil), s.taskHooks...)
+	s.taskSeq++
+	seq := s.taskSeq
 	s.taskWG.Add(1)
 	go func() {
 		defer s.taskWG.Done()
-		if d > 0 {
+		var err error
+		var locks []*flock
+		if ts.lockKind != "" {
+			s.mu.Lock()
+			var f *flock
+			f, err = s.acquireFlock(ts.lockKind, ts.lockVMID, ts.lockShared, ts.lockTimeout)
+			if err == nil {
+				locks = append(locks, f)
+				if ts.extraKind != "" {
+					f, err = s.acquireFlock(ts.extraKind, ts.extraVMID, false, ts.lockTimeout)
+					if err == nil {
+						locks = append(locks, f)
+					}
+				}
+			}
+			s.mu.Unlock()
+		}
+		if err == nil && d > 0 {
 			time.Sleep(d)
 		}
-		var err error
-		for _, h := range hooks {
-			if err = h(TaskInfo{UPID: t.upid, Node: nodeName, Type: typ, ID: id, User: user}); err != nil {
-				break
+		if err == nil {
+			for _, h := range hooks {
+				if err = h(TaskInfo{UPID: t.upid, Node: ts.node, Type: ts.typ, ID: ts.id, User: ts.user}); err != nil {
+					break
+				}
 			}
+		}
+		if err == nil {
+			err = s.injectedTaskFailure(seq, ts.typ)
+		}
+		if err == nil && ts.fetch != nil {
+			err = ts.fetch(taskLog{t: t, s: s, unlocked: true})
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err == nil {
-			err = work(taskLog{t})
+			err = ts.work(taskLog{t: t, s: s})
 		}
+		if err != nil && ts.onFail != nil {
+			ts.onFail()
+		}
+		for i := len(locks) - 1; i >= 0; i-- {
+			s.releaseFlock(locks[i])
+		}
+		s.releaseFlock(ts.held)
 		t.running = false
 		t.endtime = time.Now().Unix()
 		if err != nil {

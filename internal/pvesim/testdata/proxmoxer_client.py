@@ -1,6 +1,7 @@
 """Drives the simulator with the unmodified proxmoxer client (Debian python3-proxmoxer).
 
-Usage: proxmoxer_client.py HOST PORT TOKEN_USER TOKEN_NAME TOKEN_SECRET ROOT_PASSWORD
+Usage: proxmoxer_client.py HOST PORT TOKEN_USER TOKEN_NAME TOKEN_SECRET ROOT_PASSWORD FILES_URL ISO_SHA256 QCOW2_SHA256
+FILES_URL serves debian.iso and noble.qcow2 on loopback.
 Exits non-zero with a message on the first failed expectation.
 """
 import sys
@@ -25,7 +26,7 @@ def expect(cond, msg):
 
 
 def main():
-    host, port, tuser, tname, tsecret, rootpw = sys.argv[1:7]
+    host, port, tuser, tname, tsecret, rootpw, files, iso_sha, qcow_sha = sys.argv[1:10]
     api = ProxmoxAPI(host, port=int(port), user=tuser, token_name=tname, token_value=tsecret,
                      verify_ssl=False, service="PVE")
     nodes = sorted(n["node"] for n in api.nodes.get())
@@ -68,6 +69,49 @@ def main():
     expect(api.nodes("pve2").lxc(ctid).config.get()["memory"] == 1024, "ct memory")
     expect(wait(api, "pve2", api.nodes("pve2").lxc(ctid).status.start.post()) == "OK", "ct start")
     expect(wait(api, "pve2", api.nodes("pve2").lxc(ctid).status.stop.post()) == "OK", "ct stop")
+
+    # Clone the VM (full: it is no template), then convert the source into a template and clone it linked.
+    upid = api.nodes("pve1").qemu(vmid).clone.post(newid=vmid + 10, name="py-clone")
+    expect(":qmclone:%d:" % vmid in upid, "clone upid %s" % upid)
+    expect(wait(api, "pve1", upid) == "OK", "clone")
+    clone = api.nodes("pve1").qemu(vmid + 10).config.get()
+    expect(clone["name"] == "py-clone" and clone["tags"] == "db;web", "clone %r" % clone)
+    expect(clone["net0"] != conf["net0"], "clone keeps the MAC %r" % clone["net0"])
+    expect(clone["scsi0"] == "local-lvm:vm-%d-disk-0,size=4G" % (vmid + 10), "clone disk %r" % clone["scsi0"])
+    try:
+        api.nodes("pve1").qemu(vmid).clone.post(newid=vmid + 11, start=1)
+        raise SystemExit("FAIL: clone with start accepted")
+    except ResourceException as e:
+        expect(e.status_code == 400 and "Parameter verification failed" in str(e), "clone with start %s" % e)
+    expect(wait(api, "pve1", api.nodes("pve1").qemu(vmid).template.post()) == "OK", "template")
+    tpl = api.nodes("pve1").qemu(vmid).config.get()
+    expect(tpl["template"] == 1 and tpl["scsi0"].startswith("local-lvm:base-%d-disk-0" % vmid), "template %r" % tpl)
+    expect(wait(api, "pve1", api.nodes("pve1").qemu(vmid).clone.post(newid=vmid + 12)) == "OK", "linked clone")
+    linked = api.nodes("pve1").qemu(vmid + 12).config.get()
+    expect(linked["scsi0"].startswith("local-lvm:base-%d-disk-0/vm-%d-disk-0" % (vmid, vmid + 12)), "linked %r" % linked)
+
+    # Download an ISO from a loopback URL with its checksum; it shows up with its real size.
+    upid = api.nodes("pve1").storage("local")("download-url").post(
+        url=files + "/debian.iso", content="iso", filename="debian.iso",
+        checksum=iso_sha, **{"checksum-algorithm": "sha256"})
+    expect(wait(api, "pve1", upid) == "OK", "iso download")
+    isos = api.nodes("pve1").storage("local").content.get(content="iso")
+    expect([i["volid"] for i in isos] == ["local:iso/debian.iso"] and isos[0]["size"] > 0, "isos %r" % isos)
+
+    # Import a disk image: download a qcow2 to import content, then create a disk from it.
+    upid = api.nodes("pve1").storage("local")("download-url").post(
+        url=files + "/noble.qcow2", content="import", filename="noble.qcow2",
+        checksum=qcow_sha, **{"checksum-algorithm": "sha256"})
+    expect(wait(api, "pve1", upid) == "OK", "qcow2 download")
+    imported = vmid + 20
+    upid = api.nodes("pve1").qemu.post(vmid=imported, scsi0="local-lvm:0,import-from=local:import/noble.qcow2")
+    expect(wait(api, "pve1", upid) == "OK", "import-from create")
+    disk = api.nodes("pve1").qemu(imported).config.get()["scsi0"]
+    expect(disk == "local-lvm:vm-%d-disk-0,size=2G" % imported, "imported disk %r" % disk)
+    imports = [i["volid"] for i in api.nodes("pve1").storage("local").content.get(content="import")]
+    expect(imports == ["local:import/noble.qcow2"], "import source kept %r" % imports)
+    for extra in (vmid + 10, vmid + 12, imported):
+        expect(wait(api, "pve1", api.nodes("pve1").qemu(extra).delete()) == "OK", "destroy %d" % extra)
 
     resources = api.cluster.resources.get(type="vm")
     expect(sorted(r["vmid"] for r in resources) == [vmid, ctid], "resources %r" % resources)

@@ -1,6 +1,9 @@
 // Command proxops-status runs ProxOps' status service against a deployed NATS server: it folds the
 // repository, plan, result and gap streams into one report per cluster, stores and publishes them, and serves
 // /status, /status/<cluster>, /healthz, /readyz, /metrics and a status page.
+//
+// Configuration comes from flags, each with an environment variable as its default; the NATS password is read
+// from PROXOPS_NATS_PASSWORD only, never from a flag.
 package main
 
 import (
@@ -8,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -28,50 +32,65 @@ var (
 	commit  = ""
 )
 
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+}
+
+// options is everything main reads from flags and the environment.
 type options struct {
 	nats       bus.ConnectConfig
 	listen     string
 	staleAfter time.Duration
 	refresh    time.Duration
-	logLevel   string
+	logLevel   slog.Level
 }
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
 	}
-	return def
-}
-
-func parseFlags(args []string) (options, error) {
+	var errs []error
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+		return d
+	}
 	var o options
 	fs := flag.NewFlagSet("proxops-status", flag.ContinueOnError)
-	fs.StringVar(&o.nats.URL, "nats", env("PROXOPS_NATS_URL", ""), "NATS server URL(s), comma-separated (env PROXOPS_NATS_URL)")
-	fs.StringVar(&o.nats.CredsFile, "nats-creds", env("PROXOPS_NATS_CREDS", ""), "NATS credentials file (env PROXOPS_NATS_CREDS)")
-	fs.StringVar(&o.nats.User, "nats-user", env("PROXOPS_NATS_USER", string(bus.RoleStatus)), "NATS user (env PROXOPS_NATS_USER)")
-	fs.StringVar(&o.nats.TLSCA, "nats-ca", env("PROXOPS_NATS_CA", ""), "CA file that verifies the NATS server (env PROXOPS_NATS_CA)")
-	fs.StringVar(&o.nats.TLSCert, "nats-cert", env("PROXOPS_NATS_CERT", ""), "client certificate file (env PROXOPS_NATS_CERT)")
-	fs.StringVar(&o.nats.TLSKey, "nats-key", env("PROXOPS_NATS_KEY", ""), "client key file (env PROXOPS_NATS_KEY)")
-	fs.StringVar(&o.listen, "listen", env("PROXOPS_STATUS_LISTEN", status.DefaultListen), "HTTP address (env PROXOPS_STATUS_LISTEN)")
-	fs.DurationVar(&o.staleAfter, "stale-after", status.DefaultStaleAfter, "report /healthz stale when a cluster's planner has not answered for longer (twice the drift interval)")
-	fs.DurationVar(&o.refresh, "refresh", status.DefaultRefresh, "how often the status page reloads itself")
-	fs.StringVar(&o.logLevel, "log-level", env("PROXOPS_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.SetOutput(out)
+	o.nats.RegisterFlags(fs, getenv)
+	fs.StringVar(&o.listen, "listen", env("PROXOPS_STATUS_LISTEN", status.DefaultListen), "HTTP address [PROXOPS_STATUS_LISTEN]")
+	fs.DurationVar(&o.staleAfter, "stale-after", envDuration("PROXOPS_STATUS_STALE_AFTER", status.DefaultStaleAfter),
+		"/healthz reports stale when a cluster's planner has not answered for longer; twice the drift interval [PROXOPS_STATUS_STALE_AFTER]")
+	fs.DurationVar(&o.refresh, "refresh", envDuration("PROXOPS_STATUS_REFRESH", status.DefaultRefresh), "how often the status page reloads itself [PROXOPS_STATUS_REFRESH]")
+	level := env("PROXOPS_LOG_LEVEL", "info")
+	fs.StringVar(&level, "log-level", level, "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
 	if o.nats.URL == "" {
-		return o, errors.New("--nats (or PROXOPS_NATS_URL) is required")
+		errs = append(errs, errors.New("--nats-url (or PROXOPS_NATS_URL) is required"))
 	}
-	if o.nats.CredsFile != "" {
-		o.nats.User = ""
+	if o.nats.User == "" && o.nats.CredsFile == "" && o.nats.NKeySeedFile == "" && o.nats.Password != "" {
+		o.nats.User = string(bus.RoleStatus)
 	}
-	// The password comes from the environment only, never from a flag visible in the process list.
-	o.nats.Password = os.Getenv(bus.PasswordVariable(o.nats.User))
-	if o.nats.User != "" && o.nats.Password == "" {
-		o.nats.User = ""
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	o.nats.Name = "proxops-status"
-	return o, nil
+	return o, errors.Join(errs...)
 }
 
 func buildInfo() metrics.BuildInfo {
@@ -84,40 +103,35 @@ func buildInfo() metrics.BuildInfo {
 	return b
 }
 
-func run(ctx context.Context, o options, log *slog.Logger) error {
+func run(args []string, getenv func(string) string, stderr io.Writer) int {
+	o, err := parseOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "proxops-status:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).With("service", "status")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
 	if err != nil {
-		return err
+		log.Error("cannot start", "error", err)
+		return 1
 	}
 	defer func() { _ = b.Close() }()
 	reg := prometheus.NewRegistry()
 	if err := metrics.RegisterProcess(reg, buildInfo()); err != nil {
-		return err
+		log.Error("cannot start", "error", err)
+		return 1
 	}
-	return status.Run(ctx, status.Config{Bus: b, Logger: log, Registry: reg, Listen: o.listen,
+	err = status.Run(ctx, status.Config{Bus: b, Logger: log, Registry: reg, Listen: o.listen,
 		StaleAfter: o.staleAfter, Refresh: o.refresh})
-}
-
-func main() {
-	o, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "error: %v\n", err)
-		os.Exit(2)
+		log.Error("stopped", "error", err)
+		return 1
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "error: --log-level: %v\n", err)
-		os.Exit(2)
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, o, log)
-	stop()
-	if err != nil {
-		log.Error("status service stopped", "err", err)
-		os.Exit(1)
-	}
+	log.Info("stopped")
+	return 0
 }

@@ -1874,6 +1874,164 @@ func (x *OperationResult) GetGuestType() GuestType {
 	return GuestType_GUEST_TYPE_UNSPECIFIED
 }
 
+// OperationRecord is an executor's journal entry for one operation of a run, kept in the KV bucket
+// proxops_ops under <run_id>.<op_id>: the intent written right before a non-idempotent request (create,
+// clone, download, delete), the task that request started, and the outcome. A redelivered operation reads
+// it to re-attach to the task instead of submitting the request again.
+type OperationRecord struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RunId   string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	OpId    string                 `protobuf:"bytes,2,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Cluster string                 `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Node    string                 `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Vmid    int64                  `protobuf:"varint,5,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	Action  Action                 `protobuf:"varint,6,opt,name=action,proto3,enum=proxops.plan.v1.Action" json:"action,omitempty"`
+	// PVE task type the request starts (qmcreate, vzclone, download, qmdestroy, ...).
+	TaskType string `protobuf:"bytes,7,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
+	// The task's id field (the vmid, the clone source, the download file name).
+	TaskId string `protobuf:"bytes,8,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// When the intent was recorded (unset: no request was sent yet).
+	IntentAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=intent_at,json=intentAt,proto3" json:"intent_at,omitempty"`
+	// Task the request started, once recorded.
+	Upid string `protobuf:"bytes,10,opt,name=upid,proto3" json:"upid,omitempty"`
+	// Final status once the operation ended; unspecified while it is open.
+	Status      ResultStatus `protobuf:"varint,11,opt,name=status,proto3,enum=proxops.plan.v1.ResultStatus" json:"status,omitempty"`
+	Message     string       `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
+	Fingerprint string       `protobuf:"bytes,13,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// Executor replica that wrote the record last.
+	Executor      string `protobuf:"bytes,14,opt,name=executor,proto3" json:"executor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationRecord) Reset() {
+	*x = OperationRecord{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationRecord) ProtoMessage() {}
+
+func (x *OperationRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
+func (*OperationRecord) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OperationRecord) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetOpId() string {
+	if x != nil {
+		return x.OpId
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *OperationRecord) GetAction() Action {
+	if x != nil {
+		return x.Action
+	}
+	return Action_ACTION_UNSPECIFIED
+}
+
+func (x *OperationRecord) GetTaskType() string {
+	if x != nil {
+		return x.TaskType
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetIntentAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IntentAt
+	}
+	return nil
+}
+
+func (x *OperationRecord) GetUpid() string {
+	if x != nil {
+		return x.Upid
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetStatus() ResultStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ResultStatus_RESULT_STATUS_UNSPECIFIED
+}
+
+func (x *OperationRecord) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *OperationRecord) GetExecutor() string {
+	if x != nil {
+		return x.Executor
+	}
+	return ""
+}
+
 var File_proxops_plan_v1_plan_proto protoreflect.FileDescriptor
 
 const file_proxops_plan_v1_plan_proto_rawDesc = "" +
@@ -2028,7 +2186,23 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\n" +
 	"elapsed_ms\x18\x13 \x01(\x03R\telapsedMs\x129\n" +
 	"\n" +
-	"guest_type\x18\x14 \x01(\x0e2\x1a.proxops.plan.v1.GuestTypeR\tguestType*\x91\x02\n" +
+	"guest_type\x18\x14 \x01(\x0e2\x1a.proxops.plan.v1.GuestTypeR\tguestType\"\xc2\x03\n" +
+	"\x0fOperationRecord\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x13\n" +
+	"\x05op_id\x18\x02 \x01(\tR\x04opId\x12\x18\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x12\n" +
+	"\x04vmid\x18\x05 \x01(\x03R\x04vmid\x12/\n" +
+	"\x06action\x18\x06 \x01(\x0e2\x17.proxops.plan.v1.ActionR\x06action\x12\x1b\n" +
+	"\ttask_type\x18\a \x01(\tR\btaskType\x12\x17\n" +
+	"\atask_id\x18\b \x01(\tR\x06taskId\x127\n" +
+	"\tintent_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bintentAt\x12\x12\n" +
+	"\x04upid\x18\n" +
+	" \x01(\tR\x04upid\x125\n" +
+	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
+	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
+	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\x91\x02\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2093,7 +2267,7 @@ func file_proxops_plan_v1_plan_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_plan_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(Action)(0),                   // 0: proxops.plan.v1.Action
 	(GuestType)(0),                // 1: proxops.plan.v1.GuestType
@@ -2115,7 +2289,8 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*PlanFinished)(nil),          // 17: proxops.plan.v1.PlanFinished
 	(*OperationOutcome)(nil),      // 18: proxops.plan.v1.OperationOutcome
 	(*OperationResult)(nil),       // 19: proxops.plan.v1.OperationResult
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*OperationRecord)(nil),       // 20: proxops.plan.v1.OperationRecord
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -2132,19 +2307,22 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	7,  // 11: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
 	4,  // 12: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
 	18, // 13: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	20, // 14: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	21, // 14: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 15: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
 	5,  // 16: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
 	0,  // 17: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
 	5,  // 18: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
 	6,  // 19: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	20, // 20: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	21, // 20: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
 	1,  // 21: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	0,  // 22: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	21, // 23: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 24: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
@@ -2158,7 +2336,7 @@ func file_proxops_plan_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_plan_v1_plan_proto_rawDesc), len(file_proxops_plan_v1_plan_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

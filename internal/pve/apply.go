@@ -1,0 +1,903 @@
+package pve
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
+)
+
+// OwnershipTag is the PVE tag ProxOps puts on the guests it manages; a delete needs it.
+const OwnershipTag = "proxops"
+
+// Journal records non-idempotent submissions (create, clone, download, delete) so that a later delivery
+// of the same operation, maybe in another process, can find what was sent.
+type Journal interface {
+	// Intend is called right before the request is sent; an error stops the operation unsent.
+	Intend(ctx context.Context, in Intent) error
+	// Submitted is called as soon as PVE accepted the request, with its task's UPID.
+	Submitted(ctx context.Context, upid UPID) error
+}
+
+// Intent describes a request about to be sent.
+type Intent struct {
+	// TaskType is the PVE task it starts (qmcreate, vzclone, download, qmdestroy, ...).
+	TaskType string
+	// Node runs the task; ID is the task's id field (vmid, clone source, file name).
+	Node string
+	ID   string
+	// VMID is the guest the operation is about (0 for downloads).
+	VMID int
+	At   time.Time
+}
+
+// Prior is what an earlier delivery of the same operation recorded.
+type Prior struct {
+	// Intent is nil when nothing was recorded: the request was never sent.
+	Intent *Intent
+	// UPID is the task the earlier delivery started, when it lived to record it.
+	UPID string
+}
+
+// SecretResolver resolves the secret references operations carry (cloud-init.ssh-keys.<name>,
+// cloud-init.passwords.<name>) to their values.
+type SecretResolver interface {
+	Resolve(ctx context.Context, ref string) (string, error)
+}
+
+// ApplyOptions are the executor's hooks into one Apply.
+type ApplyOptions struct {
+	Journal  Journal
+	Prior    Prior
+	Progress func(TaskStatus)
+	Secrets  SecretResolver
+	// Now is the clock for intents (default time.Now).
+	Now func() time.Time
+}
+
+// Outcome is what a successful Apply did.
+type Outcome struct {
+	// UPID of the last task waited on; TaskLog its last lines.
+	UPID    string
+	TaskLog []string
+	// AlreadyDone: PVE was found in the operation's target state (an earlier delivery did it, or a
+	// no-op); nothing was written in this call, or only the remaining steps.
+	AlreadyDone bool
+	// Fingerprint is the guest's identity after create, clone and claim.
+	Fingerprint string
+	Message     string
+}
+
+// Apply applies one operation to PVE. It checks the operation's precondition against the live guest first,
+// never sends a non-idempotent request twice without a fresh check of PVE (opts.Prior says what an earlier
+// delivery sent), waits for the task it starts, and returns a classified *Error on failure.
+func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions) (Outcome, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	a := &applier{c: c, op: op, opts: opts}
+	if !validNodeName(op.Node) {
+		return Outcome{}, terminal("%s: invalid node %q", op.Action, op.Node)
+	}
+	if op.Action != plan.ActionDownload {
+		if op.VMID < 100 || op.VMID > 999999999 {
+			return Outcome{}, terminal("%s: invalid vmid %d", op.Action, op.VMID)
+		}
+		if op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC {
+			return Outcome{}, terminal("%s %d: unknown guest type %q", op.Action, op.VMID, op.GuestType)
+		}
+	}
+	var err error
+	switch op.Action {
+	case plan.ActionCreate:
+		err = a.create(ctx)
+	case plan.ActionClone:
+		err = a.clone(ctx)
+	case plan.ActionConfigure, plan.ActionClaimTag:
+		err = a.configure(ctx)
+	case plan.ActionResize:
+		err = a.resize(ctx)
+	case plan.ActionStart, plan.ActionShutdown, plan.ActionStop, plan.ActionResume:
+		err = a.power(ctx)
+	case plan.ActionMarkTemplate:
+		err = a.markTemplate(ctx)
+	case plan.ActionDownload:
+		err = a.download(ctx)
+	case plan.ActionDelete:
+		err = a.delete(ctx)
+	default:
+		err = terminal("unknown action %q", op.Action)
+	}
+	if err != nil {
+		e := classify(err)
+		if e.UPID == "" {
+			e.UPID = a.out.UPID
+		}
+		if e.TaskLog == nil {
+			e.TaskLog = a.out.TaskLog
+		}
+		return a.out, e
+	}
+	return a.out, nil
+}
+
+type applier struct {
+	c    *Client
+	op   plan.Operation
+	opts ApplyOptions
+	out  Outcome
+}
+
+func (a *applier) typ() string  { return string(a.op.GuestType) }
+func (a *applier) vmid() string { return strconv.Itoa(a.op.VMID) }
+
+// what names the operation in errors: "create qemu 100".
+func (a *applier) what() string {
+	if a.op.Action == plan.ActionDownload {
+		return fmt.Sprintf("download to %s on %s", a.op.Storage, a.op.Node)
+	}
+	return fmt.Sprintf("%s %s %d", a.op.Action, a.op.GuestType, a.op.VMID)
+}
+
+// send sends a write and returns the UPID it answered, or a zero UPID for a synchronous (null) answer.
+func (a *applier) send(ctx context.Context, method, tmpl string, args []string, query url.Values,
+	body map[string]string) (UPID, bool, error) {
+	raw, err := a.c.request(ctx, true, method, tmpl, args, query, body)
+	if err != nil {
+		return UPID{}, false, err
+	}
+	s, err := decodeString(raw)
+	if err != nil {
+		return UPID{}, false, err
+	}
+	if s == "" {
+		return UPID{}, false, nil
+	}
+	u, err := ParseUPID(s)
+	if err != nil {
+		return UPID{}, false, fmt.Errorf("pve answered %s %s: %w", method, tmpl, err)
+	}
+	return u, true, nil
+}
+
+// wait waits for a task and records it in the outcome.
+func (a *applier) wait(ctx context.Context, u UPID) error {
+	a.out.UPID = u.String()
+	tail, err := a.c.WaitTask(ctx, u, a.opts.Progress)
+	a.out.TaskLog = tail
+	return err
+}
+
+// submit sends a non-idempotent request: the intent is journaled first, the UPID right after PVE accepted it.
+func (a *applier) submit(ctx context.Context, in Intent, method, tmpl string, args []string, query url.Values,
+	body map[string]string) (UPID, bool, error) {
+	in.At = a.opts.Now()
+	if a.opts.Journal != nil {
+		if err := a.opts.Journal.Intend(ctx, in); err != nil {
+			return UPID{}, false, failed(err, "%s: record intent", a.what())
+		}
+	}
+	u, ok, err := a.send(ctx, method, tmpl, args, query, body)
+	if err != nil {
+		return UPID{}, false, err
+	}
+	if ok && a.opts.Journal != nil {
+		if err := a.opts.Journal.Submitted(ctx, u); err != nil {
+			// The task runs; the next delivery finds it through the node's task list.
+			return u, true, failed(err, "%s: record task %s", a.what(), u)
+		}
+	}
+	return u, ok, nil
+}
+
+// settlePrior waits for the tasks an earlier delivery may have started: the recorded UPID, or else the
+// tasks this principal started of that type and id since the recorded intent. It reports whether one was
+// found and the error of the newest one (nil when it succeeded).
+func (a *applier) settlePrior(ctx context.Context, q TaskQuery) (bool, error) {
+	p := a.opts.Prior
+	if p.UPID != "" {
+		u, err := ParseUPID(p.UPID)
+		if err != nil {
+			return false, terminal("%s: recorded task: %v", a.what(), err)
+		}
+		return true, a.wait(ctx, u)
+	}
+	if p.Intent == nil {
+		return false, nil
+	}
+	q.Since = p.Intent.At.Add(-10 * time.Minute) // clock skew between executor and node
+	tasks, err := a.c.FindTasks(ctx, q)
+	if err != nil {
+		return false, failed(err, "%s: find earlier task", a.what())
+	}
+	if len(tasks) == 0 {
+		return false, nil
+	}
+	for _, t := range tasks[1:] {
+		if t.Running {
+			_, _ = a.c.WaitTask(ctx, t.UPID, a.opts.Progress)
+		}
+	}
+	newest := tasks[0]
+	if a.opts.Journal != nil {
+		if err := a.opts.Journal.Submitted(ctx, newest.UPID); err != nil {
+			return true, failed(err, "%s: record task %s", a.what(), newest.UPID)
+		}
+	}
+	return true, a.wait(ctx, newest.UPID)
+}
+
+// guestFree reports whether a vmid is unused cluster-wide (GET /cluster/nextid?vmid=N answers 400 when
+// it is taken).
+func (a *applier) guestFree(ctx context.Context, vmid int) (bool, error) {
+	_, err := a.c.get(ctx, "/cluster/nextid", nil, url.Values{"vmid": {strconv.Itoa(vmid)}})
+	if err == nil {
+		return true, nil
+	}
+	if statusOf(err) == http.StatusBadRequest && strings.Contains(messageOf(err), "already exists") {
+		return false, nil
+	}
+	return false, failed(err, "check vmid %d", vmid)
+}
+
+// readGuest reads a guest on a node; a missing guest is a conflict (the plan expected it).
+func (a *applier) readGuest(ctx context.Context, node string, vmid int) (inventory.Guest, error) {
+	g, ok, err := a.c.ReadGuest(ctx, node, a.op.GuestType, vmid)
+	if err != nil {
+		return g, failed(err, "%s: read config", a.what())
+	}
+	if !ok {
+		return g, conflict("%s: %s %d does not exist on node %s", a.what(), a.op.GuestType, vmid, node)
+	}
+	return g, nil
+}
+
+// waitSettled waits until a guest carries none of the given config locks (a create or clone task still
+// running), polling with the task backoff. ok is false when the guest disappeared (the task failed).
+func (a *applier) waitSettled(ctx context.Context, node string, vmid int, locks ...string) (inventory.Guest, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.TaskTimeout)
+	defer cancel()
+	delay := a.c.cfg.TaskPollMin
+	for {
+		g, ok, err := a.c.ReadGuest(ctx, node, a.op.GuestType, vmid)
+		if err != nil {
+			return g, false, failed(err, "%s: read config", a.what())
+		}
+		if !ok || !slices.Contains(locks, g.Lock) {
+			return g, ok, nil
+		}
+		if a.opts.Progress != nil {
+			a.opts.Progress(TaskStatus{Running: true})
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return g, false, failed(ctx.Err(), "%s: wait for lock %s", a.what(), g.Lock)
+		case <-t.C:
+		}
+		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
+	}
+}
+
+func (a *applier) finishGuest(ctx context.Context, node string, vmid int) error {
+	g, err := a.readGuest(ctx, node, vmid)
+	if err != nil {
+		return err
+	}
+	a.out.Fingerprint = inventory.Fingerprint(g)
+	return nil
+}
+
+// create is POST /nodes/{node}/qemu|lxc (tasks qmcreate, vzcreate).
+func (a *applier) create(ctx context.Context) error {
+	taskType := map[string]string{"qemu": "qmcreate", "lxc": "vzcreate"}[a.typ()]
+	q := TaskQuery{Node: a.op.Node, Type: taskType, ID: a.vmid()}
+	found, priorErr := a.settlePrior(ctx, q)
+	free, err := a.guestFree(ctx, a.op.VMID)
+	if err != nil {
+		return err
+	}
+	if !free {
+		if a.opts.Prior.Intent == nil {
+			return conflict("%s: vmid %d already exists", a.what(), a.op.VMID)
+		}
+		// The intent record says this operation sent the create: the guest is the one it made, once the
+		// create task (if still running) is over.
+		g, ok, err := a.waitSettled(ctx, a.op.Node, a.op.VMID, "create")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return conflict("%s: vmid %d exists, but not as a %s guest on node %s", a.what(), a.op.VMID, a.op.GuestType, a.op.Node)
+		}
+		a.out.AlreadyDone = true
+		a.out.Fingerprint = inventory.Fingerprint(g)
+		return nil
+	}
+	if found && priorErr != nil {
+		a.out.Message = "earlier attempt failed: " + messageOf(priorErr)
+	}
+	body, err := a.values(ctx, a.op.Values, "vmid")
+	if err != nil {
+		return err
+	}
+	body["vmid"] = a.vmid()
+	u, ok, err := a.submit(ctx, Intent{TaskType: taskType, Node: a.op.Node, ID: a.vmid(), VMID: a.op.VMID},
+		http.MethodPost, "/nodes/{node}/"+a.typ(), []string{a.op.Node}, nil, body)
+	if err != nil {
+		return failed(err, "%s", a.what())
+	}
+	if ok {
+		if err := a.wait(ctx, u); err != nil {
+			return err
+		}
+	}
+	return a.finishGuest(ctx, a.op.Node, a.op.VMID)
+}
+
+// clone is POST /nodes/{node}/qemu|lxc/{source}/clone (full clone, never started) followed by the
+// post-clone config write (identity clearing).
+func (a *applier) clone(ctx context.Context) error {
+	src := a.op.SourceVMID
+	if src < 100 {
+		return terminal("%s: no clone source", a.what())
+	}
+	if v, ok := a.op.Param("newid"); ok && v != a.vmid() {
+		return terminal("%s: newid %s differs from the operation's vmid", a.what(), v)
+	}
+	if err := disjoint(a.op); err != nil {
+		return err
+	}
+	targetNode := a.op.Node
+	if t, ok := a.op.Param("target"); ok && t != "" {
+		targetNode = t
+	}
+	taskType := map[string]string{"qemu": "qmclone", "lxc": "vzclone"}[a.typ()]
+	srcID := strconv.Itoa(src)
+	found, priorErr := a.settlePrior(ctx, TaskQuery{Node: a.op.Node, Type: taskType, ID: srcID})
+	free, err := a.guestFree(ctx, a.op.VMID)
+	if err != nil {
+		return err
+	}
+	if !free {
+		if a.opts.Prior.Intent == nil {
+			return conflict("%s: vmid %d already exists", a.what(), a.op.VMID)
+		}
+		_, ok, err := a.waitSettled(ctx, targetNode, a.op.VMID, "clone", "create")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return conflict("%s: vmid %d exists, but not as a %s guest on node %s", a.what(), a.op.VMID, a.op.GuestType, targetNode)
+		}
+		a.out.AlreadyDone = true
+	} else {
+		if found && priorErr != nil {
+			a.out.Message = "earlier attempt failed: " + messageOf(priorErr)
+		}
+		body := map[string]string{"newid": a.vmid()}
+		for _, p := range a.op.Params {
+			switch p.Key {
+			case "newid", "start":
+				continue // a clone is never started in the clone request (PVE refuses start)
+			case "name":
+				if a.op.GuestType == inventory.LXC {
+					body["hostname"] = p.Value
+					continue
+				}
+			}
+			body[p.Key] = p.Value
+		}
+		if _, ok := body["full"]; !ok {
+			body["full"] = "1"
+		}
+		u, ok, err := a.submit(ctx, Intent{TaskType: taskType, Node: a.op.Node, ID: srcID, VMID: a.op.VMID},
+			http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/clone", []string{a.op.Node, srcID}, nil, body)
+		if err != nil {
+			return failed(err, "%s from %d", a.what(), src)
+		}
+		if ok {
+			if err := a.wait(ctx, u); err != nil {
+				return err
+			}
+		}
+	}
+	if len(a.op.Values) > 0 || len(a.op.Delete) > 0 {
+		g, ok, err := a.waitSettled(ctx, targetNode, a.op.VMID, "clone", "create")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return conflict("%s: the clone %d disappeared", a.what(), a.op.VMID)
+		}
+		if err := a.writeConfig(ctx, targetNode, g.Digest); err != nil {
+			return err
+		}
+		a.out.AlreadyDone = false
+	}
+	return a.finishGuest(ctx, targetNode, a.op.VMID)
+}
+
+// disjoint refuses an operation that sets and deletes the same key (PVE answers 400).
+func disjoint(op plan.Operation) error {
+	for _, kv := range op.Values {
+		if slices.Contains(op.Delete, kv.Key) {
+			return terminal("%s %s %d: key %q is both set and deleted", op.Action, op.GuestType, op.VMID, kv.Key)
+		}
+	}
+	return nil
+}
+
+// configure writes config keys (and claim-tag the tags) with the precondition's digest or, for a later
+// write of a guest's sequence, after checking the expected values against a fresh read.
+func (a *applier) configure(ctx context.Context) error {
+	if err := disjoint(a.op); err != nil {
+		return err
+	}
+	if len(a.op.Values) == 0 && len(a.op.Delete) == 0 {
+		return terminal("%s: nothing to write", a.what())
+	}
+	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	if err != nil {
+		return err
+	}
+	pre := a.op.Precondition
+	if pre.Fingerprint != "" && inventory.Fingerprint(g) != pre.Fingerprint {
+		return conflict("%s: the live guest's identity %q is not the recorded %q", a.what(), inventory.Fingerprint(g), pre.Fingerprint)
+	}
+	applied, err := a.applied(ctx, g)
+	if err != nil {
+		return err
+	}
+	if applied {
+		a.out.AlreadyDone = true
+		a.out.Fingerprint = inventory.Fingerprint(g)
+		return nil
+	}
+	digest := g.Digest
+	switch {
+	case len(pre.Expect) > 0:
+		for _, kv := range pre.Expect {
+			live, _ := effective(g, kv.Key)
+			if live != kv.Value {
+				return conflict("%s: %s changed since the plan (expected %q, found %q)", a.what(), kv.Key,
+					redactValue(kv.Key, kv.Value), live)
+			}
+		}
+	case pre.Digest != "":
+		if pre.Digest != g.Digest {
+			return conflict("%s: the config changed since it was observed (digest %s, now %s)", a.what(), pre.Digest, g.Digest)
+		}
+	}
+	if err := a.writeConfig(ctx, a.op.Node, digest); err != nil {
+		return err
+	}
+	if a.op.Action == plan.ActionClaimTag {
+		return a.finishGuest(ctx, a.op.Node, a.op.VMID)
+	}
+	return nil
+}
+
+// applied reports whether a guest already holds every value the operation sets and none it deletes (a
+// redelivered write whose first delivery succeeded). Values PVE rewrites (MACs added, drives re-printed)
+// do not compare equal; the write then meets the digest check instead.
+func (a *applier) applied(ctx context.Context, g inventory.Guest) (bool, error) {
+	for _, k := range a.op.Delete {
+		if _, ok := effective(g, k); ok {
+			return false, nil
+		}
+	}
+	for _, kv := range a.op.Values {
+		live, ok := effective(g, kv.Key)
+		switch {
+		case kv.Key == "cipassword" && len(kv.SecretRefs) > 0:
+			if !ok || live == "" {
+				return false, nil
+			}
+		case kv.Key == "sshkeys":
+			v, err := a.value(ctx, kv)
+			if err != nil {
+				return false, err
+			}
+			if !ok || redactValue("sshkeys", v) != live {
+				return false, nil
+			}
+		case kv.Key == "tags":
+			if !ok || !sameSet(SplitTags(kv.Value), SplitTags(live)) {
+				return false, nil
+			}
+		case len(kv.SecretRefs) > 0:
+			return false, nil
+		default:
+			if !ok || live != kv.Value {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// writeConfig sends the operation's values and deletes: qemu POST …/config (a qmconfig task), lxc PUT
+// …/config (synchronous; PVE has no POST there).
+func (a *applier) writeConfig(ctx context.Context, node, digest string) error {
+	body, err := a.values(ctx, a.op.Values, "vmid", "node", "digest", "delete")
+	if err != nil {
+		return err
+	}
+	if len(a.op.Delete) > 0 {
+		body["delete"] = strings.Join(a.op.Delete, ",")
+	}
+	if digest != "" {
+		body["digest"] = digest
+	}
+	method := http.MethodPost
+	if a.op.GuestType == inventory.LXC {
+		method = http.MethodPut
+	}
+	u, ok, err := a.send(ctx, method, "/nodes/{node}/"+a.typ()+"/{vmid}/config", []string{node, a.vmid()}, nil, body)
+	if err != nil {
+		return failed(err, "%s: write config", a.what())
+	}
+	if ok {
+		return a.wait(ctx, u)
+	}
+	return nil
+}
+
+// values builds a request body from KVs, resolving secret references; reserved keys are refused.
+func (a *applier) values(ctx context.Context, kvs []plan.KV, reserved ...string) (map[string]string, error) {
+	body := make(map[string]string, len(kvs)+2)
+	for _, kv := range kvs {
+		if slices.Contains(reserved, kv.Key) {
+			return nil, terminal("%s: %q cannot be set as a value", a.what(), kv.Key)
+		}
+		if _, dup := body[kv.Key]; dup {
+			return nil, terminal("%s: key %q given twice", a.what(), kv.Key)
+		}
+		v, err := a.value(ctx, kv)
+		if err != nil {
+			return nil, err
+		}
+		body[kv.Key] = v
+	}
+	return body, nil
+}
+
+// value resolves one KV: sshkeys combines its literal (encoded) keys with the referenced keys and
+// percent-encodes them as PVE wants; any other key takes the one referenced secret.
+func (a *applier) value(ctx context.Context, kv plan.KV) (string, error) {
+	if len(kv.SecretRefs) == 0 {
+		return kv.Value, nil
+	}
+	if a.opts.Secrets == nil {
+		return "", terminal("%s: %s refers to secrets, but no secrets store is configured", a.what(), kv.Key)
+	}
+	resolved := make([]string, 0, len(kv.SecretRefs))
+	for _, ref := range kv.SecretRefs {
+		v, err := a.opts.Secrets.Resolve(ctx, ref)
+		if err != nil {
+			// The error names the reference, never the value.
+			return "", terminal("%s: %s: resolve %s: %v", a.what(), kv.Key, ref, err)
+		}
+		resolved = append(resolved, v)
+	}
+	if kv.Key == "sshkeys" {
+		var keys []string
+		if kv.Value != "" {
+			lit, err := inventory.DecodeSSHKeys(kv.Value)
+			if err != nil {
+				return "", terminal("%s: sshkeys: %v", a.what(), err)
+			}
+			keys = append(keys, lit...)
+		}
+		for _, v := range resolved {
+			for line := range strings.SplitSeq(v, "\n") {
+				if line = strings.TrimSpace(line); line != "" && !slices.Contains(keys, line) {
+					keys = append(keys, line)
+				}
+			}
+		}
+		return EncodeSSHKeys(keys), nil
+	}
+	if len(resolved) != 1 || kv.Value != "" {
+		return "", terminal("%s: %s takes exactly one secret reference", a.what(), kv.Key)
+	}
+	return resolved[0], nil
+}
+
+// EncodeSSHKeys encodes OpenSSH public-key lines as PVE's sshkeys value: joined with newlines, every byte
+// outside the RFC 3986 unreserved set percent-encoded with upper-case hex (space is %20, never +).
+func EncodeSSHKeys(keys []string) string {
+	const hexDigits = "0123456789ABCDEF"
+	raw := strings.Join(keys, "\n")
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
+	return b.String()
+}
+
+// resize grows a disk in place (PUT …/resize, a resize task). Only absolute sizes are accepted: a relative
+// "+10G" would grow again on redelivery. A disk already at or above the size is done.
+func (a *applier) resize(ctx context.Context) error {
+	disk, _ := a.op.Param("disk")
+	size, _ := a.op.Param("size")
+	if disk == "" || size == "" {
+		return terminal("%s: resize needs disk and size", a.what())
+	}
+	if strings.HasPrefix(size, "+") {
+		return terminal("%s: resize needs an absolute size, not %q", a.what(), size)
+	}
+	want, err := ParseSize(size)
+	if err != nil {
+		return terminal("%s: %v", a.what(), err)
+	}
+	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	if err != nil {
+		return err
+	}
+	cur, ok := effective(g, disk)
+	if !ok {
+		return conflict("%s: disk %s does not exist", a.what(), disk)
+	}
+	ps, err := ParsePropertyString(cur)
+	if err != nil {
+		return terminal("%s: disk %s: %v", a.what(), disk, err)
+	}
+	if s, ok := ps.Get("size"); ok {
+		have, err := ParseSize(s)
+		if err == nil && have >= want {
+			a.out.AlreadyDone = true
+			return nil
+		}
+	}
+	body := map[string]string{"disk": disk, "size": size, "digest": g.Digest}
+	u, ok, err := a.send(ctx, http.MethodPut, "/nodes/{node}/"+a.typ()+"/{vmid}/resize", []string{a.op.Node, a.vmid()}, nil, body)
+	if err != nil {
+		if strings.Contains(messageOf(err), "disk is already at specified size") {
+			a.out.AlreadyDone = true
+			return nil
+		}
+		return failed(err, "%s", a.what())
+	}
+	if ok {
+		return a.wait(ctx, u)
+	}
+	return nil
+}
+
+// power is start, shutdown (graceful with timeout; forceStop makes PVE stop the guest when it times
+// out), stop and resume. Answers that mean the guest is already there count as done.
+func (a *applier) power(ctx context.Context) error {
+	verb := map[plan.Action]string{plan.ActionStart: "start", plan.ActionShutdown: "shutdown",
+		plan.ActionStop: "stop", plan.ActionResume: "resume"}[a.op.Action]
+	body := map[string]string{}
+	if a.op.Action == plan.ActionShutdown {
+		body["timeout"] = "60"
+		body["forceStop"] = "1"
+		for _, p := range a.op.Params {
+			switch p.Key {
+			case "timeout", "forceStop":
+				body[p.Key] = p.Value
+			default:
+				return terminal("%s: unknown parameter %q", a.what(), p.Key)
+			}
+		}
+	}
+	u, ok, err := a.send(ctx, http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/status/"+verb, []string{a.op.Node, a.vmid()}, nil, body)
+	if err == nil && ok {
+		err = a.wait(ctx, u)
+	}
+	if err == nil {
+		return nil
+	}
+	msg := messageOf(err)
+	done := false
+	switch a.op.Action {
+	case plan.ActionStart:
+		done = strings.Contains(msg, "already running")
+	case plan.ActionShutdown, plan.ActionStop:
+		done = strings.Contains(msg, "not running")
+	}
+	if done {
+		a.out.AlreadyDone = true
+		a.out.Message = strings.TrimSpace(msg)
+		return nil
+	}
+	return failed(err, "%s", a.what())
+}
+
+// markTemplate converts a guest into a template: qemu POST …/template is a task; lxc answers null and
+// works in the background, so the config is polled for template: 1.
+func (a *applier) markTemplate(ctx context.Context) error {
+	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	if err != nil {
+		return err
+	}
+	if g.Template {
+		a.out.AlreadyDone = true
+		return nil
+	}
+	u, ok, err := a.send(ctx, http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/template", []string{a.op.Node, a.vmid()}, nil, nil)
+	if err == nil && ok {
+		err = a.wait(ctx, u)
+	}
+	if err != nil {
+		if strings.Contains(messageOf(err), "convert a template to a template") {
+			a.out.AlreadyDone = true
+			return nil
+		}
+		return failed(err, "%s", a.what())
+	}
+	if ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.TaskTimeout)
+	defer cancel()
+	delay := a.c.cfg.TaskPollMin
+	for {
+		g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+		if err != nil {
+			return err
+		}
+		if g.Template {
+			return nil
+		}
+		if a.opts.Progress != nil {
+			a.opts.Progress(TaskStatus{Running: true})
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return failed(ctx.Err(), "%s: wait for template: 1", a.what())
+		case <-t.C:
+		}
+		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
+	}
+}
+
+// download fetches an artifact with POST /nodes/{node}/storage/{storage}/download-url (a download task).
+func (a *applier) download(ctx context.Context) error {
+	storage := a.op.Storage
+	if s, ok := a.op.Param("storage"); ok && s != "" {
+		storage = s
+	}
+	dl := map[string]string{}
+	for _, p := range a.op.Params {
+		switch p.Key {
+		case "storage":
+		case "url", "filename", "content", "checksum", "checksum-algorithm", "verify-certificates", "compression":
+			dl[p.Key] = p.Value
+		default:
+			return terminal("%s: unknown parameter %q", a.what(), p.Key)
+		}
+	}
+	if storage == "" || dl["url"] == "" || dl["filename"] == "" || dl["content"] == "" {
+		return terminal("%s: download needs storage, url, filename and content", a.what())
+	}
+	if (dl["checksum"] == "") != (dl["checksum-algorithm"] == "") {
+		return terminal("%s: checksum and checksum-algorithm go together", a.what())
+	}
+	if strings.ContainsAny(dl["filename"], "/\\") {
+		return terminal("%s: file name %q must not contain a path", a.what(), dl["filename"])
+	}
+	volid := storage + ":" + dl["content"] + "/" + dl["filename"]
+	found, priorErr := a.settlePrior(ctx, TaskQuery{Node: a.op.Node, Type: "download", ID: dl["filename"]})
+	present, err := a.volumePresent(ctx, storage, dl["content"], volid)
+	if err != nil {
+		return err
+	}
+	if present {
+		a.out.AlreadyDone = true
+		return nil
+	}
+	if found && priorErr != nil {
+		a.out.Message = "earlier attempt failed: " + messageOf(priorErr)
+	}
+	u, ok, err := a.submit(ctx, Intent{TaskType: "download", Node: a.op.Node, ID: dl["filename"]},
+		http.MethodPost, "/nodes/{node}/storage/{storage}/download-url", []string{a.op.Node, storage}, nil, dl)
+	if err != nil {
+		return failed(err, "%s", a.what())
+	}
+	if ok {
+		return a.wait(ctx, u)
+	}
+	return nil
+}
+
+func (a *applier) volumePresent(ctx context.Context, storage, content, volid string) (bool, error) {
+	raw, err := a.c.get(ctx, "/nodes/{node}/storage/{storage}/content", []string{a.op.Node, storage}, url.Values{"content": {content}})
+	if err != nil {
+		return false, failed(err, "%s: list storage content", a.what())
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return false, failed(err, "%s: list storage content", a.what())
+	}
+	for _, it := range items {
+		if it.str("volid") == volid {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// delete destroys a guest (prune). It needs the ownership tag and the recorded identity fingerprint, both
+// re-verified against a fresh read right before every DELETE; a running guest is stopped first.
+func (a *applier) delete(ctx context.Context) error {
+	pre := a.op.Precondition
+	if !pre.ExpectTag || pre.Fingerprint == "" {
+		return terminal("%s: refused: a delete needs the ownership tag and a recorded fingerprint", a.what())
+	}
+	taskType := map[string]string{"qemu": "qmdestroy", "lxc": "vzdestroy"}[a.typ()]
+	if _, err := a.settlePrior(ctx, TaskQuery{Node: a.op.Node, Type: taskType, ID: a.vmid()}); err != nil && ClassOf(err) != plan.ErrorTerminal {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		g, ok, err := a.c.ReadGuest(ctx, a.op.Node, a.op.GuestType, a.op.VMID)
+		if err != nil {
+			return failed(err, "%s: read config", a.what())
+		}
+		if !ok {
+			a.out.AlreadyDone = attempt == 0
+			return nil
+		}
+		if !slices.Contains(SplitTags(g.Tags), OwnershipTag) {
+			return conflict("%s: refused: the live guest does not carry the %s tag", a.what(), OwnershipTag)
+		}
+		if fp := inventory.Fingerprint(g); fp != pre.Fingerprint {
+			return conflict("%s: refused: the live guest's identity %q is not the recorded %q", a.what(), fp, pre.Fingerprint)
+		}
+		u, ok, err := a.submit(ctx, Intent{TaskType: taskType, Node: a.op.Node, ID: a.vmid(), VMID: a.op.VMID},
+			http.MethodDelete, "/nodes/{node}/"+a.typ()+"/{vmid}", []string{a.op.Node, a.vmid()}, url.Values{"purge": {"1"}}, nil)
+		if err != nil {
+			msg := messageOf(err)
+			if attempt == 0 && (strings.Contains(msg, "is running") || strings.Contains(msg, "container is running")) {
+				if err := a.stop(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			return failed(err, "%s", a.what())
+		}
+		if ok {
+			return a.wait(ctx, u)
+		}
+		return nil
+	}
+}
+
+// stop hard-stops a guest before it is destroyed.
+func (a *applier) stop(ctx context.Context) error {
+	u, ok, err := a.send(ctx, http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/status/stop", []string{a.op.Node, a.vmid()}, nil, map[string]string{})
+	if err == nil && ok {
+		err = a.wait(ctx, u)
+	}
+	if err != nil && !strings.Contains(messageOf(err), "not running") {
+		return failed(err, "%s: stop first", a.what())
+	}
+	return nil
+}

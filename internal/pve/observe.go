@@ -1,0 +1,331 @@
+package pve
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/proxops/proxops/internal/inventory"
+)
+
+// ObserveRequest says what to read of a node.
+type ObserveRequest struct {
+	Cluster string
+	Node    string
+	// ContentStorages are the storages whose content to list (artifact content only: iso, vztmpl,
+	// import). The caller asks a shared storage of one node only.
+	ContentStorages []string
+	// AllContent lists every storage of the node, every content type (adoption).
+	AllContent bool
+}
+
+// artifactContent are the content types that hold the artifacts ProxOps manages.
+var artifactContent = []string{"iso", "vztmpl", "import"}
+
+// Observe reads one node with the fewest requests: the qemu listing (full=1, for qmpstatus), the lxc
+// listing, the storage list, one GET …/pending per guest (current value, pending value and pending delete
+// of every key, and the digest; bounded concurrency) and one content listing per requested storage.
+// Secrets never leave: sshkeys becomes inventory.SSHKeysDigest of its keys and cipassword
+// inventory.CIPasswordPresent.
+func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Node, error) {
+	n := inventory.Node{Cluster: req.Cluster, Node: req.Node, PVEVersion: c.version}
+	if !validNodeName(req.Node) {
+		return n, terminal("observe: invalid node name %q", req.Node)
+	}
+	qemu, err := c.listGuests(ctx, req.Node, inventory.QEMU)
+	if err != nil {
+		return n, err
+	}
+	lxc, err := c.listGuests(ctx, req.Node, inventory.LXC)
+	if err != nil {
+		return n, err
+	}
+	n.Guests = append(qemu, lxc...)
+	if n.Storages, err = c.listStorages(ctx, req.Node); err != nil {
+		return n, err
+	}
+	if err := c.readPending(ctx, req.Node, n.Guests); err != nil {
+		return n, err
+	}
+	storages := req.ContentStorages
+	if req.AllContent {
+		storages = nil
+		for _, s := range n.Storages {
+			storages = append(storages, s.ID)
+		}
+	}
+	slices.Sort(storages)
+	for _, sid := range slices.Compact(storages) {
+		st, ok := findStorage(n.Storages, sid)
+		if !ok {
+			continue // not on this node: its content is unknown here, so it is not listed
+		}
+		vols, listed, err := c.listContent(ctx, req.Node, st, req.AllContent)
+		if err != nil {
+			return n, err
+		}
+		n.Volumes = append(n.Volumes, vols...)
+		if listed {
+			n.ListedStorages = append(n.ListedStorages, sid)
+		}
+	}
+	n.Sort()
+	return n, nil
+}
+
+func findStorage(list []inventory.Storage, id string) (inventory.Storage, bool) {
+	for _, s := range list {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return inventory.Storage{}, false
+}
+
+// listGuests reads the qemu (full=1) or lxc listing of a node.
+func (c *Client) listGuests(ctx context.Context, node string, typ inventory.GuestType) ([]inventory.Guest, error) {
+	var q url.Values
+	if typ == inventory.QEMU {
+		q = url.Values{"full": {"1"}}
+	}
+	raw, err := c.get(ctx, "/nodes/{node}/"+string(typ), []string{node}, q)
+	if err != nil {
+		return nil, failed(err, "list %s guests on %s", typ, node)
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return nil, failed(err, "list %s guests on %s", typ, node)
+	}
+	out := make([]inventory.Guest, 0, len(items))
+	for _, it := range items {
+		vmid, ok := it.int("vmid")
+		if !ok || vmid < 100 {
+			return nil, terminal("list %s guests on %s: entry without a valid vmid (%q)", typ, node, it.str("vmid"))
+		}
+		g := inventory.Guest{VMID: int(vmid), Type: typ, Node: node, Name: it.str("name"), Status: it.str("status"),
+			Template: it.flag("template"), Lock: it.str("lock"), Tags: it.str("tags")}
+		if typ == inventory.QEMU {
+			g.QMPStatus = it.str("qmpstatus")
+		}
+		g.HAManaged = it.str("hastate") != "" || haManaged(it)
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// haManaged reads an "ha": {"managed": 1} member when a listing carries one.
+func haManaged(o object) bool {
+	if m, ok := o["ha"].(map[string]any); ok {
+		return object(m).flag("managed")
+	}
+	return false
+}
+
+func (c *Client) listStorages(ctx context.Context, node string) ([]inventory.Storage, error) {
+	raw, err := c.get(ctx, "/nodes/{node}/storage", []string{node}, nil)
+	if err != nil {
+		return nil, failed(err, "list storages on %s", node)
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return nil, failed(err, "list storages on %s", node)
+	}
+	out := make([]inventory.Storage, 0, len(items))
+	for _, it := range items {
+		s := inventory.Storage{ID: it.str("storage"), Type: it.str("type"), Shared: it.flag("shared"),
+			Active: it.flag("active"), Enabled: !it.has("enabled") || it.flag("enabled")}
+		if s.ID == "" {
+			continue
+		}
+		for ct := range strings.SplitSeq(it.str("content"), ",") {
+			if ct = strings.TrimSpace(ct); ct != "" {
+				s.Content = append(s.Content, ct)
+			}
+		}
+		slices.Sort(s.Content)
+		s.Total, _ = it.int("total")
+		s.Avail, _ = it.int("avail")
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// readPending fills every guest's config from GET …/pending, with bounded concurrency.
+func (c *Client) readPending(ctx context.Context, node string, guests []inventory.Guest) error {
+	sem := make(chan struct{}, c.cfg.ObserveConcurrency)
+	errs := make([]error, len(guests))
+	var wg sync.WaitGroup
+	for i := range guests {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			g := &guests[i]
+			cfg, digest, err := c.pending(ctx, node, g.Type, g.VMID)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			g.Config, g.Digest = cfg, digest
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pending reads GET …/pending of one guest: its config entries (secrets replaced) and digest.
+func (c *Client) pending(ctx context.Context, node string, typ inventory.GuestType, vmid int) ([]inventory.Entry, string, error) {
+	raw, err := c.get(ctx, "/nodes/{node}/"+string(typ)+"/{vmid}/pending", []string{node, strconv.Itoa(vmid)}, nil)
+	if err != nil {
+		return nil, "", failed(err, "read %s %d config", typ, vmid)
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return nil, "", failed(err, "read %s %d config", typ, vmid)
+	}
+	var entries []inventory.Entry
+	digest := ""
+	for _, it := range items {
+		key := it.str("key")
+		if key == "" {
+			continue
+		}
+		if key == "digest" {
+			digest = it.str("value")
+			continue
+		}
+		e := inventory.Entry{Key: key}
+		if it.has("value") {
+			e.Value, e.HasValue = redactValue(key, it.str("value")), true
+		}
+		if it.has("pending") {
+			e.Pending, e.HasPending = redactValue(key, it.str("pending")), true
+		}
+		if d, ok := it.int("delete"); ok {
+			e.Delete = int(d)
+		}
+		entries = append(entries, e)
+	}
+	return entries, digest, nil
+}
+
+// redactValue replaces secret config values: sshkeys by the digest of its key set, cipassword by
+// inventory.CIPasswordPresent. An sshkeys value that does not decode is still never passed on.
+func redactValue(key, v string) string {
+	switch key {
+	case "sshkeys":
+		keys, err := inventory.DecodeSSHKeys(v)
+		if err != nil {
+			return inventory.SSHKeysDigest([]string{"undecodable:" + v})
+		}
+		return inventory.SSHKeysDigest(keys)
+	case "cipassword":
+		if v == "" {
+			return ""
+		}
+		return inventory.CIPasswordPresent
+	}
+	return v
+}
+
+// listContent lists one storage's content with one request. For artifact observes, the content filter is
+// used when the storage holds exactly one artifact content type; otherwise one unfiltered listing is
+// filtered here. listed is false when the storage can hold no artifact (nothing is asked).
+func (c *Client) listContent(ctx context.Context, node string, st inventory.Storage, all bool) ([]inventory.Volume, bool, error) {
+	var want []string
+	if !all {
+		for _, ct := range artifactContent {
+			if slices.Contains(st.Content, ct) {
+				want = append(want, ct)
+			}
+		}
+		if len(want) == 0 {
+			return nil, true, nil
+		}
+	}
+	var q url.Values
+	if len(want) == 1 {
+		q = url.Values{"content": {want[0]}}
+	}
+	raw, err := c.get(ctx, "/nodes/{node}/storage/{storage}/content", []string{node, st.ID}, q)
+	if err != nil {
+		return nil, false, failed(err, "list content of storage %s on %s", st.ID, node)
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return nil, false, failed(err, "list content of storage %s on %s", st.ID, node)
+	}
+	var out []inventory.Volume
+	for _, it := range items {
+		v := inventory.Volume{Storage: st.ID, Volid: it.str("volid"), Content: it.str("content"),
+			Format: it.str("format"), Parent: it.str("parent")}
+		if v.Volid == "" || (!all && !slices.Contains(want, v.Content)) {
+			continue
+		}
+		v.Size, _ = it.int("size")
+		if id, ok := it.int("vmid"); ok {
+			v.VMID = int(id)
+		}
+		out = append(out, v)
+	}
+	return out, true, nil
+}
+
+// ReadGuest reads one guest's config as Observe does (GET …/pending): config entries and digest. ok is
+// false when the guest does not exist on that node.
+func (c *Client) ReadGuest(ctx context.Context, node string, typ inventory.GuestType, vmid int) (inventory.Guest, bool, error) {
+	entries, digest, err := c.pending(ctx, node, typ, vmid)
+	if err != nil {
+		if isMissingConfig(err) {
+			return inventory.Guest{}, false, nil
+		}
+		return inventory.Guest{}, false, err
+	}
+	g := inventory.Guest{VMID: vmid, Type: typ, Node: node, Config: entries, Digest: digest}
+	g.Lock, _ = effective(g, "lock")
+	g.Tags, _ = effective(g, "tags")
+	if t, _ := effective(g, "template"); t == "1" {
+		g.Template = true
+	}
+	return g, true, nil
+}
+
+// effective is a key's value once pending changes apply: the pending value, absent when a delete is
+// pending, else the current value.
+func effective(g inventory.Guest, key string) (string, bool) {
+	for _, e := range g.Config {
+		if e.Key != key {
+			continue
+		}
+		switch {
+		case e.Delete > 0:
+			return "", false
+		case e.HasPending:
+			return e.Pending, true
+		case e.HasValue:
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// isMissingConfig reports PVE's "Configuration file 'nodes/x/qemu-server/100.conf' does not exist".
+func isMissingConfig(err error) bool {
+	msg := messageOf(err)
+	return strings.Contains(msg, "Configuration file") && strings.Contains(msg, "does not exist")
+}
+
+// String renders a request for logs.
+func (r ObserveRequest) String() string {
+	return fmt.Sprintf("%s/%s storages=%v all=%v", r.Cluster, r.Node, r.ContentStorages, r.AllContent)
+}

@@ -1,0 +1,190 @@
+package pvesim_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxops/proxops/internal/pvesim"
+)
+
+// The LXC template mark answers null and works in a background vztemplate task; polling the config
+// shows template: 1 afterwards (B.2 item 17).
+func TestLXCTemplateMarkReturnsNull(t *testing.T) {
+	c := cloneCluster(t, map[string]pvesim.Duration{"vztemplate": pvesim.Duration(100 * time.Millisecond)})
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "200", "rootfs", "local-lvm:2",
+		"ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"))
+	r := c.do("POST", "/nodes/pve1/lxc/200/template", nil)
+	if r.Status != 200 || string(r.Data) != "null" {
+		t.Fatalf("lxc template: %d data %s", r.Status, r.Data)
+	}
+	if _, ok := c.config("pve1", "lxc", 200)["template"]; ok {
+		t.Fatal("template: 1 must appear only when the background task is done")
+	}
+	eventually(t, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
+	if got := c.config("pve1", "lxc", 200)["rootfs"]; got != "local-lvm:base-200-disk-0,size=2G" {
+		t.Fatalf("rootfs %v", got)
+	}
+	r = c.do("GET", "/nodes/pve1/tasks", form("typefilter", "vztemplate"))
+	if !strings.Contains(string(r.Data), ":vztemplate:200:") {
+		t.Fatalf("no vztemplate task in %s", r.Data)
+	}
+	// Directory storages cannot hold container templates.
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "201", "rootfs", "local:2",
+		"ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"))
+	if r := c.do("POST", "/nodes/pve1/lxc/201/template", nil); r.Status != 500 || r.Message != "Directory storage 'local' does not support container templates!\n" {
+		t.Fatalf("template on dir storage: %d %q", r.Status, r.Message)
+	}
+}
+
+// The qemu template mark answers with a qmtemplate UPID (B.2 item 17).
+func TestQemuTemplateMarkReturnsUPID(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "100", "scsi0", "local-lvm:1"))
+	upid, st := c.taskOf("POST", "/nodes/pve1/qemu/100/template", nil)
+	if !strings.HasPrefix(upid, "UPID:pve1:") || !strings.Contains(upid, ":qmtemplate:100:") || st != "OK" {
+		t.Fatalf("template: %s %s", upid, st)
+	}
+}
+
+// Templates are one-way (B.2 item 11): there is no untemplate endpoint; converting again, starting and
+// snapshotting a template are refused with PVE's texts; a VM with snapshots cannot become one.
+func TestTemplateIsOneWay(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "100", "scsi0", "local-lvm:1"))
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "101", "scsi0", "local-lvm:1"))
+	c.mustTask("POST", "/nodes/pve1/qemu/101/snapshot", form("snapname", "s1"))
+	if r := c.do("POST", "/nodes/pve1/qemu/101/template", nil); r.Status != 500 || r.Message != "unable to create template, because VM contains snapshots\n" {
+		t.Fatalf("template with snapshots: %d %q", r.Status, r.Message)
+	}
+	c.mustTask("POST", "/nodes/pve1/qemu/100/template", nil)
+	for _, kind := range []string{"qemu", "lxc"} {
+		if r := c.do("POST", "/nodes/pve1/"+kind+"/100/untemplate", nil); r.Status != 501 {
+			t.Fatalf("%s untemplate: %d %s", kind, r.Status, r.Message)
+		}
+	}
+	if r := c.do("POST", "/nodes/pve1/qemu/100/template", nil); r.Status != 500 || r.Message != "you can't convert a template to a template\n" {
+		t.Fatalf("template again: %d %q", r.Status, r.Message)
+	}
+	if _, st := c.taskOf("POST", "/nodes/pve1/qemu/100/status/start", nil); st != "you can't start a vm if it's a template" {
+		t.Fatalf("start of a template: %q", st)
+	}
+	if _, st := c.taskOf("POST", "/nodes/pve1/qemu/100/snapshot", form("snapname", "s1")); st != "you can't take a snapshot if it's a template" {
+		t.Fatalf("snapshot of a template: %q", st)
+	}
+	// Config edits stay allowed; a disk added to a template is a base volume at once.
+	c.mustTask("POST", "/nodes/pve1/qemu/100/config", form("tags", "golden", "scsi1", "local-lvm:1"))
+	if got := c.config("pve1", "qemu", 100)["scsi1"]; got != "local-lvm:base-100-disk-1,size=1G" {
+		t.Fatalf("disk added to a template: %v", got)
+	}
+	if c.sim.Running(100) {
+		t.Fatal("a template must not run")
+	}
+}
+
+// Snapshots are listed with a final "current" entry and kept as sections of the config file.
+func TestSnapshotsAreKeptAsSections(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "100", "cores", "2"))
+	c.mustTask("POST", "/nodes/pve1/qemu/100/snapshot", form("snapname", "s1", "description", "first"))
+	var list []map[string]any
+	if err := json.Unmarshal(c.do("GET", "/nodes/pve1/qemu/100/snapshot", nil).Data, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0]["name"] != "s1" || list[0]["description"] != "first" || list[1]["name"] != "current" || list[1]["parent"] != "s1" {
+		t.Fatalf("snapshot list %v", list)
+	}
+	raw, _ := c.sim.RawConfig(100)
+	if !strings.Contains(raw, "\n[s1]\n") || !strings.Contains(raw, "parent: s1\n") {
+		t.Fatalf("config file:\n%s", raw)
+	}
+	if _, st := c.taskOf("POST", "/nodes/pve1/qemu/100/snapshot", form("snapname", "s1")); st != "snapshot name 's1' already used" {
+		t.Fatalf("duplicate snapshot: %q", st)
+	}
+	c.mustTask("DELETE", "/nodes/pve1/qemu/100/snapshot/s1", nil)
+	if raw, _ := c.sim.RawConfig(100); strings.Contains(raw, "[s1]") || strings.Contains(raw, "parent:") {
+		t.Fatalf("after delete:\n%s", raw)
+	}
+}
+
+// On a running VM hot-pluggable and fast-plug keys apply at once, the rest is listed in …/pending and
+// applied by the next stop/start.
+func TestPendingChangesApplyAfterRestart(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "100", "cores", "2", "memory", "1024", "net0", "virtio,bridge=vmbr0", "start", "1"))
+	c.mustTask("POST", "/nodes/pve1/qemu/100/config", form("cores", "4", "memory", "2048", "tags", "web", "ciuser", "ops",
+		"net1", "virtio,bridge=vmbr1", "scsi0", "local-lvm:1", "description", "hi"))
+	cur := c.do("GET", "/nodes/pve1/qemu/100/config", form("current", "1")).obj(t)
+	for _, k := range []string{"tags", "ciuser", "net1", "scsi0", "description"} {
+		if cur[k] == nil {
+			t.Errorf("%s should apply live, current config %v", k, cur)
+		}
+	}
+	if cur["cores"] != float64(2) || cur["memory"] != "1024" {
+		t.Errorf("cores/memory applied live: %v %v", cur["cores"], cur["memory"])
+	}
+	var pending []map[string]any
+	if err := json.Unmarshal(c.do("GET", "/nodes/pve1/qemu/100/pending", nil).Data, &pending); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{}
+	for _, p := range pending {
+		if v, ok := p["pending"]; ok {
+			got[p["key"].(string)] = v
+		}
+	}
+	if len(got) != 2 || got["cores"] != float64(4) || got["memory"] != "2048" {
+		t.Fatalf("pending entries %v", got)
+	}
+	c.mustTask("POST", "/nodes/pve1/qemu/100/status/stop", nil)
+	c.mustTask("POST", "/nodes/pve1/qemu/100/status/start", nil)
+	cur = c.config("pve1", "qemu", 100)
+	if cur["cores"] != float64(4) || cur["memory"] != "2048" || c.sim.PendingConfig(100) != nil {
+		t.Fatalf("after restart: %v pending %v", cur, c.sim.PendingConfig(100))
+	}
+	// hotplug=0 keeps even NIC changes pending; with cpu hotplug vcpus apply live.
+	c.mustTask("POST", "/nodes/pve1/qemu/100/config", form("hotplug", "0"))
+	c.mustTask("POST", "/nodes/pve1/qemu/100/config", form("net2", "virtio,bridge=vmbr0"))
+	if p := c.sim.PendingConfig(100); p["net2"] == "" {
+		t.Fatalf("net2 with hotplug=0 should be pending, pending %v", p)
+	}
+	c.mustTask("POST", "/nodes/pve1/qemu/100/config", form("delete", "net2"))
+	c.mustTask("POST", "/nodes/pve1/qemu/100/status/stop", nil)
+	c.mustTask("POST", "/nodes/pve1/qemu/100/config", form("hotplug", "cpu,network", "cores", "4"))
+	c.mustTask("POST", "/nodes/pve1/qemu/100/status/start", nil)
+	c.mustTask("POST", "/nodes/pve1/qemu/100/config", form("vcpus", "2", "sockets", "2"))
+	cfg, _ := c.sim.Config(100)
+	if cfg["vcpus"] != "2" || cfg["sockets"] != "" || c.sim.PendingConfig(100)["sockets"] != "2" {
+		t.Fatalf("cpu hotplug: config %v pending %v", cfg, c.sim.PendingConfig(100))
+	}
+}
+
+// A running container takes fast-plug keys, memory and NICs at once and keeps the rest pending.
+func TestLXCPendingFollowsPveContainer(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "200", "rootfs", "local-lvm:2", "start", "1",
+		"ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"))
+	if r := c.do("PUT", "/nodes/pve1/lxc/200/config", form("hostname", "db", "cores", "2", "memory", "1024",
+		"net0", "name=eth0,bridge=vmbr0", "nameserver", "10.0.0.1", "mp0", "local-lvm:1,mp=/data")); r.Status != 200 {
+		t.Fatalf("update: %d %s", r.Status, r.Message)
+	}
+	cfg, _ := c.sim.Config(200)
+	for _, k := range []string{"hostname", "cores", "memory", "net0", "mp0"} {
+		if cfg[k] == "" {
+			t.Errorf("%s should apply live: %v", k, cfg)
+		}
+	}
+	if p := c.sim.PendingConfig(200); p["nameserver"] != "10.0.0.1" || len(p) != 1 {
+		t.Fatalf("pending %v", p)
+	}
+	c.do("PUT", "/nodes/pve1/lxc/200/config", form("delete", "mp0"))
+	if p := c.sim.PendingConfig(200); p["delete"] != "mp0" {
+		t.Fatalf("removing a mount point of a running CT stays pending: %v", p)
+	}
+	c.mustTask("POST", "/nodes/pve1/lxc/200/status/stop", nil)
+	cfg, _ = c.sim.Config(200)
+	if cfg["nameserver"] != "10.0.0.1" || cfg["mp0"] != "" || cfg["unused0"] != "local-lvm:vm-200-disk-1" {
+		t.Fatalf("after stop: %v", cfg)
+	}
+}

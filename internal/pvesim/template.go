@@ -1,0 +1,416 @@
+package pvesim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Templates, resize and snapshots: qemu-server src/PVE/API2/Qemu.pm (template, resize_vm, snapshot,
+// delsnapshot), QemuServer.pm template_create; pve-container src/PVE/API2/LXC.pm template,
+// LXC.pm resize_vm and API2/LXC/Snapshot.pm; pve-guest-common AbstractConfig.pm snapshot_prepare.
+
+// handleQemuTemplate is POST …/qemu/{vmid}/template: the checks and `template: 1` happen under the flock
+// before the qmtemplate worker renames the disks to base volumes.
+func (s *Sim) handleQemuTemplate(c *call) (any, error) {
+	fl, err := s.lockGuestSync("qemu", c.vmid(), "default")
+	if err != nil {
+		return nil, err
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			s.releaseFlock(fl)
+		}
+	}()
+	g, err := s.guestOn(c, "qemu")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLock(g); err != nil {
+		return nil, dieErr("%s", err.Error())
+	}
+	disk := c.str("disk")
+	if len(g.file.snapshots) > 0 {
+		return nil, dieErr("unable to create template, because VM contains snapshots")
+	}
+	if g.conf()["template"] == "1" && disk == "" {
+		return nil, dieErr("you can't convert a template to a template")
+	}
+	if g.running {
+		return nil, dieErr("you can't convert a VM to template if VM is running")
+	}
+	g.conf()["template"] = "1"
+	g.write()
+	vmid, cfgPath := g.vmid, g.confPath()
+	handed = true
+	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmtemplate", id: strconv.Itoa(vmid), user: c.user, held: fl,
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+			}
+			conf := g.conf()
+			for _, k := range sortedKeys(conf) {
+				if !isDrive(k) || (disk != "" && k != disk) {
+					continue
+				}
+				volid, _, ok := s.volumeOfKey("qemu", k, conf[k])
+				if !ok || isBaseVolid(volid) { // cdroms and the cloud-init drive stay as they are
+					continue
+				}
+				nv := s.renameToBase(g.node, volid)
+				conf[k] = strings.Replace(conf[k], volid, nv, 1)
+			}
+			g.write()
+			return nil
+		}}), nil
+}
+
+// handleLXCTemplate is POST …/lxc/{vmid}/template. It answers null although the work runs in a
+// background vztemplate task, which sets `template: 1` when it is done.
+func (s *Sim) handleLXCTemplate(c *call) (any, error) {
+	fl, err := s.lockGuestSync("lxc", c.vmid(), "default")
+	if err != nil {
+		return nil, err
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			s.releaseFlock(fl)
+		}
+	}()
+	g, err := s.guestOn(c, "lxc")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLock(g); err != nil {
+		return nil, dieErr("%s", err.Error())
+	}
+	if len(g.file.snapshots) > 0 {
+		return nil, dieErr("unable to create template, because CT contains snapshots")
+	}
+	if g.conf()["template"] == "1" {
+		return nil, dieErr("you can't convert a template to a template")
+	}
+	if g.running {
+		return nil, dieErr("you can't convert a CT to template if the CT is running")
+	}
+	for _, k := range sortedKeys(g.conf()) {
+		if !reLXCMountKey.MatchString(k) {
+			continue
+		}
+		volid, _, ok := s.volumeOfKey("lxc", k, g.conf()[k])
+		if !ok {
+			continue
+		}
+		sid, _, _ := splitVolID(volid)
+		if st := s.storage(sid); st != nil && st.fileBased() {
+			return nil, dieErr("Directory storage '%s' does not support container templates!", sid)
+		}
+	}
+	vmid := g.vmid
+	handed = true
+	s.spawn(&taskSpec{node: c.str("node"), typ: "vztemplate", id: strconv.Itoa(vmid), user: c.user, held: fl,
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file 'nodes/%s/lxc/%d.conf' does not exist", c.str("node"), vmid)
+			}
+			conf := g.conf()
+			for _, k := range sortedKeys(conf) {
+				if !reLXCMountKey.MatchString(k) {
+					continue
+				}
+				volid, _, ok := s.volumeOfKey("lxc", k, conf[k])
+				if !ok || mountType(volid) != "volume" {
+					continue
+				}
+				nv := s.renameToBase(g.node, volid)
+				conf[k] = strings.Replace(conf[k], volid, nv, 1)
+			}
+			conf["template"] = "1"
+			g.write()
+			return nil
+		}})
+	return nil, nil
+}
+
+// resizeTarget computes the new size of a resize: "+N" grows by N, "N" sets N; no suffix means bytes.
+func resizeTarget(cur int64, sizestr string) (int64, bool) {
+	ext := strings.HasPrefix(sizestr, "+")
+	n, ok := parseSize(strings.TrimPrefix(sizestr, "+"))
+	if !ok {
+		return 0, false
+	}
+	if ext {
+		return cur + n, true
+	}
+	return n, true
+}
+
+// handleQemuResize is PUT …/qemu/{vmid}/resize (task resize since qemu-server 8.0.2); every check runs
+// in the worker under the flock.
+func (s *Sim) handleQemuResize(c *call) (any, error) {
+	if c.str("skiplock") == "1" && !c.isRoot() {
+		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
+	}
+	g, err := s.guestOn(c, "qemu")
+	if err != nil {
+		return nil, err
+	}
+	vmid, disk, sizestr, digest := g.vmid, c.str("disk"), c.str("size"), c.str("digest")
+	skiplock := c.str("skiplock") == "1"
+	cfgPath := g.confPath()
+	return s.spawn(&taskSpec{node: c.str("node"), typ: "resize", id: strconv.Itoa(vmid), user: c.user,
+		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+			}
+			if digest != "" && digest != g.digest() {
+				return fmt.Errorf("checksum mismatch (file change by other user?)")
+			}
+			if !skiplock {
+				if err := checkLock(g); err != nil {
+					return err
+				}
+			}
+			val, ok := g.conf()[disk]
+			if !ok {
+				return fmt.Errorf("disk '%s' does not exist", disk)
+			}
+			if strings.Contains(val, "media=cdrom") {
+				return fmt.Errorf("you can't resize a cdrom")
+			}
+			p := s.qemuDesc.prop(disk)
+			d, err := parsePropertyString(p.FormatObject, val, disk)
+			if err != nil {
+				return fmt.Errorf("unable to parse drive options for '%s'", disk)
+			}
+			token, _ := parseSize(d["size"])
+			cur := s.volumeSize(g.node, d["file"], token)
+			newSize, ok := resizeTarget(cur, sizestr)
+			if !ok {
+				return fmt.Errorf("invalid size string")
+			}
+			if newSize < cur {
+				return fmt.Errorf("shrinking disks is not supported")
+			}
+			if newSize == cur {
+				return nil // same size: nothing to do
+			}
+			if v := s.lookupVolume(g.node, d["file"]); v != nil {
+				v.size, v.virtualSize = newSize, 0
+			}
+			d["size"] = formatSize(newSize)
+			g.conf()[disk] = printPropertyString(p.FormatObject, d)
+			g.write()
+			l.printf("Image resized.")
+			return nil
+		}}), nil
+}
+
+// handleLXCResize is PUT …/lxc/{vmid}/resize: pve-container checks synchronously under the flock and
+// forks the resize worker inside it.
+func (s *Sim) handleLXCResize(c *call) (any, error) {
+	fl, err := s.lockGuestSync("lxc", c.vmid(), "default")
+	if err != nil {
+		return nil, err
+	}
+	handed := false
+	defer func() {
+		if !handed {
+			s.releaseFlock(fl)
+		}
+	}()
+	g, err := s.guestOn(c, "lxc")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLock(g); err != nil {
+		return nil, dieErr("%s", err.Error())
+	}
+	if d := c.str("digest"); d != "" && d != g.digest() {
+		return nil, dieErr("detected modified configuration - file changed by other user? Try again.")
+	}
+	disk := c.str("disk")
+	val, ok := g.conf()[disk]
+	if !ok {
+		// Text not verified against PVE; see docs/simulator.md.
+		return nil, dieErr("can't resize volume: %s", disk)
+	}
+	p := s.lxcDesc.prop(disk)
+	d, err := parsePropertyString(p.FormatObject, val, disk)
+	if err != nil || mountType(d["volume"]) != "volume" {
+		return nil, dieErr("can't resize volume: %s", disk)
+	}
+	token, _ := parseSize(d["size"])
+	cur := s.volumeSize(g.node, d["volume"], token)
+	newSize, ok := resizeTarget(cur, c.str("size"))
+	if !ok {
+		return nil, dieErr("invalid size string")
+	}
+	if newSize < cur {
+		return nil, dieErr("unable to shrink disk size")
+	}
+	if newSize == cur {
+		return nil, dieErr("disk is already at specified size")
+	}
+	vmid := g.vmid
+	handed = true
+	return s.spawn(&taskSpec{node: c.str("node"), typ: "resize", id: strconv.Itoa(vmid), user: c.user, held: fl,
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file 'nodes/%s/lxc/%d.conf' does not exist", c.str("node"), vmid)
+			}
+			if v := s.lookupVolume(g.node, d["volume"]); v != nil {
+				v.size, v.virtualSize = newSize, 0
+			}
+			d["size"] = formatSize(newSize)
+			g.conf()[disk] = printPropertyString(p.FormatObject, d)
+			g.write()
+			return nil
+		}}), nil
+}
+
+// handleSnapshotList is GET …/snapshot: the snapshots and a final "current" entry.
+func (s *Sim) handleSnapshotList(c *call) (any, error) {
+	kind := kindOf(c)
+	g, err := s.guestOn(c, kind)
+	if err != nil {
+		return nil, err
+	}
+	out := []map[string]any{}
+	for _, n := range snapshotsSorted(g.file) {
+		sec := g.file.snapshots[n].conf
+		e := map[string]any{"name": n, "description": strings.TrimRight(sec["description"], "\n")}
+		if t := atoiDef(sec["snaptime"], 0); t > 0 {
+			e["snaptime"] = t
+		}
+		if p := sec["parent"]; p != "" {
+			e["parent"] = p
+		}
+		if kind == "qemu" {
+			e["vmstate"] = boolInt(sec["vmstate"] != "")
+		}
+		out = append(out, e)
+	}
+	cur := map[string]any{"name": "current", "description": "You are here!", "digest": g.digest()}
+	if p := g.conf()["parent"]; p != "" {
+		cur["parent"] = p
+	}
+	if g.running {
+		cur["running"] = 1
+	}
+	return append(out, cur), nil
+}
+
+func kindOf(c *call) string {
+	if strings.Contains(c.template, "/lxc/") {
+		return "lxc"
+	}
+	return "qemu"
+}
+
+// handleSnapshotCreate is POST …/snapshot (qmsnapshot / vzsnapshot). The snapshot copies the current
+// config into a [name] section; the volumes themselves are not modelled.
+func (s *Sim) handleSnapshotCreate(c *call) (any, error) {
+	kind := kindOf(c)
+	g, err := s.guestOn(c, kind)
+	if err != nil {
+		return nil, err
+	}
+	name := c.str("snapname")
+	if name == "current" {
+		return nil, dieErr("unable to use snapshot name 'current' (reserved name)")
+	}
+	if strings.EqualFold(name, "pending") {
+		return nil, dieErr("unable to use snapshot name 'pending' (reserved name)")
+	}
+	typ := "qmsnapshot"
+	if kind == "lxc" {
+		typ = "vzsnapshot"
+	}
+	vmid, descr, cfgPath := g.vmid, c.str("description"), g.confPath()
+	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
+		lockKind: kind, lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+			}
+			if err := checkLock(g); err != nil {
+				return err
+			}
+			if g.conf()["template"] == "1" {
+				return fmt.Errorf("you can't take a snapshot if it's a template")
+			}
+			if _, dup := g.file.snapshots[name]; dup {
+				return fmt.Errorf("snapshot name '%s' already used", name)
+			}
+			sec := newSection()
+			for k, v := range g.conf() {
+				if k != "lock" && k != "description" {
+					sec.conf[k] = v
+				}
+			}
+			sec.lxc = append(sec.lxc, g.file.current.lxc...)
+			sec.conf["snaptime"] = strconv.FormatInt(nowUnix(), 10)
+			if descr != "" {
+				sec.conf["description"] = descr
+			}
+			g.file.snapshots[name] = sec
+			g.conf()["parent"] = name
+			g.write()
+			return nil
+		}}), nil
+}
+
+// handleSnapshotDelete is DELETE …/snapshot/{snapname} (qmdelsnapshot / vzdelsnapshot).
+func (s *Sim) handleSnapshotDelete(c *call) (any, error) {
+	kind := kindOf(c)
+	g, err := s.guestOn(c, kind)
+	if err != nil {
+		return nil, err
+	}
+	typ := "qmdelsnapshot"
+	if kind == "lxc" {
+		typ = "vzdelsnapshot"
+	}
+	vmid, name, cfgPath := g.vmid, c.str("snapname"), g.confPath()
+	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
+		lockKind: kind, lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
+		work: func(l taskLog) error {
+			g, ok := s.guests[vmid]
+			if !ok {
+				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+			}
+			sec, ok := g.file.snapshots[name]
+			if !ok {
+				return fmt.Errorf("snapshot '%s' does not exist", name)
+			}
+			parent := sec.conf["parent"]
+			delete(g.file.snapshots, name)
+			fix := func(conf map[string]string) {
+				if conf["parent"] == name {
+					if parent == "" {
+						delete(conf, "parent")
+					} else {
+						conf["parent"] = parent
+					}
+				}
+			}
+			for _, o := range g.file.snapshots {
+				fix(o.conf)
+			}
+			fix(g.conf())
+			g.write()
+			return nil
+		}}), nil
+}
+
+func nowUnix() int64 { return time.Now().Unix() }

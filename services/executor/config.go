@@ -1,0 +1,144 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/pve"
+)
+
+// Config is one executor replica's configuration.
+type Config struct {
+	// Cluster and Node are what this executor owns; it refuses everything else.
+	Cluster string
+	Node    string
+	// Replica names this process in results and logs (default <hostname>-<pid>).
+	Replica string
+	// AllowedNodes is the cluster's node allowlist (empty: every node).
+	AllowedNodes []string
+
+	// Bus is an established connection (an in-process caller such as proxops up). Without it Run connects
+	// with NATS.
+	Bus  *bus.Bus
+	NATS bus.ConnectConfig
+
+	// PVE is the endpoint and credentials. OwnEndpoint says they come from the executor's own configuration
+	// (flags, environment, secrets) rather than from the repository (single-host mode).
+	PVE         pve.Config
+	OwnEndpoint bool
+	// RepoBaseURL is the base-url the repository's clusters/<name>/config.yaml declares, when known. An
+	// executor whose endpoint differs refuses every operation and observe: a commit can never send its
+	// credentials to another host.
+	RepoBaseURL string
+	// Secrets resolves the secret references operations carry (nil: operations with references fail).
+	Secrets pve.SecretResolver
+
+	// Concurrency bounds the operations run at once by this replica (executor.concurrency, default 4).
+	Concurrency int
+	// StorageConcurrency bounds clones and downloads per storage (executor.storage-concurrency, default 1).
+	StorageConcurrency int
+	// LockWait is how long an operation waits on a guest locked by a long PVE job (reconcile.lock-wait,
+	// default 2h), without spending deliveries.
+	LockWait time.Duration
+	// AckWait is the consumer's redelivery timeout (default 30s); heartbeats keep a running operation's
+	// delivery alive.
+	AckWait time.Duration
+	// MaxDeliver bounds an operation's deliveries (default 10); the last failed one goes to PROXOPS_DLQ.
+	MaxDeliver int
+	// RetryBackoff is the first redelivery delay after a retryable failure (default 2s, doubling, at
+	// most 2 min).
+	RetryBackoff time.Duration
+	// ShutdownGrace is how long operations in flight may finish after Run's context ends (default 20s);
+	// what is still running then is handed back.
+	ShutdownGrace time.Duration
+
+	// Registry receives the executor's Prometheus metrics (optional).
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
+
+	// Fault is a test hook called at named points ("submitted": PVE accepted a request whose UPID is not
+	// recorded yet). Nil in production.
+	Fault func(point string)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Replica == "" {
+		host, _ := os.Hostname()
+		c.Replica = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.StorageConcurrency <= 0 {
+		c.StorageConcurrency = 1
+	}
+	if c.LockWait <= 0 {
+		c.LockWait = 2 * time.Hour
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 10
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 2 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 20 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate checks the configuration once, before anything connects.
+func (c Config) Validate() error {
+	var errs []error
+	if err := bus.ValidateCluster(c.Cluster); err != nil {
+		errs = append(errs, fmt.Errorf("--cluster: %w", err))
+	}
+	if err := bus.ValidateNode(c.Node); err != nil {
+		errs = append(errs, fmt.Errorf("--node: %w", err))
+	}
+	if len(c.AllowedNodes) > 0 && !slices.Contains(c.AllowedNodes, c.Node) {
+		errs = append(errs, fmt.Errorf("--node %s is not in the cluster's node allowlist %v", c.Node, c.AllowedNodes))
+	}
+	if c.Bus == nil && c.NATS.URL == "" {
+		errs = append(errs, errors.New("no NATS server: give --nats-url"))
+	}
+	if c.PVE.BaseURL == "" {
+		errs = append(errs, errors.New("no PVE endpoint: give --pve-url (or run in-process with the repository's base-url)"))
+	}
+	if c.MaxDeliver < -1 || c.MaxDeliver == 1 {
+		errs = append(errs, fmt.Errorf("max deliver %d: want at least 2, or -1 for unlimited", c.MaxDeliver))
+	}
+	return errors.Join(errs...)
+}
+
+// endpointMismatch says why the repository's base-url is refused, or "" when it matches or is unknown.
+func (c Config) endpointMismatch() string {
+	if c.RepoBaseURL == "" || pve.SameEndpoint(c.RepoBaseURL, c.PVE.BaseURL) {
+		return ""
+	}
+	return fmt.Sprintf("the repository's base-url %s is not this executor's PVE endpoint; refusing to act for it", c.RepoBaseURL)
+}
+
+// ParseTokenValue splits PROXOPS_PVE_TOKEN_VALUE (user@realm!tokenid=secret) at its last '='.
+func ParseTokenValue(v string) (id, secret string, err error) {
+	i := strings.LastIndexByte(v, '=')
+	if i <= 0 || i == len(v)-1 || !strings.Contains(v[:i], "!") || !strings.Contains(v[:i], "@") {
+		return "", "", errors.New("token value: want user@realm!tokenid=secret")
+	}
+	return v[:i], v[i+1:], nil
+}

@@ -1,0 +1,420 @@
+// Package executor is the ProxOps executor: the only service that holds PVE credentials. One executor owns
+// one node of one cluster; replicas of the same node share its durable consumer. It serves
+// proxops.v1.observe.<cluster>.<node> (and publishes each inventory it takes), and applies the operations
+// of proxops.v1.op.<cluster>.<node> through internal/pve with bounded concurrency per node, per storage and
+// per guest, heartbeats while PVE tasks run, lock-aware waits, a journal in proxops_ops that makes
+// redelivery idempotent, and a dead-letter copy for operations that exhaust their deliveries.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/wire"
+)
+
+// Run serves the node until ctx ends: it connects to PVE (refusing releases before 8.0), ensures the
+// node's durable consumer, answers observe requests and applies operations. On shutdown it stops fetching,
+// lets operations in flight finish for Config.ShutdownGrace and hands back the rest.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := cfg.Logger.With("cluster", cfg.Cluster, "node", cfg.Node, "replica", cfg.Replica)
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	pcfg := cfg.PVE
+	pcfg.Metrics = m
+	client, err := pve.New(ctx, pcfg, log)
+	if err != nil {
+		return err
+	}
+	b := cfg.Bus
+	if b == nil {
+		nc := cfg.NATS
+		if nc.Name == "" {
+			nc.Name = "proxops-executor-" + cfg.Cluster + "-" + cfg.Node
+		}
+		b, err = bus.Connect(ctx, nc, bus.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = b.Close() }()
+	}
+	e := &executor{cfg: cfg, log: log, bus: b, pve: client, metrics: m, guests: map[int]*sync.Mutex{},
+		storages: map[string]chan struct{}{}}
+	if msg := cfg.endpointMismatch(); msg != "" {
+		log.Error("endpoint mismatch: every operation and observe will be refused", "repo_base_url", cfg.RepoBaseURL)
+	}
+	return e.run(ctx)
+}
+
+type executor struct {
+	cfg     Config
+	log     *slog.Logger
+	bus     *bus.Bus
+	pve     *pve.Client
+	metrics *metrics
+
+	mu       sync.Mutex
+	guests   map[int]*sync.Mutex
+	storages map[string]chan struct{}
+}
+
+func (e *executor) run(ctx context.Context) error {
+	observeSubject, _ := bus.ObserveSubject(e.cfg.Cluster, e.cfg.Node)
+	opSubject, _ := bus.OpSubject(e.cfg.Cluster, e.cfg.Node)
+	durable, _ := bus.ExecutorConsumer(e.cfg.Cluster, e.cfg.Node)
+	svc, err := e.bus.Serve(ctx, observeSubject, bus.QueueExecutors, bus.ServeOptions{Concurrency: 2}, e.observe)
+	if err != nil {
+		return err
+	}
+	defer svc.Stop()
+	if err := e.bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: durable, Filter: opSubject,
+		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: 1000,
+		Description: "operations for " + e.cfg.Cluster + "/" + e.cfg.Node}); err != nil {
+		return err
+	}
+	// Operations in flight get ShutdownGrace to finish once ctx ends.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(e.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-work.Done():
+		}
+		cancelWork()
+	})
+	defer stop()
+	e.log.Info("executor ready", "pve_version", e.pve.Version(), "concurrency", e.cfg.Concurrency)
+	err = e.bus.Consume(ctx, bus.StreamOps, durable, bus.ConsumeOptions{Concurrency: e.cfg.Concurrency, MaxWait: 2 * time.Second},
+		func(_ context.Context, d *bus.Delivery) error { return e.handle(work, d) })
+	e.log.Info("executor stopped")
+	return err
+}
+
+// refusal says why this executor must not act for a cluster and node, or "".
+func (e *executor) refusal(cluster, node string) string {
+	switch {
+	case cluster != e.cfg.Cluster || node != e.cfg.Node:
+		return fmt.Sprintf("refused: this executor serves %s/%s, not %s/%s", e.cfg.Cluster, e.cfg.Node, cluster, node)
+	case len(e.cfg.AllowedNodes) > 0 && !slices.Contains(e.cfg.AllowedNodes, node):
+		return fmt.Sprintf("refused: node %s is not in cluster %s's allowlist", node, cluster)
+	}
+	return e.cfg.endpointMismatch()
+}
+
+func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, error) {
+	req, err := wire.DecodeObserveRequest(ctx, r.Decode)
+	if err != nil {
+		return nil, err
+	}
+	if msg := e.refusal(req.Cluster, req.Node); msg != "" {
+		return nil, errors.New(msg)
+	}
+	n, err := e.pve.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
+		ContentStorages: req.ContentStorages, AllContent: req.AllContent})
+	inv := wire.NodeInventory{Node: n, RequestID: req.RequestID, ObservedAt: time.Now().UTC()}
+	if err != nil {
+		e.log.Warn("observe failed", "err", err)
+		inv.Node.Guests, inv.Node.Storages, inv.Node.Volumes, inv.Node.ListedStorages = nil, nil, nil, nil
+		inv.Error = err.Error()
+	}
+	msg, cerr := wire.NodeInventoryToProto(inv)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if err == nil {
+		subject, _ := bus.InventorySubject(e.cfg.Cluster, e.cfg.Node)
+		if _, perr := e.bus.Publish(ctx, subject, msg); perr != nil {
+			e.log.Warn("publish inventory", "err", perr)
+		}
+	}
+	return msg, nil
+}
+
+// handle applies one delivered operation and settles the delivery.
+func (e *executor) handle(ctx context.Context, d *bus.Delivery) error {
+	op, err := wire.DecodeOperation(ctx, d.Decode)
+	if err != nil {
+		e.log.Error("undecodable operation", "stream_seq", d.StreamSequence(), "err", err)
+		return bus.Terminal(err)
+	}
+	h := &opRun{e: e, d: d, op: op, start: time.Now(), attempt: int(d.NumDelivered())}
+	return h.run(ctx)
+}
+
+// opRun is one delivery of one operation.
+type opRun struct {
+	e        *executor
+	d        *bus.Delivery
+	op       plan.Operation
+	start    time.Time
+	attempt  int
+	lastBeat time.Time
+	beatMu   sync.Mutex
+}
+
+func (h *opRun) log() *slog.Logger {
+	return h.e.log.With("run_id", h.op.RunID, "op_id", h.op.ID, "action", string(h.op.Action), "vmid", h.op.VMID,
+		"attempt", h.attempt)
+}
+
+func (h *opRun) run(ctx context.Context) error {
+	e := h.e
+	if msg := e.refusal(h.op.Cluster, h.op.Node); msg != "" {
+		h.log().Warn("operation refused", "reason", msg)
+		e.metrics.operation(string(h.op.Action), "refused")
+		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
+		return h.d.Term(msg)
+	}
+	j, err := loadJournal(ctx, e.bus, h.op, e.cfg.Replica, e.cfg.Fault)
+	if err != nil {
+		return h.retry(ctx, err)
+	}
+	if j.rec.Status.Final() {
+		// Finished by an earlier delivery whose acknowledgement was lost: report again, do nothing.
+		h.publish(ctx, plan.Result{Status: j.rec.Status, Message: j.rec.Message, UPID: j.rec.UPID,
+			Fingerprint: j.rec.Fingerprint, AlreadyDone: true})
+		return h.d.Ack(ctx)
+	}
+	stopBeat := h.heartbeat(ctx)
+	defer stopBeat()
+	release, err := h.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if h.attempt == 1 {
+		h.publish(ctx, plan.Result{Status: plan.StatusStarted})
+	}
+	lockSince := time.Time{}
+	delay := e.cfg.RetryBackoff
+	for {
+		out, err := e.pve.Apply(ctx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: e.cfg.Secrets,
+			Progress: h.progress(ctx)})
+		if err == nil {
+			result := "succeeded"
+			if out.AlreadyDone {
+				result = "already_done"
+			}
+			e.metrics.operation(string(h.op.Action), result)
+			msg := out.Message
+			if msg == "" && out.AlreadyDone {
+				msg = "already done"
+			}
+			if jerr := j.finish(ctx, plan.StatusSucceeded, msg, out.Fingerprint); jerr != nil {
+				h.log().Warn("record outcome", "err", jerr)
+			}
+			h.publish(ctx, plan.Result{Status: plan.StatusSucceeded, Message: msg, UPID: out.UPID, TaskLog: out.TaskLog,
+				AlreadyDone: out.AlreadyDone, Fingerprint: out.Fingerprint})
+			h.log().Info("operation succeeded", "upid", out.UPID, "already_done", out.AlreadyDone)
+			return h.d.Ack(ctx)
+		}
+		if ctx.Err() != nil {
+			// Shutting down: hand the operation back; the journal lets the next delivery re-attach.
+			_ = h.d.NakWithDelay(0)
+			return ctx.Err()
+		}
+		// A guest busy with a long job (backup, migrate, ...) is waited on here, heartbeat after heartbeat,
+		// without spending deliveries, up to LockWait.
+		if lock, ok := pve.LockOf(err); ok {
+			if lockSince.IsZero() {
+				lockSince = time.Now()
+			}
+			if time.Since(lockSince) < e.cfg.LockWait {
+				h.log().Info("guest locked; waiting", "lock", lock, "retry_in", delay)
+				h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: fmt.Sprintf("waiting: guest is locked (%s)", lock)})
+				select {
+				case <-time.After(delay):
+				case <-ctx.Done():
+					_ = h.d.NakWithDelay(0)
+					return ctx.Err()
+				}
+				delay = min(2*delay, time.Minute)
+				continue
+			}
+		}
+		return h.fail(ctx, j, err)
+	}
+}
+
+// fail settles a failed attempt: retryable errors are redelivered with backoff (or dead-lettered on the
+// last delivery), conflicts and terminal errors are reported and terminated.
+func (h *opRun) fail(ctx context.Context, j *journal, err error) error {
+	e := h.e
+	class := pve.ClassOf(err)
+	var perr *pve.Error
+	var upid string
+	var tail []string
+	if errors.As(err, &perr) {
+		upid, tail = perr.UPID, perr.TaskLog
+	}
+	if class == plan.ErrorRetryable && !h.d.LastDelivery() {
+		delay := h.e.cfg.RetryBackoff << min(h.attempt-1, 6)
+		delay = min(delay, 2*time.Minute)
+		e.metrics.operation(string(h.op.Action), "retried")
+		h.log().Warn("operation failed; will retry", "err", err, "retry_in", delay)
+		h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "retrying: " + err.Error(), ErrorClass: class, UPID: upid, TaskLog: tail})
+		return h.d.NakWithDelay(delay)
+	}
+	msg := err.Error()
+	if jerr := j.finish(ctx, plan.StatusFailed, msg, ""); jerr != nil {
+		h.log().Warn("record outcome", "err", jerr)
+	}
+	h.publish(ctx, plan.Result{Status: plan.StatusFailed, Message: msg, ErrorClass: class, UPID: upid, TaskLog: tail})
+	if class == plan.ErrorRetryable {
+		e.metrics.operation(string(h.op.Action), "dead_lettered")
+		h.log().Error("operation exhausted its deliveries; dead-lettered", "err", err)
+		subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
+		if derr := h.d.DeadLetter(ctx, subject, msg); derr != nil {
+			h.log().Error("dead-letter", "err", derr)
+			return h.d.Term(msg)
+		}
+		return nil
+	}
+	e.metrics.operation(string(h.op.Action), "failed")
+	h.log().Warn("operation failed", "err", err, "class", string(class))
+	return h.d.Term(msg)
+}
+
+func (h *opRun) retry(ctx context.Context, err error) error {
+	h.log().Warn("operation postponed", "err", err)
+	return h.d.NakWithDelay(h.e.cfg.RetryBackoff)
+}
+
+// heartbeat keeps the delivery alive while the operation runs or waits.
+func (h *opRun) heartbeat(ctx context.Context) func() {
+	every := max(h.e.cfg.AckWait/3, 50*time.Millisecond)
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+				if err := h.d.InProgress(); err != nil {
+					h.log().Debug("heartbeat", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// progress publishes a progress result while a task runs, at most every few seconds.
+func (h *opRun) progress(ctx context.Context) func(pve.TaskStatus) {
+	return func(st pve.TaskStatus) {
+		h.beatMu.Lock()
+		due := time.Since(h.lastBeat) > 5*time.Second
+		if due {
+			h.lastBeat = time.Now()
+		}
+		h.beatMu.Unlock()
+		if due {
+			h.publish(ctx, plan.Result{Status: plan.StatusProgress, UPID: st.UPID.String(), Message: "task running"})
+		}
+	}
+}
+
+// acquire takes the guest's slot (one operation per guest) and, for clones and downloads, a slot of the
+// storage they write to.
+func (h *opRun) acquire(ctx context.Context) (func(), error) {
+	e := h.e
+	var releases []func()
+	release := func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+	if h.op.VMID > 0 {
+		e.mu.Lock()
+		gm, ok := e.guests[h.op.VMID]
+		if !ok {
+			gm = &sync.Mutex{}
+			e.guests[h.op.VMID] = gm
+		}
+		e.mu.Unlock()
+		if err := lockCtx(ctx, gm); err != nil {
+			return nil, err
+		}
+		releases = append(releases, gm.Unlock)
+	}
+	if h.op.Storage != "" && (h.op.Action == plan.ActionClone || h.op.Action == plan.ActionDownload) {
+		e.mu.Lock()
+		sem, ok := e.storages[h.op.Storage]
+		if !ok {
+			sem = make(chan struct{}, e.cfg.StorageConcurrency)
+			e.storages[h.op.Storage] = sem
+		}
+		e.mu.Unlock()
+		select {
+		case sem <- struct{}{}:
+			releases = append(releases, func() { <-sem })
+		case <-ctx.Done():
+			release()
+			_ = h.d.NakWithDelay(0)
+			return nil, ctx.Err()
+		}
+	}
+	return release, nil
+}
+
+// lockCtx locks m unless ctx ends first.
+func lockCtx(ctx context.Context, m *sync.Mutex) error {
+	for !m.TryLock() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// publish sends a result or progress event for the operation on the node's result subject. Final results
+// carry a message id so a redelivery reports them once.
+func (h *opRun) publish(ctx context.Context, r plan.Result) {
+	e := h.e
+	r.RunID, r.OpID, r.PlanID = h.op.RunID, h.op.ID, h.op.PlanID
+	r.Cluster, r.Node, r.VMID, r.GuestType, r.Ref, r.Action = h.op.Cluster, h.op.Node, h.op.VMID, h.op.GuestType, h.op.Ref, h.op.Action
+	r.Attempt, r.Executor, r.At, r.Elapsed = h.attempt, e.cfg.Replica, time.Now().UTC(), time.Since(h.start)
+	if r.Cluster != e.cfg.Cluster || r.Node != e.cfg.Node {
+		// A refused foreign operation is reported on this executor's own subject.
+		r.Cluster, r.Node = e.cfg.Cluster, e.cfg.Node
+	}
+	msg, err := wire.ResultToProto(r)
+	if err != nil {
+		h.log().Error("encode result", "err", err)
+		return
+	}
+	subject, _ := bus.ResultSubject(e.cfg.Cluster, e.cfg.Node)
+	var opts []bus.PublishOption
+	if r.Status.Final() {
+		opts = append(opts, bus.WithMsgID(h.op.RunID+"."+h.op.ID+".final"))
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := e.bus.Publish(pctx, subject, msg, opts...); err != nil {
+		h.log().Warn("publish result", "status", string(r.Status), "err", err)
+	}
+}

@@ -1,0 +1,218 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/wire"
+	"github.com/proxops/proxops/services/executor"
+)
+
+const cluster = "lab"
+
+// env is a real NATS server (listening on loopback, so other processes can join) and the simulator.
+type env struct {
+	t      *testing.T
+	server *bus.Server
+	bus    *bus.Bus
+	sim    *pvesim.Sim
+	srv    *httptest.Server
+}
+
+func newEnv(t *testing.T, spec pvesim.Spec) *env {
+	t.Helper()
+	ctx := testContext(t)
+	server, err := bus.StartServer(ctx, bus.ServerConfig{Dir: t.TempDir(), Listen: true})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(server.Shutdown)
+	b, err := server.Connect(bus.Options{})
+	if err != nil {
+		t.Fatalf("connect nats: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if _, err := b.Provision(ctx, bus.ProvisionConfig{}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if spec.TaskDurations == nil {
+		spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond)}
+	}
+	spec.Seed = 11
+	sim, err := pvesim.New(spec)
+	if err != nil {
+		t.Fatalf("simulator: %v", err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(func() { srv.Close(); sim.WaitTasks() })
+	return &env{t: t, server: server, bus: b, sim: sim, srv: srv}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// config is an in-process executor of node pve1 on this environment.
+func (e *env) config() executor.Config {
+	return executor.Config{
+		Cluster: cluster, Node: "pve1", Replica: "test", Bus: e.bus,
+		PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
+			TaskPollMin: 2 * time.Millisecond, TaskPollMax: 20 * time.Millisecond, ReadBackoff: time.Millisecond},
+		AckWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond, ShutdownGrace: time.Second,
+		Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+// start runs an executor until the test ends.
+func (e *env) start(cfg executor.Config) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- executor.Run(ctx, cfg) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				e.t.Errorf("executor: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			e.t.Error("executor did not stop")
+		}
+	})
+	// Ready once the node's consumer exists.
+	durable, _ := bus.ExecutorConsumer(cfg.Cluster, cfg.Node)
+	eventually(e.t, 20*time.Second, "executor consumer", func() bool {
+		select {
+		case err := <-done:
+			e.t.Fatalf("executor stopped: %v", err)
+		default:
+		}
+		_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
+		return err == nil
+	})
+}
+
+var seq struct {
+	mu sync.Mutex
+	n  int
+}
+
+// dispatch publishes an operation on its node's work queue with a fresh run and op id.
+func (e *env) dispatch(op plan.Operation) plan.Operation {
+	e.t.Helper()
+	seq.mu.Lock()
+	seq.n++
+	n := seq.n
+	seq.mu.Unlock()
+	if op.RunID == "" {
+		op.RunID = fmt.Sprintf("run-%d", n)
+	}
+	if op.ID == "" {
+		op.ID = fmt.Sprintf("op-%d", n)
+	}
+	if op.Cluster == "" {
+		op.Cluster = cluster
+	}
+	subjectNode := op.Node
+	if subjectNode == "" {
+		subjectNode = "pve1"
+	}
+	return e.dispatchTo(subjectNode, op)
+}
+
+func (e *env) dispatchTo(node string, op plan.Operation) plan.Operation {
+	e.t.Helper()
+	m, err := wire.OperationToProto(op)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	subject, err := bus.OpSubject(cluster, node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.bus.Publish(testContext(e.t), subject, m, bus.WithMsgID(op.RunID+"."+op.ID)); err != nil {
+		e.t.Fatalf("publish operation: %v", err)
+	}
+	return op
+}
+
+// results reads every result and progress event of the cluster.
+func (e *env) results() []plan.Result {
+	e.t.Helper()
+	filter, _ := bus.ResultFilter(cluster)
+	var out []plan.Result
+	err := e.bus.ReadStream(testContext(e.t), bus.StreamResults, filter, 0, func(m *bus.Message) error {
+		r, err := wire.DecodeResult(testContext(e.t), m.Decode)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		e.t.Fatalf("read results: %v", err)
+	}
+	return out
+}
+
+// final waits for the final result of an operation.
+func (e *env) final(op plan.Operation, timeout time.Duration) plan.Result {
+	e.t.Helper()
+	var got plan.Result
+	eventually(e.t, timeout, "final result of "+op.ID, func() bool {
+		for _, r := range e.results() {
+			if r.RunID == op.RunID && r.OpID == op.ID && r.Status.Final() {
+				got = r
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func (e *env) mustSucceed(op plan.Operation) plan.Result {
+	e.t.Helper()
+	r := e.final(op, 30*time.Second)
+	if r.Status != plan.StatusSucceeded {
+		e.t.Fatalf("%s %s: %s (%s): %s", op.ID, op.Action, r.Status, r.ErrorClass, r.Message)
+	}
+	return r
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func kvs(pairs ...string) []plan.KV {
+	var out []plan.KV
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, plan.KV{Key: pairs[i], Value: pairs[i+1]})
+	}
+	return out
+}
+
+func countWhere(rs []plan.Result, f func(plan.Result) bool) int {
+	return len(slices.DeleteFunc(slices.Clone(rs), func(r plan.Result) bool { return !f(r) }))
+}

@@ -1,0 +1,155 @@
+// Command proxops-watcher runs the ProxOps watcher service: it follows one git repository and announces its
+// manifest trees on the bus.
+//
+// Configuration comes from flags, each with an environment variable as its default; credentials (the git
+// token, the ssh key passphrase and the webhook secret) are read from the environment only, never from flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/services/watcher"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+}
+
+// options is everything main reads from flags and the environment.
+type options struct {
+	watcher   watcher.Config
+	bus       bus.ConnectConfig
+	provision bool
+	logLevel  slog.Level
+}
+
+func run(args []string, getenv func(string) string, stderr io.Writer) int {
+	opts, err := parseOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "proxops-watcher:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel})).With("service", "watcher")
+	if err := opts.watcher.Validate(); err != nil {
+		log.Error("invalid configuration", "error", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := connectBus(ctx, opts, log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+	defer b.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deps := watcher.BusDeps(b, reg, log)
+
+	if err := watcher.Run(ctx, opts.watcher, deps); err != nil {
+		log.Error("stopped", "error", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// parseOptions reads flags, with environment variables as their defaults.
+func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var errs []error
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+		return d
+	}
+	envBool := func(name string) bool {
+		v := getenv(name)
+		if v == "" {
+			return false
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+		return b
+	}
+
+	fs := flag.NewFlagSet("proxops-watcher", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var o options
+	c := &o.watcher
+	fs.StringVar(&c.URL, "git-url", env("PROXOPS_GIT_URL", ""), "remote repository: https://…, ssh://… or user@host:path [PROXOPS_GIT_URL]")
+	fs.StringVar(&c.Path, "git-path", env("PROXOPS_GIT_PATH", ""), "local repository; its committed objects are read, its work tree never [PROXOPS_GIT_PATH]")
+	fs.StringVar(&c.Branch, "git-branch", env("PROXOPS_GIT_BRANCH", watcher.DefaultBranch), "branch to follow [PROXOPS_GIT_BRANCH]")
+	fs.StringVar(&c.Username, "git-username", env("PROXOPS_GIT_USERNAME", ""), "https user sent with the token, default git [PROXOPS_GIT_USERNAME]; the token is read from PROXOPS_GIT_TOKEN")
+	fs.StringVar(&c.CAFile, "git-ca-file", env("PROXOPS_GIT_CA_FILE", ""), "PEM CA bundle trusted for https [PROXOPS_GIT_CA_FILE]")
+	fs.BoolVar(&c.Insecure, "git-insecure", envBool("PROXOPS_GIT_INSECURE"), "skip https certificate verification [PROXOPS_GIT_INSECURE]")
+	fs.StringVar(&c.SSHKeyFile, "git-ssh-key", env("PROXOPS_GIT_SSH_KEY", ""), "private key file for ssh [PROXOPS_GIT_SSH_KEY]; its passphrase is read from PROXOPS_GIT_SSH_PASSPHRASE")
+	fs.StringVar(&c.KnownHostsFile, "git-known-hosts", env("PROXOPS_GIT_KNOWN_HOSTS", ""), "known_hosts file for ssh, default ~/.ssh/known_hosts [PROXOPS_GIT_KNOWN_HOSTS]")
+	fs.StringVar(&c.DataDir, "data-dir", env("PROXOPS_DATA_DIR", defaultDataDir(getenv)), "data directory; the mirror lives in <data-dir>/git [PROXOPS_DATA_DIR]")
+	fs.DurationVar(&c.PollInterval, "poll-interval", envDuration("PROXOPS_POLL_INTERVAL", watcher.DefaultPollInterval), "interval between remote ref listings [PROXOPS_POLL_INTERVAL]")
+	fs.DurationVar(&c.DriftInterval, "drift-interval", envDuration("PROXOPS_DRIFT_INTERVAL", watcher.DefaultDriftInterval), "re-announce the current commit this often, negative for never (reconcile.drift-interval) [PROXOPS_DRIFT_INTERVAL]")
+	fs.StringVar(&c.Listen, "listen", env("PROXOPS_WATCHER_LISTEN", ""), "address of the HTTP server for webhooks, /metrics and /healthz [PROXOPS_WATCHER_LISTEN]")
+	secretEnv := fs.String("webhook-secret-env", env("PROXOPS_WEBHOOK_SECRET_ENV", "PROXOPS_WEBHOOK_SECRET"), "name of the environment variable holding the webhook secret (webhook.secret-env)")
+	o.bus.RegisterFlags(fs, getenv)
+	fs.BoolVar(&o.provision, "provision", false, "create or update the streams, buckets and object stores before starting (needs a NATS user allowed to)")
+	level := fs.String("log-level", env("PROXOPS_LOG_LEVEL", "info"), "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		errs = append(errs, fmt.Errorf("log-level %q: debug, info, warn or error", *level))
+	}
+	c.Token = getenv("PROXOPS_GIT_TOKEN")
+	c.SSHKeyPassphrase = getenv("PROXOPS_GIT_SSH_PASSPHRASE")
+	if *secretEnv != "" {
+		c.WebhookSecret = getenv(*secretEnv)
+	}
+	return o, errors.Join(errs...)
+}
+
+// defaultDataDir is ~/.local/share/proxops, or $XDG_DATA_HOME/proxops.
+func defaultDataDir(getenv func(string) string) string {
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "proxops")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "proxops")
+	}
+	return ""
+}

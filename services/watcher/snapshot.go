@@ -1,0 +1,361 @@
+package watcher
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// ManifestRoots are the top-level directories whose files make up a manifest snapshot: the seven kind roots
+// and clusters/ (configs, compositions and their secrets files). ConfigFile, at the root, is also part of it.
+var ManifestRoots = []string{"clusters", "ctt", "diskimage", "iso", "lxc", "templatect", "templatevm", "vm"}
+
+// ConfigFile is the optional process-wide configuration at the repository root.
+const ConfigFile = "proxops.yaml"
+
+// Limits of a snapshot: a manifest repository holds small text files, so anything far larger is refused
+// rather than carried through the bus.
+const (
+	MaxSnapshotFileSize  = 8 << 20
+	MaxSnapshotTotalSize = 256 << 20
+	maxTreeDepth         = 64
+)
+
+// WorktreeTreePrefix starts the name of a snapshot of uncommitted files: the prefix and the hex SHA-256 of
+// the snapshot's content (see SnapshotWorktree).
+const WorktreeTreePrefix = "sha256-"
+
+// ErrSnapshotTooLarge is wrapped when a file or the whole snapshot exceeds the limits.
+var ErrSnapshotTooLarge = errors.New("manifest snapshot too large")
+
+// IsManifestPath reports whether a slash-separated path relative to the repository root belongs to a
+// manifest snapshot.
+func IsManifestPath(p string) bool {
+	if p == ConfigFile {
+		return true
+	}
+	root, rest, ok := strings.Cut(p, "/")
+	return ok && rest != "" && isManifestRoot(root)
+}
+
+func isManifestRoot(name string) bool {
+	i := sort.SearchStrings(ManifestRoots, name)
+	return i < len(ManifestRoots) && ManifestRoots[i] == name
+}
+
+// SnapshotBranch reads the manifest files of the committed head of a branch of the local repository at
+// repoPath (its work tree, a directory below it, or its git directory); an empty branch means the commit
+// HEAD points to. Nothing of the repository, its index or its work tree is written. The snapshot is named by
+// the commit's git tree hash.
+func SnapshotBranch(ctx context.Context, repoPath, branch string) (TreeSnapshot, error) {
+	repo, err := openLocal(repoPath)
+	if err != nil {
+		return TreeSnapshot{}, err
+	}
+	var hash plumbing.Hash
+	if branch == "" {
+		ref, err := repo.Head()
+		if err != nil {
+			return TreeSnapshot{}, fmt.Errorf("repository %s: read HEAD: %w", repoPath, err)
+		}
+		hash = ref.Hash()
+	} else {
+		hash, err = branchCommit(repo, branch)
+		if err != nil {
+			return TreeSnapshot{}, fmt.Errorf("repository %s: %w", repoPath, err)
+		}
+	}
+	snap, _, err := snapshotCommit(ctx, repo, hash)
+	return snap, err
+}
+
+// openLocal opens a local repository for reading.
+func openLocal(p string) (*git.Repository, error) {
+	repo, err := git.PlainOpenWithOptions(p, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		// A bare repository has no .git and no commondir: go-git only opens it without those options.
+		repo, err = git.PlainOpen(p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", p, err)
+	}
+	return repo, nil
+}
+
+// branchCommit resolves refs/heads/<branch>.
+func branchCommit(repo *git.Repository, branch string) (plumbing.Hash, error) {
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("branch %q: %w", branch, err)
+	}
+	return ref.Hash(), nil
+}
+
+// snapshotCommit reads the manifest files of one commit, and its subject line.
+func snapshotCommit(ctx context.Context, repo *git.Repository, hash plumbing.Hash) (TreeSnapshot, string, error) {
+	commit, err := repo.CommitObject(hash)
+	if err != nil {
+		return TreeSnapshot{}, "", fmt.Errorf("read commit %s: %w", hash, err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return TreeSnapshot{}, "", fmt.Errorf("read tree of commit %s: %w", hash, err)
+	}
+	snap := TreeSnapshot{Commit: hash.String(), Tree: tree.Hash.String()}
+	var total int64
+	for _, e := range tree.Entries {
+		switch {
+		case e.Name == ConfigFile && e.Mode.IsFile() && e.Mode != filemode.Symlink:
+			err = addBlob(ctx, repo, e, e.Name, &snap, &total)
+		case e.Mode == filemode.Dir && isManifestRoot(e.Name):
+			err = addTree(ctx, repo, e.Hash, e.Name, 1, &snap, &total)
+		}
+		if err != nil {
+			return TreeSnapshot{}, "", fmt.Errorf("commit %s: %w", hash, err)
+		}
+	}
+	sortFiles(snap.Files)
+	return snap, subjectLine(commit.Message), nil
+}
+
+func addTree(ctx context.Context, repo *git.Repository, hash plumbing.Hash, dir string, depth int, snap *TreeSnapshot, total *int64) error {
+	if depth > maxTreeDepth {
+		return fmt.Errorf("%s: directories nested deeper than %d", dir, maxTreeDepth)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tree, err := object.GetTree(repo.Storer, hash)
+	if err != nil {
+		return fmt.Errorf("read tree %s: %w", dir, err)
+	}
+	for _, e := range tree.Entries {
+		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "/\x00") {
+			return fmt.Errorf("%s: invalid entry name %q", dir, e.Name)
+		}
+		p := dir + "/" + e.Name
+		switch {
+		case e.Mode == filemode.Dir:
+			err = addTree(ctx, repo, e.Hash, p, depth+1, snap, total)
+		case e.Mode == filemode.Regular || e.Mode == filemode.Executable || e.Mode == filemode.Deprecated:
+			err = addBlob(ctx, repo, e, p, snap, total)
+		}
+		// Symbolic links and submodules are not manifest files.
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addBlob(ctx context.Context, repo *git.Repository, e object.TreeEntry, p string, snap *TreeSnapshot, total *int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	blob, err := object.GetBlob(repo.Storer, e.Hash)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if err := checkSize(p, blob.Size, total); err != nil {
+		return err
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	defer r.Close()
+	content, err := io.ReadAll(io.LimitReader(r, blob.Size+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	snap.Files = append(snap.Files, TreeFile{Path: p, Content: content})
+	return nil
+}
+
+func checkSize(p string, size int64, total *int64) error {
+	if size > MaxSnapshotFileSize {
+		return fmt.Errorf("%s is %d bytes (limit %d): %w", p, size, MaxSnapshotFileSize, ErrSnapshotTooLarge)
+	}
+	*total += size
+	if *total > MaxSnapshotTotalSize {
+		return fmt.Errorf("manifest files exceed %d bytes at %s: %w", MaxSnapshotTotalSize, p, ErrSnapshotTooLarge)
+	}
+	return nil
+}
+
+func sortFiles(files []TreeFile) {
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+}
+
+// subjectLine is the first line of a commit message, trimmed and capped for display.
+func subjectLine(msg string) string {
+	line, _, _ := strings.Cut(strings.TrimLeft(msg, "\r\n\t "), "\n")
+	line = strings.TrimSpace(line)
+	if r := []rune(line); len(r) > 200 {
+		line = string(r[:200])
+	}
+	return line
+}
+
+// SnapshotWorktree reads the manifest files of the work tree at dir (the repository root) from disk, as they
+// are, committed or not. Files ignored by the repository's .gitignore files or .git/info/exclude, symbolic
+// links and anything below a .git entry are left out. The snapshot has no commit; its name is
+// WorktreeTreePrefix and the hex SHA-256 of its content (WorktreeTreeName), so equal files give equal names.
+func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
+	ignore, err := worktreeIgnores(dir)
+	if err != nil {
+		return TreeSnapshot{}, err
+	}
+	var snap TreeSnapshot
+	var total int64
+	add := func(rel string, info fs.FileInfo) error {
+		if err := checkSize(rel, info.Size(), &total); err != nil {
+			return err
+		}
+		content, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", rel, err)
+		}
+		if int64(len(content)) > MaxSnapshotFileSize {
+			return fmt.Errorf("%s is %d bytes (limit %d): %w", rel, len(content), MaxSnapshotFileSize, ErrSnapshotTooLarge)
+		}
+		snap.Files = append(snap.Files, TreeFile{Path: rel, Content: content})
+		return nil
+	}
+	if info, err := os.Lstat(filepath.Join(dir, ConfigFile)); err == nil && info.Mode().IsRegular() && !ignore.Match([]string{ConfigFile}, false) {
+		if err := add(ConfigFile, info); err != nil {
+			return TreeSnapshot{}, err
+		}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return TreeSnapshot{}, fmt.Errorf("read %s: %w", ConfigFile, err)
+	}
+	for _, root := range ManifestRoots {
+		info, err := os.Lstat(filepath.Join(dir, root))
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && !info.IsDir()) {
+			continue
+		}
+		if err != nil {
+			return TreeSnapshot{}, fmt.Errorf("read %s: %w", root, err)
+		}
+		err = filepath.WalkDir(filepath.Join(dir, root), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(dir, p)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			parts := strings.Split(rel, "/")
+			if d.Name() == ".git" || ignore.Match(parts, d.IsDir()) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			return add(rel, info)
+		})
+		if err != nil {
+			return TreeSnapshot{}, fmt.Errorf("snapshot work tree %s: %w", dir, err)
+		}
+	}
+	sortFiles(snap.Files)
+	snap.Tree = WorktreeTreeName(snap.Files)
+	return snap, nil
+}
+
+// WorktreeTreeName names a snapshot of uncommitted files by its content: WorktreeTreePrefix and the hex
+// SHA-256 of each file's path and content in path order (files must be sorted by path).
+func WorktreeTreeName(files []TreeFile) string {
+	h := sha256.New()
+	h.Write([]byte("proxops-worktree-snapshot-v1\n"))
+	var n [8]byte
+	for _, f := range files {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Path)))
+		h.Write(n[:])
+		h.Write([]byte(f.Path))
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Content)))
+		h.Write(n[:])
+		h.Write(f.Content)
+	}
+	return WorktreeTreePrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// worktreeIgnores reads .git/info/exclude, the root .gitignore and every .gitignore below the manifest
+// roots. Global and system excludes are a person's preferences, not the repository's, and are not read.
+func worktreeIgnores(dir string) (gitignore.Matcher, error) {
+	var ps []gitignore.Pattern
+	for _, f := range []string{filepath.Join(dir, ".git", "info", "exclude"), filepath.Join(dir, ".gitignore")} {
+		more, err := readIgnoreFile(f)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, more...)
+	}
+	bfs := osfs.New(dir)
+	for _, root := range ManifestRoots {
+		if info, err := os.Lstat(filepath.Join(dir, root)); err != nil || !info.IsDir() {
+			continue
+		}
+		more, err := gitignore.ReadPatterns(bfs, []string{root})
+		if err != nil {
+			return nil, fmt.Errorf("read ignore files under %s: %w", root, err)
+		}
+		ps = append(ps, more...)
+	}
+	return gitignore.NewMatcher(ps), nil
+}
+
+func readIgnoreFile(p string) ([]gitignore.Pattern, error) {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrInvalid) || isNotDir(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	var ps []gitignore.Pattern
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		ps = append(ps, gitignore.ParsePattern(line, nil))
+	}
+	return ps, nil
+}
+
+// isNotDir reports an error from reading below a file (.git is a file in a linked work tree).
+func isNotDir(err error) bool {
+	return errors.Is(err, syscall.ENOTDIR)
+}
