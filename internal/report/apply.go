@@ -138,7 +138,12 @@ func Apply(s ClusterStatus, e Event) (ClusterStatus, bool) {
 		case e.Gaps != nil:
 			next.foldGaps(*e.Gaps)
 		}
-		next.derive()
+		if e.Result != nil {
+			// A result changes one operation: only its resource needs resolving again.
+			next.derive(e.Result.Ref)
+		} else {
+			next.derive()
+		}
 	}
 	if !e.At.IsZero() {
 		next.Timing.LastEventAt = e.At
@@ -380,9 +385,11 @@ func (s *ClusterStatus) countOps(st plan.OpState) int {
 }
 
 // derive recomputes everything that follows from the rest: the phase and its reason, resource states and
-// counters.
-func (s *ClusterStatus) derive() {
-	s.Resources = s.resourcesFor(nil, false)
+// counters. Given refs, only those resources are resolved again (when they are listed already).
+func (s *ClusterStatus) derive(refs ...string) {
+	if !s.reresolve(refs) {
+		s.Resources = s.resourcesFor(nil, false)
+	}
 	ops := s.Tracking.Operations
 	c := &s.Counters
 	c.ActionsOK, c.ActionsErr, c.ActionsSkipped, c.Pruned = 0, 0, 0, 0
@@ -471,33 +478,40 @@ func plural(n int, what string) string {
 // and every ref the last plan acts on or reports, with states from the plan's operations and findings. Node,
 // vmid, last action and last error carry over from the previous records.
 func (s *ClusterStatus) resourcesFor(declared []string, replace bool) []Resource {
-	prev := s.Resources
+	prev := make(map[string]Resource, len(s.Resources))
+	for _, r := range s.Resources {
+		prev[r.Ref()] = r
+	}
 	refs := map[string]bool{}
 	if !replace {
-		for _, r := range prev {
-			refs[r.Ref()] = true
+		for ref := range prev {
+			refs[ref] = true
 		}
 	} else {
 		for _, ref := range declared {
 			refs[ref] = true
 		}
 	}
+	ops := map[string][]OpTrack{}
 	for _, o := range s.Tracking.Operations {
 		refs[o.Ref] = true
+		ops[o.Ref] = append(ops[o.Ref], o)
 	}
+	findings := map[string][]plan.Finding{}
 	for _, f := range s.Findings {
 		if f.Ref != "" && f.Kind != plan.FindingWarning {
 			refs[f.Ref] = true
+			findings[f.Ref] = append(findings[f.Ref], f)
 		}
 	}
 	out := make([]Resource, 0, len(refs))
 	for ref := range refs {
 		kind, name := SplitRef(ref)
 		r := Resource{Kind: kind, Name: name}
-		if old, ok := findResource(prev, kind, name); ok {
+		if old, ok := prev[ref]; ok {
 			r.Node, r.VMID, r.LastAction, r.LastError = old.Node, old.VMID, old.LastAction, old.LastError
 		}
-		s.resolve(&r)
+		s.resolve(&r, ops[ref], findings[ref])
 		out = append(out, r)
 	}
 	slices.SortFunc(out, CompareResources)
@@ -507,30 +521,37 @@ func (s *ClusterStatus) resourcesFor(declared []string, replace bool) []Resource
 	return out
 }
 
-func findResource(rs []Resource, kind, name string) (Resource, bool) {
-	for _, r := range rs {
-		if r.Kind == kind && r.Name == name {
-			return r, true
-		}
+// reresolve resolves the listed resources again in place; false when refs is empty or one is not listed.
+func (s *ClusterStatus) reresolve(refs []string) bool {
+	if len(refs) == 0 {
+		return false
 	}
-	return Resource{}, false
+	for _, ref := range refs {
+		kind, name := SplitRef(ref)
+		i, ok := slices.BinarySearchFunc(s.Resources, Resource{Kind: kind, Name: name}, CompareResources)
+		if !ok {
+			return false
+		}
+		var ops []OpTrack
+		for _, o := range s.Tracking.Operations {
+			if o.Ref == ref {
+				ops = append(ops, o)
+			}
+		}
+		var findings []plan.Finding
+		for _, f := range s.Findings {
+			if f.Ref == ref && f.Kind != plan.FindingWarning {
+				findings = append(findings, f)
+			}
+		}
+		s.resolve(&s.Resources[i], ops, findings)
+	}
+	return true
 }
 
-// resolve sets a resource's state, reason, placement and last outcome from the last plan.
-func (s *ClusterStatus) resolve(r *Resource) {
-	ref := r.Ref()
-	var ops []OpTrack
-	for _, o := range s.Tracking.Operations {
-		if o.Ref == ref {
-			ops = append(ops, o)
-		}
-	}
-	var findings []plan.Finding
-	for _, f := range s.Findings {
-		if f.Ref == ref && f.Kind != plan.FindingWarning {
-			findings = append(findings, f)
-		}
-	}
+// resolve sets a resource's state, reason, placement and last outcome from the last plan's operations and
+// findings on it.
+func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Finding) {
 	for _, o := range ops {
 		if o.Node != "" {
 			r.Node, r.VMID = o.Node, o.VMID
@@ -646,7 +667,8 @@ func opsState(ops []OpTrack) (ResourceState, string) {
 	return pendingState(first), reason
 }
 
-// stamp fills Timing after the report changed from prev.
+// stamp fills Timing after the report changed from prev. Resources, prev's resources and the timing are all
+// sorted by kind, name, so one merge walk pairs them.
 func (s *ClusterStatus) stamp(prev Report, at time.Time) {
 	if at.IsZero() {
 		return
@@ -654,12 +676,23 @@ func (s *ClusterStatus) stamp(prev Report, at time.Time) {
 	s.Timing.UpdatedAt = at
 	old := s.Timing.Resources
 	out := make([]ResourceTiming, 0, len(s.Resources))
+	i, j := 0, 0
 	for _, r := range s.Resources {
 		t := ResourceTiming{Kind: r.Kind, Name: r.Name}
-		if i, ok := slices.BinarySearchFunc(old, t, compareResourceTiming); ok {
+		for i < len(old) && compareResourceTiming(old[i], t) < 0 {
+			i++
+		}
+		if i < len(old) && compareResourceTiming(old[i], t) == 0 {
 			t = old[i]
 		}
-		before, existed := findResource(prev.Resources, r.Kind, r.Name)
+		for j < len(prev.Resources) && CompareResources(prev.Resources[j], r) < 0 {
+			j++
+		}
+		existed := j < len(prev.Resources) && CompareResources(prev.Resources[j], r) == 0
+		var before Resource
+		if existed {
+			before = prev.Resources[j]
+		}
 		if !existed || before != r {
 			t.UpdatedAt = at
 		}
