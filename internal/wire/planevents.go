@@ -73,15 +73,20 @@ func PlannedToProto(e plan.Planned) (proto.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", e.Plan.ID, err)
 	}
+	var records []*planv1.OwnedRecord
+	for _, r := range e.Plan.Record {
+		records = append(records, &planv1.OwnedRecord{Vmid: int64(r.Owned.VMID), Ref: r.Owned.Ref, Node: r.Owned.Node,
+			Fingerprint: r.Owned.Fingerprint, After: r.After})
+	}
 	return &planv1.Plan{
 		PlanId: e.Plan.ID, RunId: e.RunID, Cluster: e.Plan.Cluster, Repo: e.Repo, Commit: e.Commit, Tree: e.Tree,
 		EventId: e.EventID, RequestId: e.RequestID, Operations: ops, Findings: findings, DryRun: e.DryRun,
 		Suspended: e.Suspended, Held: e.Plan.Held, HeldReason: e.Plan.HeldReason, Resources: e.Plan.Resources,
+		Record: records, HeldPrunes: e.Plan.HeldPrunes,
 	}, nil
 }
 
-// PlannedFromProto converts a proxops.plan.v1.Plan. HeldPrunes do not travel in a Plan (PlanHeld carries
-// them).
+// PlannedFromProto converts a proxops.plan.v1.Plan.
 func PlannedFromProto(m proto.Message) (plan.Planned, error) {
 	p, err := as[*planv1.Plan](m)
 	if err != nil {
@@ -104,8 +109,18 @@ func PlannedFromProto(m proto.Message) (plan.Planned, error) {
 			Commit: p.GetCommit(), Tree: p.GetTree(), EventID: p.GetEventId(), RequestID: p.GetRequestId(),
 			DryRun: p.GetDryRun(), Suspended: p.GetSuspended()},
 		Plan: plan.Plan{ID: p.GetPlanId(), Cluster: p.GetCluster(), Operations: ops, Findings: findings,
-			Held: p.GetHeld(), HeldReason: p.GetHeldReason(), Resources: p.GetResources()},
+			Held: p.GetHeld(), HeldReason: p.GetHeldReason(), HeldPrunes: p.GetHeldPrunes(), Resources: p.GetResources(),
+			Record: recordsFromProto(p.GetRecord())},
 	}, nil
+}
+
+func recordsFromProto(ps []*planv1.OwnedRecord) []plan.Record {
+	var out []plan.Record
+	for _, r := range ps {
+		out = append(out, plan.Record{Owned: plan.Owned{VMID: int(r.GetVmid()), Ref: r.GetRef(), Node: r.GetNode(),
+			Fingerprint: r.GetFingerprint()}, After: r.GetAfter()})
+	}
+	return out
 }
 
 // DecodePlanned decodes a received proxops.plan.v1.Plan.

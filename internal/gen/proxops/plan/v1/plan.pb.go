@@ -1055,7 +1055,11 @@ type Plan struct {
 	Held       bool   `protobuf:"varint,13,opt,name=held,proto3" json:"held,omitempty"`
 	HeldReason string `protobuf:"bytes,14,opt,name=held_reason,json=heldReason,proto3" json:"held_reason,omitempty"`
 	// Resources declared for this cluster, Kind/name sorted.
-	Resources     []string `protobuf:"bytes,15,rep,name=resources,proto3" json:"resources,omitempty"`
+	Resources []string `protobuf:"bytes,15,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Guests to store in the ownership inventory (KV proxops_owned), by vmid.
+	Record []*OwnedRecord `protobuf:"bytes,16,rep,name=record,proto3" json:"record,omitempty"`
+	// The prunes a held plan waits to have confirmed, Kind/name sorted.
+	HeldPrunes    []string `protobuf:"bytes,17,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1195,6 +1199,101 @@ func (x *Plan) GetResources() []string {
 	return nil
 }
 
+func (x *Plan) GetRecord() []*OwnedRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *Plan) GetHeldPrunes() []string {
+	if x != nil {
+		return x.HeldPrunes
+	}
+	return nil
+}
+
+// OwnedRecord is one guest of the ownership inventory: a guest ProxOps created or claimed, with the identity
+// fingerprint it had then.
+type OwnedRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vmid  int64                  `protobuf:"varint,1,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	// Kind/name the guest is declared as.
+	Ref  string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// Empty in a plan when the fingerprint is the one the result of the operation named in after reports.
+	Fingerprint string `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// The operation whose success makes the guest ProxOps'; empty when it already is.
+	After         string `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnedRecord) Reset() {
+	*x = OwnedRecord{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedRecord) ProtoMessage() {}
+
+func (x *OwnedRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedRecord.ProtoReflect.Descriptor instead.
+func (*OwnedRecord) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *OwnedRecord) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *OwnedRecord) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *OwnedRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *OwnedRecord) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *OwnedRecord) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
 // PlanRejected says a cluster's plan could not be computed; nothing was written.
 type PlanRejected struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1214,7 +1313,7 @@ type PlanRejected struct {
 
 func (x *PlanRejected) Reset() {
 	*x = PlanRejected{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1325,7 @@ func (x *PlanRejected) String() string {
 func (*PlanRejected) ProtoMessage() {}
 
 func (x *PlanRejected) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1338,7 @@ func (x *PlanRejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRejected.ProtoReflect.Descriptor instead.
 func (*PlanRejected) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{7}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PlanRejected) GetCluster() string {
@@ -1321,7 +1420,7 @@ type PlanHeld struct {
 
 func (x *PlanHeld) Reset() {
 	*x = PlanHeld{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1432,7 @@ func (x *PlanHeld) String() string {
 func (*PlanHeld) ProtoMessage() {}
 
 func (x *PlanHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1445,7 @@ func (x *PlanHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanHeld.ProtoReflect.Descriptor instead.
 func (*PlanHeld) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{8}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PlanHeld) GetCluster() string {
@@ -1404,7 +1503,7 @@ type PlanConfirmation struct {
 
 func (x *PlanConfirmation) Reset() {
 	*x = PlanConfirmation{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1515,7 @@ func (x *PlanConfirmation) String() string {
 func (*PlanConfirmation) ProtoMessage() {}
 
 func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1528,7 @@ func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanConfirmation.ProtoReflect.Descriptor instead.
 func (*PlanConfirmation) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PlanConfirmation) GetCluster() string {
@@ -1475,7 +1574,7 @@ type PlanFinished struct {
 
 func (x *PlanFinished) Reset() {
 	*x = PlanFinished{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1586,7 @@ func (x *PlanFinished) String() string {
 func (*PlanFinished) ProtoMessage() {}
 
 func (x *PlanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1599,7 @@ func (x *PlanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanFinished.ProtoReflect.Descriptor instead.
 func (*PlanFinished) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanFinished) GetCluster() string {
@@ -1608,7 +1707,7 @@ type OperationOutcome struct {
 
 func (x *OperationOutcome) Reset() {
 	*x = OperationOutcome{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1719,7 @@ func (x *OperationOutcome) String() string {
 func (*OperationOutcome) ProtoMessage() {}
 
 func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1732,7 @@ func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
 func (*OperationOutcome) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OperationOutcome) GetOpId() string {
@@ -1706,7 +1805,7 @@ type OperationResult struct {
 
 func (x *OperationResult) Reset() {
 	*x = OperationResult{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1817,7 @@ func (x *OperationResult) String() string {
 func (*OperationResult) ProtoMessage() {}
 
 func (x *OperationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1830,7 @@ func (x *OperationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationResult.ProtoReflect.Descriptor instead.
 func (*OperationResult) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OperationResult) GetRunId() string {
@@ -1906,7 +2005,7 @@ type OperationRecord struct {
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2017,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2030,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OperationRecord) GetRunId() string {
@@ -2091,7 +2190,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
 	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xc6\x03\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x9d\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
@@ -2112,7 +2211,16 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04held\x18\r \x01(\bR\x04held\x12\x1f\n" +
 	"\vheld_reason\x18\x0e \x01(\tR\n" +
 	"heldReason\x12\x1c\n" +
-	"\tresources\x18\x0f \x03(\tR\tresources\"\x90\x02\n" +
+	"\tresources\x18\x0f \x03(\tR\tresources\x124\n" +
+	"\x06record\x18\x10 \x03(\v2\x1c.proxops.plan.v1.OwnedRecordR\x06record\x12\x1f\n" +
+	"\vheld_prunes\x18\x11 \x03(\tR\n" +
+	"heldPrunes\"\x7f\n" +
+	"\vOwnedRecord\x12\x12\n" +
+	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\tR\x05after\"\x90\x02\n" +
 	"\fPlanRejected\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x16\n" +
@@ -2267,7 +2375,7 @@ func file_proxops_plan_v1_plan_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_plan_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(Action)(0),                   // 0: proxops.plan.v1.Action
 	(GuestType)(0),                // 1: proxops.plan.v1.GuestType
@@ -2283,14 +2391,15 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*Operation)(nil),             // 11: proxops.plan.v1.Operation
 	(*Finding)(nil),               // 12: proxops.plan.v1.Finding
 	(*Plan)(nil),                  // 13: proxops.plan.v1.Plan
-	(*PlanRejected)(nil),          // 14: proxops.plan.v1.PlanRejected
-	(*PlanHeld)(nil),              // 15: proxops.plan.v1.PlanHeld
-	(*PlanConfirmation)(nil),      // 16: proxops.plan.v1.PlanConfirmation
-	(*PlanFinished)(nil),          // 17: proxops.plan.v1.PlanFinished
-	(*OperationOutcome)(nil),      // 18: proxops.plan.v1.OperationOutcome
-	(*OperationResult)(nil),       // 19: proxops.plan.v1.OperationResult
-	(*OperationRecord)(nil),       // 20: proxops.plan.v1.OperationRecord
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*OwnedRecord)(nil),           // 14: proxops.plan.v1.OwnedRecord
+	(*PlanRejected)(nil),          // 15: proxops.plan.v1.PlanRejected
+	(*PlanHeld)(nil),              // 16: proxops.plan.v1.PlanHeld
+	(*PlanConfirmation)(nil),      // 17: proxops.plan.v1.PlanConfirmation
+	(*PlanFinished)(nil),          // 18: proxops.plan.v1.PlanFinished
+	(*OperationOutcome)(nil),      // 19: proxops.plan.v1.OperationOutcome
+	(*OperationResult)(nil),       // 20: proxops.plan.v1.OperationResult
+	(*OperationRecord)(nil),       // 21: proxops.plan.v1.OperationRecord
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -2304,25 +2413,26 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	3,  // 8: proxops.plan.v1.Finding.kind:type_name -> proxops.plan.v1.FindingKind
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
-	7,  // 11: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	4,  // 12: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	18, // 13: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	21, // 14: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 15: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 16: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 17: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 18: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 19: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	21, // 20: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 21: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 22: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	21, // 23: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 24: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	14, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
+	7,  // 12: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	4,  // 13: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	19, // 14: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	22, // 15: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 16: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 17: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 18: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 19: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 20: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	22, // 21: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 22: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 23: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	22, // 24: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 25: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
@@ -2336,7 +2446,7 @@ func file_proxops_plan_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_plan_v1_plan_proto_rawDesc), len(file_proxops_plan_v1_plan_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
