@@ -648,7 +648,7 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 
 	// Writes: the first carries the observed digest, later ones the values they expect.
 	expect := map[string]string{}
-	maps := func(k string) string {
+	expected := func(k string) string {
 		if v, ok := expect[k]; ok {
 			return v
 		}
@@ -666,7 +666,7 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 		}
 		var p Precondition
 		for _, k := range keys {
-			p.Expect = append(p.Expect, KV{Key: k, Value: maps(k)})
+			p.Expect = append(p.Expect, KV{Key: k, Value: expected(k)})
 		}
 		return p
 	}
