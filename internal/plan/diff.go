@@ -842,6 +842,17 @@ func (d *differ) planClone(r *manifest.Resource, u *unit) error {
 	var slots, keys []string
 	var storage string
 	if lt, ok := d.live[tmpl.VMID()]; ok {
+		// Only a PVE template, or one this plan makes, is cloned: the guest on a template's vmid may be
+		// someone else's (a vmid typo) until ProxOps has made it the template.
+		marking := false
+		if tu := d.unitOf[tref]; tu != nil {
+			marking = slices.ContainsFunc(tu.ops, func(o Operation) bool { return o.Action == ActionMarkTemplate })
+		}
+		if !lt.g.Template && !marking {
+			d.finding(FindingAnomaly, ref.String(), r.Node(), vmid, "spec.clone",
+				fmt.Sprintf("vmid %d of TemplateVM %s is not a template on PVE, and this plan does not make it one; the clone waits", tmpl.VMID(), s.Clone))
+			return nil
+		}
 		srcNode = lt.g.Node
 		cfg := lt.g.Current()
 		slots = pvewire.VolumeSlots(cfg)
