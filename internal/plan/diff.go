@@ -938,6 +938,11 @@ func liveKind(g *inventory.Guest) manifest.Kind {
 	return manifest.KindVM
 }
 
+func refOf(s string) manifest.Ref {
+	r, _ := manifest.ParseRef(s)
+	return r
+}
+
 func liveRef(g *inventory.Guest) string {
 	name := liveName(g)
 	if name == "" {
@@ -992,6 +997,13 @@ func (d *differ) planPrunes() {
 				d.finding(FindingSkipped, liveRef(g), g.Node, g.VMID, "",
 					fmt.Sprintf("carries the proxops tag but %s (a hand-made clone or a reused vmid?); never deleted", why))
 			default:
+				if r := d.byRef[refOf(rec.Ref)]; r != nil && r.Kind.IsGuest() {
+					// The manifest still declares this guest, under another vmid: a changed vmid, most likely.
+					// Deleting would lose the guest's data; the operator decides.
+					d.finding(FindingAnomaly, rec.Ref, g.Node, g.VMID, "spec.vmid",
+						fmt.Sprintf("ProxOps recorded vmid %d as %s, which the manifest now declares as vmid %d; vmid %d is not deleted: delete it by hand, or restore the vmid in the manifest", g.VMID, rec.Ref, r.VMID(), g.VMID))
+					continue
+				}
 				if p, ok := g.Get("protection"); ok && pvewire.Bool(p) {
 					d.finding(FindingAnomaly, rec.Ref, g.Node, g.VMID, "",
 						"present on PVE (proxops-tagged) but absent in git; protection is on, so it is not deleted: turn protection off to let ProxOps prune it")
