@@ -85,11 +85,14 @@ func TestExhaustedOperationGoesToTheDeadLetterStream(t *testing.T) {
 	if n := writes.Load(); n != 3 {
 		t.Errorf("%d config writes, want one per delivery (3)", n)
 	}
+	// The result is published before the dead letter is written: wait for it.
 	dlq, _ := bus.DLQSubject(cluster, "pve1")
-	m, err := e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq)
-	if err != nil {
-		t.Fatalf("no dead letter: %v", err)
-	}
+	var m *bus.Message
+	eventually(t, 20*time.Second, "the dead letter", func() bool {
+		var err error
+		m, err = e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq)
+		return err == nil
+	})
 	if m.Header.Get(bus.HeaderDeadLetterReason) == "" {
 		t.Errorf("dead letter without a reason: %v", m.Header)
 	}
@@ -109,7 +112,7 @@ func TestLockedGuestIsWaitedOnWithoutSpendingDeliveries(t *testing.T) {
 	cfg.MaxDeliver = 2
 	cfg.LockWait = time.Minute
 	e.start(cfg)
-	if err := e.sim.LockFor(100, "backup", 1500*time.Millisecond); err != nil {
+	if err := e.sim.LockFor(100, "backup", 4*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	op := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure, Values: kvs("cores", "4")})
