@@ -236,7 +236,7 @@ func TestMarkTemplateConvertsAndIsDoneOnRedelivery(t *testing.T) {
 	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM},
 		{VMID: 200, Type: "lxc", Node: "pve1", Config: seedCT}}
 	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond),
-		"vztemplate": pvesim.Duration(400 * time.Millisecond)}
+		"vztemplate": pvesim.Duration(1500 * time.Millisecond)}
 	c := newSim(t, spec)
 	cl := c.client(t)
 
