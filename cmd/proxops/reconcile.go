@@ -308,7 +308,7 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 	defer stopFollow()
 	follow := func(stream, filter string, from uint64, decode func(*bus.Message) (item, bool)) {
 		go func() {
-			err := q.bus.Follow(fctx, stream, filter, from+1, func(m *bus.Message) error {
+			err := q.bus.Follow(fctx, stream, []string{filter}, from+1, func(m *bus.Message, _ time.Time) error {
 				it, ok := decode(m)
 				if !ok {
 					return nil

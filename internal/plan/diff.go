@@ -517,13 +517,17 @@ func (d *differ) record(r *manifest.Resource, g *inventory.Guest, fp, after stri
 	d.records = append(d.records, Record{Owned: Owned{VMID: r.VMID(), Ref: r.Ref().String(), Node: g.Node, Fingerprint: fp}, After: after})
 }
 
+func hasPending(g *inventory.Guest) bool {
+	return slices.ContainsFunc(g.Config, func(e inventory.Entry) bool { return e.HasPending || e.Delete > 0 })
+}
+
 // effective returns a guest's config with its pending values applied: what PVE will run after a restart.
 // A volume's size is the current one: a resize updates the current value only, so a pending value's size
 // token may be stale.
 func effective(g *inventory.Guest) (current, eff map[string]string) {
 	current = g.Current()
 	eff = current
-	if len(g.PendingKeys()) == 0 {
+	if !hasPending(g) {
 		return current, eff
 	}
 	eff = make(map[string]string, len(current))
@@ -568,7 +572,7 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 	}
 	// Keys already written and pending on PVE: the manifest's values, not yet applied.
 	var pendingKeys []string
-	if running && len(g.PendingKeys()) > 0 {
+	if running && hasPending(g) {
 		curDiff, err := d.guestDiff(r, current, g.Template)
 		if err != nil {
 			return err
@@ -644,7 +648,7 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 
 	// Writes: the first carries the observed digest, later ones the values they expect.
 	expect := map[string]string{}
-	maps := func(k string) string {
+	expected := func(k string) string {
 		if v, ok := expect[k]; ok {
 			return v
 		}
@@ -662,7 +666,7 @@ func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp 
 		}
 		var p Precondition
 		for _, k := range keys {
-			p.Expect = append(p.Expect, KV{Key: k, Value: maps(k)})
+			p.Expect = append(p.Expect, KV{Key: k, Value: expected(k)})
 		}
 		return p
 	}
@@ -838,6 +842,17 @@ func (d *differ) planClone(r *manifest.Resource, u *unit) error {
 	var slots, keys []string
 	var storage string
 	if lt, ok := d.live[tmpl.VMID()]; ok {
+		// Only a PVE template, or one this plan makes, is cloned: the guest on a template's vmid may be
+		// someone else's (a vmid typo) until ProxOps has made it the template.
+		marking := false
+		if tu := d.unitOf[tref]; tu != nil {
+			marking = slices.ContainsFunc(tu.ops, func(o Operation) bool { return o.Action == ActionMarkTemplate })
+		}
+		if !lt.g.Template && !marking {
+			d.finding(FindingAnomaly, ref.String(), r.Node(), vmid, "spec.clone",
+				fmt.Sprintf("vmid %d of TemplateVM %s is not a template on PVE, and this plan does not make it one; the clone waits", tmpl.VMID(), s.Clone))
+			return nil
+		}
 		srcNode = lt.g.Node
 		cfg := lt.g.Current()
 		slots = pvewire.VolumeSlots(cfg)
@@ -923,6 +938,11 @@ func liveKind(g *inventory.Guest) manifest.Kind {
 	return manifest.KindVM
 }
 
+func refOf(s string) manifest.Ref {
+	r, _ := manifest.ParseRef(s)
+	return r
+}
+
 func liveRef(g *inventory.Guest) string {
 	name := liveName(g)
 	if name == "" {
@@ -977,6 +997,13 @@ func (d *differ) planPrunes() {
 				d.finding(FindingSkipped, liveRef(g), g.Node, g.VMID, "",
 					fmt.Sprintf("carries the proxops tag but %s (a hand-made clone or a reused vmid?); never deleted", why))
 			default:
+				if r := d.byRef[refOf(rec.Ref)]; r != nil && r.Kind.IsGuest() {
+					// The manifest still declares this guest, under another vmid: a changed vmid, most likely.
+					// Deleting would lose the guest's data; the operator decides.
+					d.finding(FindingAnomaly, rec.Ref, g.Node, g.VMID, "spec.vmid",
+						fmt.Sprintf("ProxOps recorded vmid %d as %s, which the manifest now declares as vmid %d; vmid %d is not deleted: delete it by hand, or restore the vmid in the manifest", g.VMID, rec.Ref, r.VMID(), g.VMID))
+					continue
+				}
 				if p, ok := g.Get("protection"); ok && pvewire.Bool(p) {
 					d.finding(FindingAnomaly, rec.Ref, g.Node, g.VMID, "",
 						"present on PVE (proxops-tagged) but absent in git; protection is on, so it is not deleted: turn protection off to let ProxOps prune it")

@@ -3,8 +3,8 @@ package plan
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
-	"hash"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,9 +139,21 @@ func sortedKeys[V any](m map[string]V) []string {
 // records, the settings) and what it does (its operations, findings and latch).
 func (d *differ) planID(p Plan) string {
 	h := sha256.New()
+	buf := make([]byte, 0, 32<<10)
 	w := func(parts ...string) {
 		for _, s := range parts {
-			writeField(h, s)
+			if len(buf)+8+len(s) > cap(buf) {
+				h.Write(buf)
+				buf = buf[:0]
+			}
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(len(s)))
+			if len(s) > cap(buf) {
+				h.Write(buf)
+				h.Write([]byte(s))
+				buf = buf[:0]
+				continue
+			}
+			buf = append(buf, s...)
 		}
 	}
 	w("proxops-plan/1", d.cluster, d.in.Tree)
@@ -178,17 +190,8 @@ func (d *differ) planID(p Plan) string {
 	}
 	w("held", strconv.FormatBool(p.Held))
 	w(p.HeldPrunes...)
+	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-func writeField(h hash.Hash, s string) {
-	var n [8]byte
-	l := len(s)
-	for i := range n {
-		n[i] = byte(l >> (8 * i))
-	}
-	h.Write(n[:])
-	h.Write([]byte(s))
 }
 
 func sortedInts[V any](m map[int]V) []int {

@@ -537,7 +537,7 @@ func TestApplyingAPlanConvergesInOnePlan(t *testing.T) {
 			obs := h.observe()
 			for _, vmid := range w.owned {
 				if g, ok := obs.Guest(vmid); ok {
-					h.owned[vmid] = plan.Owned{VMID: vmid, Ref: "VM/owned-" + strconv.Itoa(vmid), Node: g.Node, Fingerprint: inventory.Fingerprint(g)}
+					h.owned[vmid] = plan.Owned{VMID: vmid, Ref: kindOf(g) + "/owned-" + strconv.Itoa(vmid), Node: g.Node, Fingerprint: inventory.Fingerprint(g)}
 				}
 			}
 			for _, vmid := range w.forged {
@@ -547,6 +547,28 @@ func TestApplyingAPlanConvergesInOnePlan(t *testing.T) {
 			}
 			allowed := prunable(obs, h.owned)
 			first := h.diff(obs)
+			// The latch, computed without the planner: more than half of a kind's owned guests, and at least
+			// three, would be pruned.
+			declared := map[int]bool{}
+			for _, r := range h.rp.Cluster("lab").Resources {
+				declared[r.VMID()] = true
+			}
+			owned, doomed := map[string]int{}, map[string]int{}
+			for vmid := range allowed {
+				kind, _, _ := strings.Cut(h.owned[vmid].Ref, "/")
+				owned[kind]++
+				g, _ := obs.Guest(vmid)
+				if v, _ := g.Get("protection"); !declared[vmid] && v != "1" {
+					doomed[kind]++
+				}
+			}
+			latch := false
+			for kind, n := range doomed {
+				latch = latch || (n >= 3 && 2*n > owned[kind])
+			}
+			if first.Held != latch {
+				t.Errorf("plan held = %v, but the latch says %v (owned %v, pruned %v)", first.Held, latch, owned, doomed)
+			}
 			h.sim.ResetLog()
 			h.apply(first)
 			for _, req := range h.sim.Requests() {
@@ -575,6 +597,18 @@ func TestApplyingAPlanConvergesInOnePlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+func kindOf(g inventory.Guest) string {
+	switch {
+	case g.Type == inventory.LXC && g.Template:
+		return "TemplateCT"
+	case g.Type == inventory.LXC:
+		return "LXC"
+	case g.Template:
+		return "TemplateVM"
+	}
+	return "VM"
 }
 
 func vmidOf(path string) int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,7 +213,7 @@ func (a *applier) settlePrior(ctx context.Context, q TaskQuery) (bool, error) {
 	if p.Intent == nil {
 		return false, nil
 	}
-	q.Since = p.Intent.At.Add(-10 * time.Minute) // clock skew between executor and node
+	q.Since = p.Intent.At.Add(-taskClockSkew)
 	tasks, err := a.c.FindTasks(ctx, q)
 	if err != nil {
 		return false, failed(err, "%s: find earlier task", a.what())
@@ -260,28 +261,33 @@ func (a *applier) readGuest(ctx context.Context, node string, vmid int) (invento
 }
 
 // waitSettled waits until a guest carries none of the given config locks (a create or clone task still
-// running), polling with the task backoff. ok is false when the guest disappeared (the task failed).
-func (a *applier) waitSettled(ctx context.Context, node string, vmid int, locks ...string) (inventory.Guest, bool, error) {
+// running), polling with the task backoff. The guest is looked for on each of nodes in turn (a clone with a
+// target node moves there only when its task ends). ok is false when the guest is on none of them (the task
+// failed and PVE removed its temporary config); node is where it was found.
+func (a *applier) waitSettled(ctx context.Context, nodes []string, vmid int, locks ...string) (g inventory.Guest, node string, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.TaskTimeout)
 	defer cancel()
 	delay := a.c.cfg.TaskPollMin
 	for {
-		g, ok, err := a.c.ReadGuest(ctx, node, a.op.GuestType, vmid)
-		if err != nil {
-			return g, false, failed(err, "%s: read config", a.what())
+		ok = false
+		for _, n := range slices.Compact(slices.Clone(nodes)) {
+			g, ok, err = a.c.ReadGuest(ctx, n, a.op.GuestType, vmid)
+			if err != nil {
+				return g, n, false, failed(err, "%s: read config", a.what())
+			}
+			if ok {
+				node = n
+				break
+			}
 		}
 		if !ok || !slices.Contains(locks, g.Lock) {
-			return g, ok, nil
+			return g, node, ok, nil
 		}
 		if a.opts.Progress != nil {
 			a.opts.Progress(TaskStatus{Running: true})
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return g, false, failed(ctx.Err(), "%s: wait for lock %s", a.what(), g.Lock)
-		case <-t.C:
+		if err := sleepCtx(ctx, delay); err != nil {
+			return g, node, false, failed(err, "%s: wait for lock %s", a.what(), g.Lock)
 		}
 		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
 	}
@@ -311,7 +317,7 @@ func (a *applier) create(ctx context.Context) error {
 		}
 		// The intent record says this operation sent the create: the guest is the one it made, once the
 		// create task (if still running) is over.
-		g, ok, err := a.waitSettled(ctx, a.op.Node, a.op.VMID, "create")
+		g, _, ok, err := a.waitSettled(ctx, []string{a.op.Node}, a.op.VMID, "create")
 		if err != nil {
 			return err
 		}
@@ -343,8 +349,16 @@ func (a *applier) create(ctx context.Context) error {
 	return a.finishGuest(ctx, a.op.Node, a.op.VMID)
 }
 
-// clone is POST /nodes/{node}/qemu|lxc/{source}/clone (full clone, never started) followed by the
-// post-clone config write (identity clearing).
+// clone is POST /nodes/{node}/qemu|lxc/{source}/clone (full unless the operation says full=0; never
+// started: a clone request does not take start) followed by the post-clone config write (identity clearing:
+// the operation's Values and Delete, disjoint; an inherited cloud-init drive is never rewritten).
+//
+// A redelivered clone does not search the node's task list: clone tasks carry the source's vmid, so several
+// clones of one template cannot be told apart there. It relies on PVE's own marker instead: the new vmid is
+// taken, with `lock: clone` (qemu) or `lock: create` (lxc), from the moment PVE accepts the request until
+// the task ends, and is freed again when the task fails. With an intent recorded, a taken vmid is the
+// earlier delivery's clone (its name is checked when the operation gives one); a free one means the earlier
+// request never reached PVE or failed, so it is sent again after that fresh check.
 func (a *applier) clone(ctx context.Context) error {
 	src := a.op.SourceVMID
 	if src < 100 {
@@ -358,72 +372,166 @@ func (a *applier) clone(ctx context.Context) error {
 	}
 	targetNode := a.op.Node
 	if t, ok := a.op.Param("target"); ok && t != "" {
+		if !validNodeName(t) {
+			return terminal("%s: invalid target node %q", a.what(), t)
+		}
 		targetNode = t
 	}
+	name, _ := a.op.Param("name")
 	taskType := map[string]string{"qemu": "qmclone", "lxc": "vzclone"}[a.typ()]
 	srcID := strconv.Itoa(src)
-	found, priorErr := a.settlePrior(ctx, TaskQuery{Node: a.op.Node, Type: taskType, ID: srcID})
-	free, err := a.guestFree(ctx, a.op.VMID)
-	if err != nil {
-		return err
+	var priorErr error
+	if p := a.opts.Prior.UPID; p != "" {
+		u, err := ParseUPID(p)
+		if err != nil {
+			return terminal("%s: recorded task: %v", a.what(), err)
+		}
+		// Its outcome is not this call's: the vmid check below decides what happened.
+		priorErr = a.wait(ctx, u)
 	}
-	if !free {
+	for round := 0; ; round++ {
+		if round == 3 {
+			return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: vmid %d keeps appearing and disappearing", a.what(), a.op.VMID)}
+		}
+		free, err := a.guestFree(ctx, a.op.VMID)
+		if err != nil {
+			return err
+		}
+		if free {
+			if priorErr != nil {
+				a.out.Message = "earlier attempt failed: " + messageOf(priorErr)
+			}
+			if err := a.sendClone(ctx, taskType, srcID); err != nil {
+				return err
+			}
+			break
+		}
 		if a.opts.Prior.Intent == nil {
 			return conflict("%s: vmid %d already exists", a.what(), a.op.VMID)
 		}
-		_, ok, err := a.waitSettled(ctx, targetNode, a.op.VMID, "clone", "create")
+		g, _, ok, err := a.waitSettled(ctx, []string{a.op.Node, targetNode}, a.op.VMID, "clone", "create")
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return conflict("%s: vmid %d exists, but not as a %s guest on node %s", a.what(), a.op.VMID, a.op.GuestType, targetNode)
+			continue // the earlier clone failed and PVE removed it: check again
+		}
+		if name != "" && guestName(g) != name {
+			return conflict("%s: vmid %d exists as %q, not as the clone %q this operation sends", a.what(), a.op.VMID, guestName(g), name)
 		}
 		a.out.AlreadyDone = true
-	} else {
-		if found && priorErr != nil {
-			a.out.Message = "earlier attempt failed: " + messageOf(priorErr)
-		}
-		body := map[string]string{"newid": a.vmid()}
-		for _, p := range a.op.Params {
-			switch p.Key {
-			case "newid", "start":
-				continue // a clone is never started in the clone request (PVE refuses start)
-			case "name":
-				if a.op.GuestType == inventory.LXC {
-					body["hostname"] = p.Value
-					continue
-				}
-			}
-			body[p.Key] = p.Value
-		}
-		if _, ok := body["full"]; !ok {
-			body["full"] = "1"
-		}
-		u, ok, err := a.submit(ctx, Intent{TaskType: taskType, Node: a.op.Node, ID: srcID, VMID: a.op.VMID},
-			http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/clone", []string{a.op.Node, srcID}, nil, body)
-		if err != nil {
-			return failed(err, "%s from %d", a.what(), src)
-		}
-		if ok {
-			if err := a.wait(ctx, u); err != nil {
-				return err
-			}
-		}
+		break
 	}
-	if len(a.op.Values) > 0 || len(a.op.Delete) > 0 {
-		g, ok, err := a.waitSettled(ctx, targetNode, a.op.VMID, "clone", "create")
+	if values := cloneWriteValues(a.op.Values); len(values) > 0 || len(a.op.Delete) > 0 {
+		g, node, ok, err := a.waitSettled(ctx, []string{targetNode, a.op.Node}, a.op.VMID, "clone", "create")
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return conflict("%s: the clone %d disappeared", a.what(), a.op.VMID)
 		}
-		if err := a.writeConfig(ctx, targetNode, g.Digest); err != nil {
+		if drive, ok := cloudInitDrive(g); ok {
+			var kept []string
+			values, kept = dropCloudInitDrives(values)
+			if len(kept) > 0 {
+				a.out.Message = joinMessage(a.out.Message, fmt.Sprintf("kept the inherited cloud-init drive %s (not rewritten by %s)", drive, strings.Join(kept, ", ")))
+			}
+		}
+		applied, err := a.applied(ctx, g, values)
+		if err != nil {
 			return err
 		}
-		a.out.AlreadyDone = false
+		if !applied {
+			if err := a.writeConfig(ctx, node, g.Digest, values); err != nil {
+				return err
+			}
+			a.out.AlreadyDone = false
+		}
+		targetNode = node
 	}
 	return a.finishGuest(ctx, targetNode, a.op.VMID)
+}
+
+// sendClone submits the clone request itself (journaled) and waits for its task.
+func (a *applier) sendClone(ctx context.Context, taskType, srcID string) error {
+	body := map[string]string{"newid": a.vmid()}
+	for _, p := range a.op.Params {
+		switch p.Key {
+		case "newid", "start":
+			continue // a clone is never started in the clone request (PVE refuses start)
+		case "name":
+			if a.op.GuestType == inventory.LXC {
+				body["hostname"] = p.Value
+				continue
+			}
+		}
+		body[p.Key] = p.Value
+	}
+	if _, ok := body["full"]; !ok {
+		body["full"] = "1"
+	}
+	u, ok, err := a.submit(ctx, Intent{TaskType: taskType, Node: a.op.Node, ID: srcID, VMID: a.op.VMID},
+		http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/clone", []string{a.op.Node, srcID}, nil, body)
+	if err != nil {
+		return failed(err, "%s from %s", a.what(), srcID)
+	}
+	if ok {
+		return a.wait(ctx, u)
+	}
+	return nil
+}
+
+// guestName is a guest's name (qemu) or hostname (lxc).
+func guestName(g inventory.Guest) string {
+	if g.Type == inventory.LXC {
+		v, _ := effective(g, "hostname")
+		return v
+	}
+	v, _ := effective(g, "name")
+	return v
+}
+
+// cloneWriteValues are the values of a post-clone write: start is a create parameter, never a config key
+// (power-on is its own operation).
+func cloneWriteValues(values []plan.KV) []plan.KV {
+	return slices.DeleteFunc(slices.Clone(values), func(kv plan.KV) bool { return kv.Key == "start" })
+}
+
+var (
+	// reCloudInitCreate is the create form of a cloud-init drive: <storage>:cloudinit[,options].
+	reCloudInitCreate = regexp.MustCompile(`^(?:file=)?[A-Za-z][A-Za-z0-9\-_.]*:cloudinit(?:,|$)`)
+	// reCloudInitVolume is an allocated cloud-init volume: …vm-<vmid>-cloudinit[.qcow2|.raw].
+	reCloudInitVolume = regexp.MustCompile(`(?:^|[:/=])vm-\d+-cloudinit(?:\.(?:qcow2|raw))?(?:,|$)`)
+)
+
+// cloudInitDrive returns the key of a guest's cloud-init drive, if it has one.
+func cloudInitDrive(g inventory.Guest) (string, bool) {
+	for _, e := range g.Config {
+		if v, ok := effective(g, e.Key); ok && reCloudInitVolume.MatchString(v) {
+			return e.Key, true
+		}
+	}
+	return "", false
+}
+
+// dropCloudInitDrives removes the values that would create a cloud-init drive: a clone inherits its
+// template's drive, and writing the create form over it (or next to it) fails or reallocates it.
+func dropCloudInitDrives(values []plan.KV) (kept []plan.KV, dropped []string) {
+	for _, kv := range values {
+		if reCloudInitCreate.MatchString(kv.Value) || reCloudInitVolume.MatchString(kv.Value) {
+			dropped = append(dropped, kv.Key)
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return kept, dropped
+}
+
+func joinMessage(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // disjoint refuses an operation that sets and deletes the same key (PVE answers 400).
@@ -453,7 +561,7 @@ func (a *applier) configure(ctx context.Context) error {
 	if pre.Fingerprint != "" && inventory.Fingerprint(g) != pre.Fingerprint {
 		return conflict("%s: the live guest's identity %q is not the recorded %q", a.what(), inventory.Fingerprint(g), pre.Fingerprint)
 	}
-	applied, err := a.applied(ctx, g)
+	applied, err := a.applied(ctx, g, a.op.Values)
 	if err != nil {
 		return err
 	}
@@ -477,7 +585,7 @@ func (a *applier) configure(ctx context.Context) error {
 			return conflict("%s: the config changed since it was observed (digest %s, now %s)", a.what(), pre.Digest, g.Digest)
 		}
 	}
-	if err := a.writeConfig(ctx, a.op.Node, digest); err != nil {
+	if err := a.writeConfig(ctx, a.op.Node, digest, a.op.Values); err != nil {
 		return err
 	}
 	if a.op.Action == plan.ActionClaimTag {
@@ -489,13 +597,13 @@ func (a *applier) configure(ctx context.Context) error {
 // applied reports whether a guest already holds every value the operation sets and none it deletes (a
 // redelivered write whose first delivery succeeded). Values PVE rewrites (MACs added, drives re-printed)
 // do not compare equal; the write then meets the digest check instead.
-func (a *applier) applied(ctx context.Context, g inventory.Guest) (bool, error) {
+func (a *applier) applied(ctx context.Context, g inventory.Guest, values []plan.KV) (bool, error) {
 	for _, k := range a.op.Delete {
 		if _, ok := effective(g, k); ok {
 			return false, nil
 		}
 	}
-	for _, kv := range a.op.Values {
+	for _, kv := range values {
 		live, ok := effective(g, kv.Key)
 		switch {
 		case kv.Key == "cipassword" && len(kv.SecretRefs) > 0:
@@ -532,10 +640,10 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
-// writeConfig sends the operation's values and deletes: qemu POST …/config (a qmconfig task), lxc PUT
+// writeConfig sends values and the operation's deletes: qemu POST …/config (a qmconfig task), lxc PUT
 // …/config (synchronous; PVE has no POST there).
-func (a *applier) writeConfig(ctx context.Context, node, digest string) error {
-	body, err := a.values(ctx, a.op.Values, "vmid", "node", "digest", "delete")
+func (a *applier) writeConfig(ctx context.Context, node, digest string, values []plan.KV) error {
+	body, err := a.values(ctx, values, "vmid", "node", "digest", "delete")
 	if err != nil {
 		return err
 	}
@@ -729,9 +837,16 @@ func (a *applier) power(ctx context.Context) error {
 	return failed(err, "%s", a.what())
 }
 
-// markTemplate converts a guest into a template: qemu POST …/template is a task; lxc answers null and
-// works in the background, so the config is polled for template: 1.
+// markTemplate converts a guest into a template. qemu POST …/template sets `template: 1` at once and renames
+// the disks to base volumes in a qmtemplate task; lxc answers null and converts in a background vztemplate
+// task, so the adapter finds that task in the node's task list (or, failing that, polls the config for
+// `template: 1`). A conversion still running from an earlier delivery is waited for first, so a redelivered
+// mark-template never sends a second request: a guest already marked is done.
 func (a *applier) markTemplate(ctx context.Context) error {
+	taskType := map[string]string{"qemu": "qmtemplate", "lxc": "vztemplate"}[a.typ()]
+	if err := a.waitRunning(ctx, taskType); err != nil {
+		return err
+	}
 	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
 	if err != nil {
 		return err
@@ -740,6 +855,7 @@ func (a *applier) markTemplate(ctx context.Context) error {
 		a.out.AlreadyDone = true
 		return nil
 	}
+	sent := a.opts.Now()
 	u, ok, err := a.send(ctx, http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/template", []string{a.op.Node, a.vmid()}, nil, nil)
 	if err == nil && ok {
 		err = a.wait(ctx, u)
@@ -753,6 +869,16 @@ func (a *applier) markTemplate(ctx context.Context) error {
 	}
 	if ok {
 		return nil
+	}
+	// The null answer of lxc: the conversion runs in the background.
+	tasks, err := a.c.FindTasks(ctx, TaskQuery{Node: a.op.Node, Type: taskType, ID: a.vmid(), Since: sent.Add(-taskClockSkew)})
+	if err != nil {
+		return failed(err, "%s: find the conversion task", a.what())
+	}
+	if len(tasks) > 0 {
+		if err := a.wait(ctx, tasks[0].UPID); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.TaskTimeout)
 	defer cancel()
@@ -768,18 +894,45 @@ func (a *applier) markTemplate(ctx context.Context) error {
 		if a.opts.Progress != nil {
 			a.opts.Progress(TaskStatus{Running: true})
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return failed(ctx.Err(), "%s: wait for template: 1", a.what())
-		case <-t.C:
+		if err := sleepCtx(ctx, delay); err != nil {
+			return failed(err, "%s: wait for template: 1", a.what())
 		}
 		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
 	}
 }
 
-// download fetches an artifact with POST /nodes/{node}/storage/{storage}/download-url (a download task).
+// taskClockSkew is how far a node's task start times may be off the executor's clock.
+const taskClockSkew = 10 * time.Minute
+
+// waitRunning waits for the running tasks of a type this principal started on the operation's guest.
+// Their outcome is not reported: the caller reads the guest afterwards.
+func (a *applier) waitRunning(ctx context.Context, taskType string) error {
+	tasks, err := a.c.FindTasks(ctx, TaskQuery{Node: a.op.Node, Type: taskType, ID: a.vmid()})
+	if err != nil {
+		return failed(err, "%s: list running tasks", a.what())
+	}
+	for _, t := range tasks {
+		if !t.Running {
+			continue
+		}
+		if _, err := a.c.WaitTask(ctx, t.UPID, a.opts.Progress); err != nil && ctx.Err() != nil {
+			return failed(ctx.Err(), "%s: wait for task %s", a.what(), t.UPID)
+		}
+	}
+	return nil
+}
+
+// download fetches an artifact with POST /nodes/{node}/storage/{storage}/download-url (a download task),
+// with checksum and checksum-algorithm when the operation gives them. PVE never overwrites an existing file:
+// with a checksum it reuses a matching one and fails on a different one, without one it refuses. So:
+//
+//   - a file that an earlier delivery of this operation downloaded (its task, recorded or found in the node's
+//     task list, succeeded) is done;
+//   - a file present with a checksum given is verified by PVE: the request is sent, PVE compares the file
+//     with the checksum without downloading, and a match is reported as already done, a mismatch as failed;
+//   - a file present without a checksum cannot be verified: if the plan expected it absent, that is a
+//     conflict (re-plan: the planner then sees the file, which by name is what it wants); otherwise, as the
+//     artifact is then defined by its name alone, it is done.
 func (a *applier) download(ctx context.Context) error {
 	storage := a.op.Storage
 	if s, ok := a.op.Param("storage"); ok && s != "" {
@@ -805,27 +958,62 @@ func (a *applier) download(ctx context.Context) error {
 		return terminal("%s: file name %q must not contain a path", a.what(), dl["filename"])
 	}
 	volid := storage + ":" + dl["content"] + "/" + dl["filename"]
-	found, priorErr := a.settlePrior(ctx, TaskQuery{Node: a.op.Node, Type: "download", ID: dl["filename"]})
+	taskID := encodeTaskText(dl["filename"])
+	found, priorErr := a.settlePrior(ctx, TaskQuery{Node: a.op.Node, Type: "download", ID: taskID})
 	present, err := a.volumePresent(ctx, storage, dl["content"], volid)
 	if err != nil {
 		return err
 	}
+	verify := false
 	if present {
-		a.out.AlreadyDone = true
-		return nil
+		switch {
+		case found && priorErr == nil:
+			a.out.AlreadyDone = true
+			a.out.Message = "downloaded by an earlier attempt"
+			return nil
+		case dl["checksum"] != "":
+			verify = true
+		case a.op.Precondition.ExpectAbsent:
+			return conflict("%s: %s already exists and, without a checksum, cannot be shown to be the same file", a.what(), volid)
+		default:
+			a.out.AlreadyDone = true
+			a.out.Message = volid + " is present (not verified: no checksum given)"
+			return nil
+		}
 	}
 	if found && priorErr != nil {
 		a.out.Message = "earlier attempt failed: " + messageOf(priorErr)
 	}
-	u, ok, err := a.submit(ctx, Intent{TaskType: "download", Node: a.op.Node, ID: dl["filename"]},
+	u, ok, err := a.submit(ctx, Intent{TaskType: "download", Node: a.op.Node, ID: taskID},
 		http.MethodPost, "/nodes/{node}/storage/{storage}/download-url", []string{a.op.Node, storage}, nil, dl)
 	if err != nil {
 		return failed(err, "%s", a.what())
 	}
 	if ok {
-		return a.wait(ctx, u)
+		if err := a.wait(ctx, u); err != nil {
+			return err
+		}
+	}
+	if verify {
+		a.out.AlreadyDone = true
+		a.out.Message = volid + " is present and matches the checksum"
 	}
 	return nil
+}
+
+// encodeTaskText is PVE::Tools::encode_text, which PVE applies to a task's id (a download's file name):
+// every byte outside printable ASCII, and ':', becomes %XX.
+func encodeTaskText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c <= 0x7e && c != ':' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 func (a *applier) volumePresent(ctx context.Context, storage, content, volid string) (bool, error) {

@@ -355,9 +355,31 @@ func TestDeleteVerifiesTagAndFingerprintRightBeforeDestroying(t *testing.T) {
 		t.Fatal("guest 200 was deleted")
 	}
 	j := &journal{}
+	owned := func(vmid int) []string {
+		n, err := cl.Observe(testContext(t), pve.ObserveRequest{Cluster: "lab", Node: "pve1", AllContent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vols []string
+		for _, v := range n.Volumes {
+			if v.VMID == vmid {
+				vols = append(vols, v.Volid)
+			}
+		}
+		return vols
+	}
+	if len(owned(100)) == 0 {
+		t.Fatal("setup: guest 100 owns no volume")
+	}
 	mustApply(t, cl, del(100, inventory.QEMU, fp[100], true), pve.ApplyOptions{Journal: j})
-	if c.sim.Exists(100) {
+	if c.sim.Exists(100) || c.sim.Running(100) {
 		t.Fatal("guest 100 still exists")
+	}
+	if vols := owned(100); len(vols) != 0 {
+		t.Errorf("volumes of the deleted guest remain: %v", vols)
+	}
+	if r := c.lastRequest(t, "DELETE", "/nodes/{node}/qemu/{vmid}"); r.Params["purge"] != "1" {
+		t.Errorf("delete request %v", r.Params)
 	}
 	if c.count("POST", "/nodes/{node}/qemu/{vmid}/status/stop") != 1 || len(j.intents) != 2 {
 		t.Errorf("running guest not stopped first: %v, intents %+v", c.sim.Counts(), j.intents)
@@ -392,7 +414,7 @@ func TestErrorsAreClassifiedAtTheBoundary(t *testing.T) {
 		class plan.ErrorClass
 		lock  string
 	}{
-		{"lock timeout", &pvesim.Fault{Status: 500, Message: "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"}, plan.ErrorRetryable, ""},
+		{"lock timeout", &pvesim.Fault{Status: 500, Message: "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"}, plan.ErrorRetryable, pve.LockFileContended},
 		{"node unreachable", &pvesim.Fault{Status: 595, Message: "Connection refused"}, plan.ErrorRetryable, ""},
 		{"bad gateway", &pvesim.Fault{Status: 502, Message: "Bad Gateway"}, plan.ErrorRetryable, ""},
 		{"digest", &pvesim.Fault{Status: 500, Message: "checksum mismatch (file change by other user?)"}, plan.ErrorConflict, ""},
@@ -406,6 +428,9 @@ func TestErrorsAreClassifiedAtTheBoundary(t *testing.T) {
 		_, err := apply(t, cl, configure, pve.ApplyOptions{})
 		if got := pve.ClassOf(err); got != tc.class {
 			t.Errorf("%s: class %q (%v), want %q", tc.name, got, err, tc.class)
+		}
+		if lock, _ := pve.LockOf(err); lock != tc.lock {
+			t.Errorf("%s: lock %q, want %q", tc.name, lock, tc.lock)
 		}
 		// Writes are never retried by the client, whatever the answer.
 		if n := c.count("POST", "/nodes/{node}/qemu/{vmid}/config") - before; n != 1 {
@@ -428,6 +453,33 @@ func TestErrorsAreClassifiedAtTheBoundary(t *testing.T) {
 	})
 	if _, ok, err := cl.ReadGuest(testContext(t), "pve1", inventory.QEMU, 100); err != nil || !ok {
 		t.Fatalf("read with two transient failures: %v", err)
+	}
+	// So are reads answered 500 without one of PVE's semantic answers; once the attempts are spent the
+	// failure is retryable, not terminal. A missing config (a semantic 500) is an answer, asked once.
+	var pending500 int
+	c.sim.Use(func(r pvesim.RequestInfo) *pvesim.Fault {
+		if r.Template == "/nodes/{node}/qemu/{vmid}/pending" && r.Params["vmid"] == "100" {
+			mu.Lock()
+			defer mu.Unlock()
+			pending500++
+			if pending500 <= 2 || pending500 >= 4 {
+				return &pvesim.Fault{Status: 500, Message: "cluster not ready - no quorum?"}
+			}
+		}
+		return nil
+	})
+	if _, ok, err := cl.ReadGuest(testContext(t), "pve1", inventory.QEMU, 100); err != nil || !ok {
+		t.Fatalf("read with two transient 500s: %v", err)
+	}
+	if _, _, err := cl.ReadGuest(testContext(t), "pve1", inventory.QEMU, 100); pve.ClassOf(err) != plan.ErrorRetryable {
+		t.Fatalf("read failing with 500 on every attempt: %v (class %s)", err, pve.ClassOf(err))
+	}
+	missing := c.count("GET", "/nodes/{node}/qemu/{vmid}/pending")
+	if _, ok, err := cl.ReadGuest(testContext(t), "pve1", inventory.QEMU, 777); err != nil || ok {
+		t.Fatalf("read of a missing guest: ok %v, %v", ok, err)
+	}
+	if n := c.count("GET", "/nodes/{node}/qemu/{vmid}/pending") - missing; n != 1 {
+		t.Errorf("a missing config was asked %d times", n)
 	}
 	// A guest locked by a long job reports the lock, so the executor can wait for it.
 	locked := configure

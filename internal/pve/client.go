@@ -28,6 +28,8 @@ import (
 	"time"
 
 	proxmox "github.com/luthermonson/go-proxmox"
+
+	"github.com/proxops/proxops/internal/plan"
 )
 
 // MinVersion is the oldest PVE release the adapter accepts (async resize, download-url, message bodies).
@@ -368,6 +370,7 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 	if write {
 		cl = c.write
 	}
+	readTries := 0
 	for attempt := 0; ; attempt++ {
 		ticket, issued := "", time.Time{}
 		if c.cfg.TokenID == "" {
@@ -395,7 +398,50 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 			}
 			continue
 		}
+		// A read answered 500 without one of PVE's semantic answers (a missing config, no such task) is
+		// transient: pmxcfs busy, a node briefly out of quorum, a crashed worker. Reads have no effect, so
+		// they are tried again here; once the attempts are spent the failure is retryable, never terminal.
+		if err != nil && !write && transientRead(err) {
+			readTries++
+			if readTries < c.cfg.ReadAttempts {
+				if werr := sleepCtx(ctx, c.cfg.ReadBackoff<<min(readTries-1, 5)); werr != nil {
+					return nil, err
+				}
+				continue
+			}
+			return raw, &Error{Class: plan.ErrorRetryable, Status: statusOf(err), Err: err}
+		}
 		return raw, err
+	}
+}
+
+// semanticReadTexts are the 500 answers of reads that are facts, not failures: the object is not there.
+var semanticReadTexts = []string{"does not exist", "no such", "not found", "not available", "not configured",
+	"unable to parse", "Parameter verification failed"}
+
+// transientRead reports whether a failed read answered 500 with something other than a semantic answer.
+func transientRead(err error) bool {
+	if statusOf(err) != http.StatusInternalServerError {
+		return false
+	}
+	msg := messageOf(err)
+	for _, t := range semanticReadTexts {
+		if strings.Contains(msg, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// sleepCtx waits d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -20,7 +20,8 @@ type Error struct {
 	// Class decides what the executor does: retry (nak with backoff), re-plan, or report and terminate.
 	Class plan.ErrorClass
 	// Lock is the config lock PVE reported ("VM 100 is locked (backup)"): the guest is busy with a long
-	// job, so the executor waits for it instead of spending deliveries.
+	// job, so the executor waits for it instead of spending deliveries. LockFileContended stands for
+	// "can't lock file … got timeout": another PVE worker held the guest's config file lock.
 	Lock string
 	// Status is the HTTP status of the answer, 0 for task failures and transport errors.
 	Status int
@@ -54,6 +55,10 @@ func LockOf(err error) (string, bool) {
 	return "", false
 }
 
+// LockFileContended is Error.Lock for PVE's "can't lock file '…' - got timeout": the guest's config file
+// lock (an flock, not a `lock:` property) was held by another worker for longer than PVE waits.
+const LockFileContended = "lock-file"
+
 var (
 	// AbstractConfig.pm lock_file / PVE::Tools lock_file_full: "can't lock file '...' - got timeout".
 	reLockTimeout = regexp.MustCompile(`can't lock file '[^']*' - got timeout`)
@@ -64,6 +69,9 @@ var (
 		"checksum mismatch (file change by other user?)",
 		"detected modified configuration - file changed by other user?",
 	}
+	// Failures that mention a timeout but are the guest's doing, not the cluster's: a shutdown the guest
+	// ignored (qemu-server vm_shutdown without forceStop) is not retried.
+	guestTimeoutTexts = []string{"quit/powerdown failed - got timeout", "--nokill"}
 	// 500 answers that are transient: proxying to another node, timeouts, lock contention.
 	transientTexts = []string{
 		"got timeout", "connection refused", "connection timed out", "no route to host", "temporary failure",
@@ -118,7 +126,12 @@ func classifyText(msg string, def plan.ErrorClass) (plan.ErrorClass, string) {
 		return plan.ErrorRetryable, m[1]
 	}
 	if reLockTimeout.MatchString(msg) {
-		return plan.ErrorRetryable, ""
+		return plan.ErrorRetryable, LockFileContended
+	}
+	for _, t := range guestTimeoutTexts {
+		if strings.Contains(msg, t) {
+			return plan.ErrorTerminal, ""
+		}
 	}
 	for _, t := range conflictTexts {
 		if strings.Contains(msg, t) {

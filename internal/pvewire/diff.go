@@ -124,8 +124,9 @@ func (d Diff) OnlyTags() bool {
 
 // differ accumulates a Diff against a live config.
 type differ struct {
-	live map[string]string
-	d    Diff
+	live   map[string]string
+	d      Diff
+	sorted []string
 	// volumeMismatch is set when a live volume is larger than declared or on another storage:
 	// a sign that slots were mixed up, so no volume of the guest is grown.
 	volumeMismatch bool
@@ -143,6 +144,14 @@ func (x *differ) holdGrowth() {
 			r.Key, FormatSize(r.From), FormatSize(r.To))
 	}
 	x.d.Resizes = nil
+}
+
+// keys returns the live keys, sorted (computed once).
+func (x *differ) keys() []string {
+	if x.sorted == nil {
+		x.sorted = sortedKeys(x.live)
+	}
+	return x.sorted
 }
 
 func (x *differ) get(key string) (string, bool) {
@@ -218,7 +227,7 @@ func (x *differ) description(field, want string) {
 func (x *differ) tags(declared []string) {
 	have, _ := x.get("tags")
 	want := DesiredTags(declared, have)
-	if !SameTags(have, want) {
+	if have != want && !SameTags(have, want) {
 		x.setString("tags", "spec.tags", want)
 	}
 }

@@ -213,11 +213,7 @@ func LXC(g Desired, live map[string]string, template bool) (Diff, error) {
 	}
 	r := g.Resource
 	x := &differ{live: live}
-	hostField := "metadata.name"
-	if s.DNS != nil && s.DNS.Hostname != r.Metadata.Name {
-		hostField = "spec.dns.hostname"
-	}
-	x.scalar("hostname", hostField, r.Hostname())
+	x.scalar("hostname", "spec.dns.hostname", r.Hostname())
 	x.description("spec.pve-description", s.PVEDescription)
 	x.tags(s.Tags)
 	if s.Arch != "" {

@@ -3,7 +3,6 @@ package pvewire
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -437,25 +436,15 @@ func CloneIdentityDeletes(g Desired, templateKeys []string) []string {
 	return out
 }
 
-var indexedRE = regexp.MustCompile(`^([a-z]+)(\d+)$`)
-
-// isIndexed reports whether key is prefix<N>.
+// isIndexed reports whether key is prefix<N> (N one or more digits).
 func isIndexed(key, prefix string) bool {
-	m := indexedRE.FindStringSubmatch(key)
-	return m != nil && m[1] == prefix
+	n, ok := strings.CutPrefix(key, prefix)
+	return ok && n != "" && allDigits(n)
 }
 
 // isDiskSlot reports whether a key is a qemu disk bus slot (ideN, sataN, scsiN, virtioN).
 func isDiskSlot(k string) bool {
-	m := indexedRE.FindStringSubmatch(k)
-	if m == nil {
-		return false
-	}
-	switch m[1] {
-	case "ide", "sata", "scsi", "virtio":
-		return true
-	}
-	return false
+	return isIndexed(k, "scsi") || isIndexed(k, "virtio") || isIndexed(k, "sata") || isIndexed(k, "ide")
 }
 
 // machineMatches compares a declared machine with the live one: an unversioned i440fx or q35 matches any
@@ -725,7 +714,7 @@ func (x *differ) tpm(s *manifest.VMSpec) {
 
 func (x *differ) cloudInitDrive(c *manifest.CloudInitDrive) {
 	const field, slot = "spec.hardware.cloud-init", manifest.CloudInitSlot
-	for _, k := range sortedKeys(x.live) {
+	for _, k := range x.keys() {
 		if k != slot && isDiskSlot(k) && ParseDrive(x.live[k]).IsCloudInit() {
 			x.anomaly(k, field, "the cloud-init drive is on %s on PVE; ProxOps manages it on %s only and does not add a second one", k, slot)
 			return
@@ -783,7 +772,7 @@ func (x *differ) liveOnlyDisks(owned map[string]bool, clone bool) {
 	if clone {
 		return
 	}
-	for _, k := range sortedKeys(x.live) {
+	for _, k := range x.keys() {
 		if !isDiskSlot(k) || owned[k] {
 			continue
 		}
@@ -797,7 +786,7 @@ func (x *differ) liveOnlyDisks(owned map[string]bool, clone bool) {
 
 // liveOnly reports live prefixN keys the manifest does not declare.
 func (x *differ) liveOnly(prefix string, declared map[string]bool, what string) {
-	for _, k := range sortedKeys(x.live) {
+	for _, k := range x.keys() {
 		if isIndexed(k, prefix) && !declared[k] {
 			x.anomaly(k, liveOnlyField(prefix), "live-only %s %s (%s); ProxOps will not automatically remove it", what, k, x.live[k])
 		}
@@ -973,7 +962,7 @@ func (x *differ) cloudInitData(g Desired, s *manifest.VMSpec) {
 
 // clearIdentity deletes the cloud-init identity a clone inherited and its manifest does not own.
 func (x *differ) clearIdentity(s *manifest.VMSpec) {
-	for _, k := range sortedKeys(x.live) {
+	for _, k := range x.keys() {
 		if !IsCloudInitIdentityKey(k) || ownedIdentity(s, k) {
 			continue
 		}

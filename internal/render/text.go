@@ -1,7 +1,7 @@
-// Package render turns plans and rejections into the text `proxops diff` prints (the predecessor's layout,
-// extended with ProxOps' actions and sections) and into JSON with a stable field order (docs/plan-format.md).
-// It is pure: values in, bytes out.
 package render
+
+// Plans and rejections as the text `proxops diff` prints (the predecessor's layout, extended with ProxOps'
+// actions and sections) and as JSON with a stable field order (docs/plan-format.md).
 
 import (
 	"cmp"
@@ -215,24 +215,13 @@ func RejectionText(r plan.Rejection) string {
 		why = r.Reason
 	}
 	errs, warns := r.Diagnostics.Count()
-	fmt.Fprintf(&b, "ABORTED: %s (%s); nothing is written to PVE\n", why, count(errs, "error", warns, "warning"))
+	counts := count(errs, "error")
+	if warns > 0 {
+		counts += ", " + count(warns, "warning")
+	}
+	fmt.Fprintf(&b, "ABORTED: %s (%s); nothing is written to PVE\n", why, counts)
 	for _, d := range r.Diagnostics.Sorted() {
 		fmt.Fprintf(&b, "  %s\n", d.String())
 	}
 	return b.String()
-}
-
-func count(n int, what string, m int, what2 string) string {
-	s := plural(n, what)
-	if m > 0 {
-		s += ", " + plural(m, what2)
-	}
-	return s
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
 }

@@ -73,16 +73,16 @@ func PlannedToProto(e plan.Planned) (proto.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", e.Plan.ID, err)
 	}
-	var records []*planv1.OwnershipRecord
+	var records []*planv1.OwnedRecord
 	for _, r := range e.Plan.Record {
-		records = append(records, &planv1.OwnershipRecord{Vmid: int64(r.Owned.VMID), Ref: r.Owned.Ref, Node: r.Owned.Node,
+		records = append(records, &planv1.OwnedRecord{Vmid: int64(r.Owned.VMID), Ref: r.Owned.Ref, Node: r.Owned.Node,
 			Fingerprint: r.Owned.Fingerprint, After: r.After})
 	}
 	return &planv1.Plan{
 		PlanId: e.Plan.ID, RunId: e.RunID, Cluster: e.Plan.Cluster, Repo: e.Repo, Commit: e.Commit, Tree: e.Tree,
 		EventId: e.EventID, RequestId: e.RequestID, Operations: ops, Findings: findings, DryRun: e.DryRun,
 		Suspended: e.Suspended, Held: e.Plan.Held, HeldReason: e.Plan.HeldReason, Resources: e.Plan.Resources,
-		Records: records, HeldPrunes: e.Plan.HeldPrunes,
+		Record: records, HeldPrunes: e.Plan.HeldPrunes,
 	}, nil
 }
 
@@ -104,19 +104,23 @@ func PlannedFromProto(m proto.Message) (plan.Planned, error) {
 	if err != nil {
 		return plan.Planned{}, fmt.Errorf("plan %s: %w", p.GetPlanId(), err)
 	}
-	var records []plan.Record
-	for _, r := range p.GetRecords() {
-		records = append(records, plan.Record{After: r.GetAfter(), Owned: plan.Owned{VMID: int(r.GetVmid()), Ref: r.GetRef(),
-			Node: r.GetNode(), Fingerprint: r.GetFingerprint()}})
-	}
 	return plan.Planned{
 		RunInfo: plan.RunInfo{Cluster: p.GetCluster(), PlanID: p.GetPlanId(), RunID: p.GetRunId(), Repo: p.GetRepo(),
 			Commit: p.GetCommit(), Tree: p.GetTree(), EventID: p.GetEventId(), RequestID: p.GetRequestId(),
 			DryRun: p.GetDryRun(), Suspended: p.GetSuspended()},
 		Plan: plan.Plan{ID: p.GetPlanId(), Cluster: p.GetCluster(), Operations: ops, Findings: findings,
 			Held: p.GetHeld(), HeldReason: p.GetHeldReason(), HeldPrunes: p.GetHeldPrunes(), Resources: p.GetResources(),
-			Record: records},
+			Record: recordsFromProto(p.GetRecord())},
 	}, nil
+}
+
+func recordsFromProto(ps []*planv1.OwnedRecord) []plan.Record {
+	var out []plan.Record
+	for _, r := range ps {
+		out = append(out, plan.Record{Owned: plan.Owned{VMID: int(r.GetVmid()), Ref: r.GetRef(), Node: r.GetNode(),
+			Fingerprint: r.GetFingerprint()}, After: r.GetAfter()})
+	}
+	return out
 }
 
 // DecodePlanned decodes a received proxops.plan.v1.Plan.

@@ -27,10 +27,10 @@ func TestPlannedRoundTrips(t *testing.T) {
 		ID: "plan-abc", Cluster: "lab", Operations: []plan.Operation{sampleOperation()},
 		Findings: []plan.Finding{{Kind: plan.FindingMisplaced, Ref: "VM/web-01", Node: "pve2", VMID: 101, Message: "found on pve2"},
 			{Kind: plan.FindingAnomaly, Ref: "VM/db", Field: "scsi1", Message: "live-only disk slot"}},
-		Held: true, HeldReason: "prunes 3 of 4 owned VMs", Resources: []string{"VM/db", "VM/web-01"},
-		HeldPrunes: []string{"VM/old-1", "VM/old-2"},
-		Record: []plan.Record{{Owned: plan.Owned{VMID: 101, Ref: "VM/web-01", Node: "pve1"}, After: "create-101"},
-			{Owned: plan.Owned{VMID: 102, Ref: "VM/db", Node: "pve2", Fingerprint: "uuid=1234"}}},
+		Held: true, HeldReason: "prunes 3 of 4 owned VMs", HeldPrunes: []string{"VM/a", "VM/b", "VM/c"},
+		Resources: []string{"VM/db", "VM/web-01"},
+		Record: []plan.Record{{Owned: plan.Owned{VMID: 100, Ref: "VM/db", Node: "pve1", Fingerprint: "uuid=0a"}},
+			{Owned: plan.Owned{VMID: 101, Ref: "VM/web-01", Node: "pve2"}, After: "vm-101-create"}},
 	}}
 	m, err := wire.PlannedToProto(in)
 	if err != nil {

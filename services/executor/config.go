@@ -52,6 +52,9 @@ type Config struct {
 	// AckWait is the consumer's redelivery timeout (default 30s); heartbeats keep a running operation's
 	// delivery alive.
 	AckWait time.Duration
+	// GuardTTL is how long a guest guard (one operation per guest across replicas) outlives its holder's
+	// last renewal (default AckWait): a replica killed mid-operation blocks its guest for at most this long.
+	GuardTTL time.Duration
 	// MaxDeliver bounds an operation's deliveries (default 10); the last failed one goes to PROXOPS_DLQ.
 	MaxDeliver int
 	// RetryBackoff is the first redelivery delay after a retryable failure (default 2s, doubling, at
@@ -86,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = 30 * time.Second
+	}
+	if c.GuardTTL <= 0 {
+		c.GuardTTL = c.AckWait
 	}
 	if c.MaxDeliver == 0 {
 		c.MaxDeliver = 10

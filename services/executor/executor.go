@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/bus"
@@ -54,7 +55,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer func() { _ = b.Close() }()
 	}
-	e := &executor{cfg: cfg, log: log, bus: b, pve: client, metrics: m, guests: map[int]*sync.Mutex{},
+	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ops, err := b.JetStream().KeyValue(kctx, bus.BucketOps)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open %s: %w", bus.BucketOps, err)
+	}
+	e := &executor{cfg: cfg, log: log, bus: b, pve: client, metrics: m, ops: ops, guests: map[int]*sync.Mutex{},
 		storages: map[string]chan struct{}{}}
 	if msg := cfg.endpointMismatch(); msg != "" {
 		log.Error("endpoint mismatch: every operation and observe will be refused", "repo_base_url", cfg.RepoBaseURL)
@@ -68,6 +75,8 @@ type executor struct {
 	bus     *bus.Bus
 	pve     *pve.Client
 	metrics *metrics
+	// ops is proxops_ops: operation records and guest guards.
+	ops jetstream.KeyValue
 
 	mu       sync.Mutex
 	guests   map[int]*sync.Mutex
@@ -187,6 +196,24 @@ func (h *opRun) run(ctx context.Context) error {
 		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
 		return h.d.Term(msg)
 	}
+	stopBeat := h.heartbeat(ctx)
+	defer stopBeat()
+	// Apply runs under opCtx, which also ends when the guest guard is lost to another replica.
+	opCtx, cancelOp := context.WithCancel(ctx)
+	defer cancelOp()
+	release, err := h.acquire(ctx, cancelOp)
+	if err != nil {
+		var busy *errGuestBusy
+		if errors.As(err, &busy) {
+			return h.busy(ctx, busy)
+		}
+		if ctx.Err() != nil {
+			_ = h.d.NakWithDelay(0)
+			return ctx.Err()
+		}
+		return h.retry(ctx, err)
+	}
+	defer release()
 	j, err := loadJournal(ctx, e.bus, h.op, e.cfg.Replica, e.cfg.Fault)
 	if err != nil {
 		return h.retry(ctx, err)
@@ -197,20 +224,13 @@ func (h *opRun) run(ctx context.Context) error {
 			Fingerprint: j.rec.Fingerprint, AlreadyDone: true})
 		return h.d.Ack(ctx)
 	}
-	stopBeat := h.heartbeat(ctx)
-	defer stopBeat()
-	release, err := h.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
 	if h.attempt == 1 {
 		h.publish(ctx, plan.Result{Status: plan.StatusStarted})
 	}
 	lockSince := time.Time{}
 	delay := e.cfg.RetryBackoff
 	for {
-		out, err := e.pve.Apply(ctx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: e.cfg.Secrets,
+		out, err := e.pve.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: e.cfg.Secrets,
 			Progress: h.progress(ctx)})
 		if err == nil {
 			result := "succeeded"
@@ -235,27 +255,75 @@ func (h *opRun) run(ctx context.Context) error {
 			_ = h.d.NakWithDelay(0)
 			return ctx.Err()
 		}
-		// A guest busy with a long job (backup, migrate, ...) is waited on here, heartbeat after heartbeat,
-		// without spending deliveries, up to LockWait.
+		if opCtx.Err() != nil {
+			// The guest guard went to another replica (this one stalled for longer than its TTL): stop
+			// acting on the guest and let the operation come back later.
+			h.log().Warn("guest guard lost; handing the operation back", "err", err)
+			return h.d.NakWithDelay(e.cfg.RetryBackoff)
+		}
+		// A guest busy with a long job (backup, migrate, ...) or whose config file lock another PVE worker
+		// holds is waited on here, heartbeat after heartbeat, without spending deliveries, up to LockWait.
 		if lock, ok := pve.LockOf(err); ok {
 			if lockSince.IsZero() {
 				lockSince = time.Now()
 			}
-			if time.Since(lockSince) < e.cfg.LockWait {
-				h.log().Info("guest locked; waiting", "lock", lock, "retry_in", delay)
-				h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: fmt.Sprintf("waiting: guest is locked (%s)", lock)})
-				select {
-				case <-time.After(delay):
-				case <-ctx.Done():
-					_ = h.d.NakWithDelay(0)
-					return ctx.Err()
-				}
-				delay = min(2*delay, time.Minute)
-				continue
+			waited := time.Since(lockSince)
+			if waited >= e.cfg.LockWait {
+				return h.lockWaitExceeded(ctx, j, lock, waited, err)
 			}
+			wait := min(delay, e.cfg.LockWait-waited)
+			h.log().Info("guest locked; waiting", "lock", lock, "retry_in", wait)
+			h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "waiting: " + lockText(lock)})
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				_ = h.d.NakWithDelay(0)
+				return ctx.Err()
+			}
+			delay = min(2*delay, time.Minute)
+			continue
 		}
 		return h.fail(ctx, j, err)
 	}
+}
+
+// lockText describes a lock for results.
+func lockText(lock string) string {
+	if lock == pve.LockFileContended {
+		return "the guest's config file lock is held by another PVE worker"
+	}
+	return fmt.Sprintf("guest is locked (%s)", lock)
+}
+
+// lockWaitExceeded reports an operation whose guest stayed locked for the whole lock wait: a failed result
+// naming the lock, and the delivery is terminated (waiting longer is the next plan's decision).
+func (h *opRun) lockWaitExceeded(ctx context.Context, j *journal, lock string, waited time.Duration, err error) error {
+	msg := fmt.Sprintf("gave up after waiting %s (lock-wait %s): %s: %v", waited.Round(time.Millisecond), h.e.cfg.LockWait, lockText(lock), err)
+	if jerr := j.finish(ctx, plan.StatusFailed, msg, ""); jerr != nil {
+		h.log().Warn("record outcome", "err", jerr)
+	}
+	h.e.metrics.operation(string(h.op.Action), "failed")
+	h.log().Warn("lock wait exceeded", "lock", lock, "waited", waited)
+	h.publish(ctx, plan.Result{Status: plan.StatusFailed, Message: msg, ErrorClass: plan.ErrorRetryable})
+	return h.d.Term(msg)
+}
+
+// busy settles a delivery whose guest another replica's operation holds: it comes back after a delay, or,
+// on its last delivery, fails like any retryable failure (dead letter and a failed result).
+func (h *opRun) busy(ctx context.Context, busy *errGuestBusy) error {
+	err := &pve.Error{Class: plan.ErrorRetryable, Err: busy}
+	if h.d.LastDelivery() {
+		j, jerr := loadJournal(ctx, h.e.bus, h.op, h.e.cfg.Replica, h.e.cfg.Fault)
+		if jerr != nil {
+			return h.retry(ctx, jerr)
+		}
+		return h.fail(ctx, j, err)
+	}
+	delay := min(h.e.cfg.RetryBackoff<<min(h.attempt-1, 6), 2*time.Minute)
+	h.e.metrics.operation(string(h.op.Action), "busy")
+	h.log().Info("guest busy on another replica; later", "holder", busy.holder.String(), "retry_in", delay)
+	h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "waiting: " + busy.Error()})
+	return h.d.NakWithDelay(delay)
 }
 
 // fail settles a failed attempt: retryable errors are redelivered with backoff (or dead-lettered on the
@@ -340,9 +408,12 @@ func (h *opRun) progress(ctx context.Context) func(pve.TaskStatus) {
 	}
 }
 
-// acquire takes the guest's slot (one operation per guest) and, for clones and downloads, a slot of the
-// storage they write to.
-func (h *opRun) acquire(ctx context.Context) (func(), error) {
+// acquire takes the guest's slot (one operation per guest: this replica's mutex, then the guest guard
+// shared by the node's replicas) and, for clones and downloads, a slot of the storage they write to. A
+// guard held by another replica is waited for in place for up to one guard TTL (long enough for the guard
+// of a killed replica to expire); after that acquire returns *errGuestBusy. onLost is called when the
+// guard is later lost.
+func (h *opRun) acquire(ctx context.Context, onLost func()) (func(), error) {
 	e := h.e
 	var releases []func()
 	release := func() {
@@ -362,6 +433,13 @@ func (h *opRun) acquire(ctx context.Context) (func(), error) {
 			return nil, err
 		}
 		releases = append(releases, gm.Unlock)
+		g, err := h.guard(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		g.keep(ctx, onLost)
+		releases = append(releases, g.release)
 	}
 	if h.op.Storage != "" && (h.op.Action == plan.ActionClone || h.op.Action == plan.ActionDownload) {
 		e.mu.Lock()
@@ -376,11 +454,50 @@ func (h *opRun) acquire(ctx context.Context) (func(), error) {
 			releases = append(releases, func() { <-sem })
 		case <-ctx.Done():
 			release()
-			_ = h.d.NakWithDelay(0)
 			return nil, ctx.Err()
 		}
 	}
 	return release, nil
+}
+
+// guard takes the guest guard, waiting in place (with backoff) while another replica holds it, for up to
+// one guard TTL.
+func (h *opRun) guard(ctx context.Context) (*guestGuard, error) {
+	e := h.e
+	deadline := time.Now().Add(e.cfg.GuardTTL)
+	delay := min(50*time.Millisecond, e.cfg.GuardTTL/10)
+	announced := false
+	for {
+		g, holder, err := e.tryGuard(ctx, h.op)
+		if err != nil || g != nil {
+			return g, err
+		}
+		busy := &errGuestBusy{vmid: h.op.VMID, holder: *holder}
+		if time.Now().After(deadline) {
+			return nil, busy
+		}
+		if !announced {
+			announced = true
+			h.log().Info("guest busy on another replica; waiting", "holder", holder.String())
+			h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "waiting: " + busy.Error()})
+		}
+		if err := sleepCtx(ctx, delay); err != nil {
+			return nil, err
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// sleepCtx waits d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // lockCtx locks m unless ctx ends first.

@@ -70,7 +70,7 @@ func TestExhaustedOperationGoesToTheDeadLetterStream(t *testing.T) {
 	e.sim.Use(func(r pvesim.RequestInfo) *pvesim.Fault {
 		if r.Method == "POST" && r.Template == "/nodes/{node}/qemu/{vmid}/config" {
 			writes.Add(1)
-			return &pvesim.Fault{Status: 500, Message: "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"}
+			return &pvesim.Fault{Status: 596, Message: "Broken pipe"}
 		}
 		return nil
 	})
@@ -85,11 +85,14 @@ func TestExhaustedOperationGoesToTheDeadLetterStream(t *testing.T) {
 	if n := writes.Load(); n != 3 {
 		t.Errorf("%d config writes, want one per delivery (3)", n)
 	}
+	// The result is published before the dead letter is written: wait for it.
 	dlq, _ := bus.DLQSubject(cluster, "pve1")
-	m, err := e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq)
-	if err != nil {
-		t.Fatalf("no dead letter: %v", err)
-	}
+	var m *bus.Message
+	eventually(t, 20*time.Second, "the dead letter", func() bool {
+		var err error
+		m, err = e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq)
+		return err == nil
+	})
 	if m.Header.Get(bus.HeaderDeadLetterReason) == "" {
 		t.Errorf("dead letter without a reason: %v", m.Header)
 	}
@@ -99,74 +102,148 @@ func TestExhaustedOperationGoesToTheDeadLetterStream(t *testing.T) {
 	})
 }
 
-// A guest locked by a long PVE job is waited on within one delivery, and the operation completes once the
-// lock is gone.
+// A guest locked by a long PVE job (a backup) is waited on with backoff within one delivery, and the
+// operation proceeds once the lock is gone.
 func TestLockedGuestIsWaitedOnWithoutSpendingDeliveries(t *testing.T) {
 	spec := pvesim.DefaultSpec()
-	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM + "lock: backup\n"}}
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
 	e := newEnv(t, spec)
 	cfg := e.config()
 	cfg.MaxDeliver = 2
 	cfg.LockWait = time.Minute
 	e.start(cfg)
-	op := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure, Values: kvs("cores", "4")})
-	eventually(t, 20*time.Second, "several attempts on the locked guest", func() bool {
-		return countWhere(e.results(), func(r plan.Result) bool {
-			return r.OpID == op.ID && r.Status == plan.StatusProgress && strings.Contains(r.Message, "locked (backup)")
-		}) >= 3
-	})
-	if err := e.sim.DeleteConfig(100, "lock"); err != nil {
+	if err := e.sim.LockFor(100, "backup", 4*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	op := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure, Values: kvs("cores", "4")})
 	r := e.mustSucceed(op)
 	if r.Attempt != 1 {
 		t.Fatalf("the lock wait spent deliveries: attempt %d", r.Attempt)
 	}
-	if conf, _ := e.sim.Config(100); conf["cores"] != "4" {
+	waits := countWhere(e.results(), func(r plan.Result) bool {
+		return r.OpID == op.ID && r.Status == plan.StatusProgress && strings.Contains(r.Message, "locked (backup)")
+	})
+	refused := 0
+	for _, req := range e.sim.Requests() {
+		if req.Method == "POST" && req.Template == "/nodes/{node}/qemu/{vmid}/config" && req.Status == 500 {
+			refused++
+		}
+	}
+	if waits < 2 || refused < 2 {
+		t.Errorf("%d waits reported, %d writes refused while locked: want several", waits, refused)
+	}
+	if conf, _ := e.sim.Config(100); conf["cores"] != "4" || conf["lock"] != "" {
 		t.Fatalf("config %v", conf)
 	}
 }
 
-// With the simulator injecting lock timeouts and 5xx answers, operations still succeed within their retry
-// budget, and no create is sent twice.
-func TestOperationsSucceedThroughInjectedFaults(t *testing.T) {
-	e := newEnv(t, pvesim.DefaultSpec())
-	var n atomic.Int32
-	e.sim.Use(func(r pvesim.RequestInfo) *pvesim.Fault {
-		i := n.Add(1)
-		switch {
-		case r.Method == "POST" && r.Template == "/nodes/{node}/qemu" && i%3 == 0:
-			return &pvesim.Fault{Status: 500, Message: "can't lock file '/var/lock/qemu-server/lock-" + r.Params["vmid"] + ".conf' - got timeout"}
-		case r.Method == "GET" && i%4 == 0:
-			return &pvesim.Fault{Status: 503, Message: "Service Unavailable"}
-		case r.Method == "GET" && i%7 == 0:
-			return &pvesim.Fault{Status: 596, Message: "Connection timed out"}
-		}
-		return nil
-	})
+// With a lock wait shorter than the job holding the guest, the operation fails naming the lock, without
+// spending more deliveries and without a dead letter.
+func TestLockOutlastingTheLockWaitFailsNamingTheLock(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	e := newEnv(t, spec)
 	cfg := e.config()
-	cfg.MaxDeliver = 8
+	cfg.LockWait = 400 * time.Millisecond
 	e.start(cfg)
-	var ops []plan.Operation
-	for i := range 8 {
-		ops = append(ops, e.dispatch(plan.Operation{Node: "pve1", VMID: 200 + i, GuestType: inventory.QEMU, Action: plan.ActionCreate,
-			Values: kvs("memory", "512"), Precondition: plan.Precondition{ExpectAbsent: true}}))
+	if err := e.sim.LockFor(100, "backup", time.Minute); err != nil {
+		t.Fatal(err)
 	}
-	for _, op := range ops {
-		e.mustSucceed(op)
-		if !e.sim.Exists(op.VMID) {
-			t.Errorf("guest %d missing", op.VMID)
+	op := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure, Values: kvs("cores", "4")})
+	r := e.final(op, 30*time.Second)
+	if r.Status != plan.StatusFailed || r.Attempt != 1 || !strings.Contains(r.Message, "locked (backup)") || !strings.Contains(r.Message, "lock-wait") {
+		t.Fatalf("result %+v", r)
+	}
+	if conf, _ := e.sim.Config(100); conf["cores"] != "2" {
+		t.Fatalf("config changed under the lock: %v", conf)
+	}
+	dlq, _ := bus.DLQSubject(cluster, "pve1")
+	if _, err := e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq); err == nil {
+		t.Fatal("a lock wait that ran out was dead-lettered")
+	}
+}
+
+// A config file lock (flock) held by another PVE worker makes writes fail with "can't lock file … got
+// timeout"; the executor waits within the delivery and succeeds once the holder lets go.
+func TestConfigFileLockContentionEndsOnceReleased(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	spec.LockTimeouts = map[string]pvesim.Duration{"default": pvesim.Duration(100 * time.Millisecond)}
+	e := newEnv(t, spec)
+	cfg := e.config()
+	cfg.LockWait = time.Minute
+	e.start(cfg)
+	release, err := e.sim.HoldFlock("qemu", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure, Values: kvs("memory", "3072")})
+	eventually(t, 30*time.Second, "writes refused for the held flock", func() bool {
+		n := 0
+		for _, r := range e.sim.Requests() {
+			if r.Method == "POST" && r.Template == "/nodes/{node}/qemu/{vmid}/config" && r.Status == 500 {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	if conf, _ := e.sim.Config(100); conf["memory"] != "2048" {
+		t.Fatalf("written under a held flock: %v", conf)
+	}
+	release()
+	r := e.mustSucceed(op)
+	if r.Attempt != 1 {
+		t.Fatalf("flock contention spent deliveries: attempt %d", r.Attempt)
+	}
+	if conf, _ := e.sim.Config(100); conf["memory"] != "3072" {
+		t.Fatalf("config %v", conf)
+	}
+}
+
+// Two replicas of a node (in-process) receive two operations for the same guest: the second waits for the
+// first, although they run in different replicas.
+func TestOneOperationPerGuestHoldsAcrossReplicas(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond),
+		"qmstart": pvesim.Duration(2 * time.Second)}
+	e := newEnv(t, spec)
+	one := e.config()
+	one.Replica, one.Concurrency, one.GuardTTL = "r1", 1, 20*time.Second
+	e.start(one)
+	start := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionStart})
+	eventually(t, 30*time.Second, "r1 to start the guest", func() bool {
+		return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/status/start") == 1
+	})
+	// r1 works on one operation at a time, so r2 is the one that receives the next.
+	two := e.config()
+	two.Replica, two.Concurrency, two.GuardTTL = "r2", 1, 20*time.Second
+	e.start(two)
+	configure := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure,
+		Values: kvs("description", "second")})
+	rs := e.mustSucceed(start)
+	rc := e.mustSucceed(configure)
+	if rs.Executor != "r1" || rc.Executor != "r2" {
+		t.Fatalf("executors: start on %s, configure on %s", rs.Executor, rc.Executor)
+	}
+	waited := countWhere(e.results(), func(r plan.Result) bool {
+		return r.OpID == configure.ID && r.Executor == "r2" && strings.Contains(r.Message, "busy with start")
+	})
+	if waited == 0 {
+		t.Error("r2 did not report waiting for the guest")
+	}
+	for _, req := range e.sim.Requests() {
+		if req.Method == "POST" && req.Template == "/nodes/{node}/qemu/{vmid}/config" && req.Time.Before(rs.At) {
+			t.Fatalf("the configure reached PVE at %s, before the start finished at %s", req.Time, rs.At)
 		}
 	}
-	created := map[string]int{}
-	for _, r := range e.sim.Requests() {
-		if r.Method == "POST" && r.Template == "/nodes/{node}/qemu" && r.Status == 200 {
-			created[r.Params["vmid"]]++
-		}
+	// The guard is released: nothing holds the guest any more.
+	kv, err := e.bus.JetStream().KeyValue(testContext(t), bus.BucketOps)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for vmid, c := range created {
-		if c != 1 {
-			t.Errorf("guest %s created %d times", vmid, c)
-		}
-	}
+	eventually(t, 10*time.Second, "the guard to be released", func() bool {
+		_, err := kv.Get(testContext(t), "guard."+cluster+".100")
+		return err != nil
+	})
 }

@@ -166,7 +166,7 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 func (d *driver) followResults(ctx context.Context, runID string, from uint64, out chan<- plan.Result) {
 	filter, _ := bus.ResultFilter(d.cluster)
 	for ctx.Err() == nil {
-		err := d.p.bus.Follow(ctx, bus.StreamResults, filter, from, func(m *bus.Message) error {
+		err := d.p.bus.Follow(ctx, bus.StreamResults, []string{filter}, from, func(m *bus.Message, _ time.Time) error {
 			from = m.Sequence + 1
 			res, err := wire.DecodeResult(ctx, m.Decode)
 			if err != nil {

@@ -18,19 +18,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/services/executor"
 )
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	cfg, metricsListen, err := configure(os.Args[1:], os.Getenv)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, metricsListen, err := configure(ctx, os.Args[1:], os.LookupEnv)
 	if err != nil {
 		log.Error("configuration", "err", err)
 		os.Exit(2)
 	}
 	cfg.Logger = log
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Registry = reg
@@ -49,13 +50,15 @@ func main() {
 	}
 }
 
-// configure builds the executor's configuration from flags and the environment (credentials).
-func configure(args []string, getenv func(string) string) (executor.Config, string, error) {
+// configure builds the executor's configuration from flags, the environment (credentials, age keys) and
+// the SOPS file --secrets-file names (decrypted here, once).
+func configure(ctx context.Context, args []string, lookup func(string) (string, bool)) (executor.Config, string, error) {
+	getenv := func(k string) string { v, _ := lookup(k); return v }
 	var cfg executor.Config
 	fs := flag.NewFlagSet("proxops-executor", flag.ContinueOnError)
 	fs.StringVar(&cfg.Cluster, "cluster", "", "cluster name (required)")
 	fs.StringVar(&cfg.Node, "node", "", "PVE node this executor owns (required)")
-	fs.StringVar(&cfg.Replica, "replica", "", "replica name in results and logs (default host-pid)")
+	fs.StringVar(&cfg.Replica, "replica", "", "replica name in results and logs, unique among running replicas (default host-pid)")
 	nodes := fs.String("allowed-nodes", "", "the cluster's node allowlist, comma-separated (empty: every node)")
 	fs.StringVar(&cfg.NATS.URL, "nats-url", getenv("PROXOPS_NATS_URL"), "NATS server URL(s)")
 	fs.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file")
@@ -66,15 +69,22 @@ func configure(args []string, getenv func(string) string) (executor.Config, stri
 	fs.StringVar(&cfg.PVE.BaseURL, "pve-url", "", "PVE API endpoint, https://host:8006 (required)")
 	fs.StringVar(&cfg.PVE.CAFile, "pve-ca-file", "", "PEM CA bundle that signs the PVE certificate")
 	fs.BoolVar(&cfg.PVE.Insecure, "pve-insecure", false, "skip PVE certificate verification (only for a cluster configured insecure: true)")
+	auth := fs.String("pve-auth", "", "token or ticket (default: ticket when only a password is configured, else token)")
 	user := fs.String("pve-user", "", "PVE user (user@realm); PROXOPS_PVE_USER wins")
 	tokenID := fs.String("pve-token-id", "", "PVE API token name (with PROXOPS_PVE_TOKEN as its secret)")
+	secretsFile := fs.String("secrets-file", "", "SOPS file with the cluster's secrets (age keys from SOPS_AGE_KEY_FILE or SOPS_AGE_KEY)")
+	var refs secrets.PVESecretRefs
+	fs.StringVar(&refs.User, "secrets-pve-user", "", "entry of the secrets file's secrets: block holding the PVE user")
+	fs.StringVar(&refs.TokenID, "secrets-pve-token-id", "", "entry holding the PVE API token name")
+	fs.StringVar(&refs.Token, "secrets-pve-token", "", "entry holding the PVE API token secret")
+	fs.StringVar(&refs.Password, "secrets-pve-password", "", "entry holding the PVE password (ticket auth)")
 	fs.StringVar(&cfg.RepoBaseURL, "repo-base-url", "", "the base-url the repository declares for the cluster; refused when it differs from --pve-url")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once (executor.concurrency)")
 	fs.IntVar(&cfg.StorageConcurrency, "storage-concurrency", 1, "clones or downloads at once per storage (executor.storage-concurrency)")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", 2*time.Hour, "how long to wait on a guest locked by a long PVE job (reconcile.lock-wait)")
 	fs.DurationVar(&cfg.PVE.TaskTimeout, "task-timeout", 30*time.Minute, "longest wait for one PVE task (reconcile.task-timeout)")
 	fs.DurationVar(&cfg.PVE.TaskPollMin, "task-poll", 250*time.Millisecond, "first interval between task status polls")
-	fs.DurationVar(&cfg.AckWait, "ack-wait", 30*time.Second, "redelivery timeout of an unacknowledged operation")
+	fs.DurationVar(&cfg.AckWait, "ack-wait", 30*time.Second, "redelivery timeout of an unacknowledged operation (also the guest guard's TTL)")
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 10, "deliveries of an operation before it is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 2*time.Second, "first delay before a retryable failure is retried")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9495", "address of the /metrics endpoint (empty: off)")
@@ -93,39 +103,68 @@ func configure(args []string, getenv func(string) string) (executor.Config, stri
 	}
 	cfg.NATS.Password = getenv("PROXOPS_NATS_PASSWORD")
 	cfg.OwnEndpoint = true
-	// Credentials: PROXOPS_PVE_TOKEN_VALUE (user@realm!id=secret) wins over user + token id + token;
-	// PROXOPS_PVE_PASSWORD selects ticket auth. Environment values override flags.
-	if v := getenv("PROXOPS_PVE_USER"); v != "" {
-		*user = v
-	}
-	switch tv := getenv("PROXOPS_PVE_TOKEN_VALUE"); {
-	case tv != "":
-		id, secret, err := executor.ParseTokenValue(tv)
-		if err != nil {
-			return cfg, "", fmt.Errorf("PROXOPS_PVE_TOKEN_VALUE: %w", err)
-		}
-		cfg.PVE.TokenID, cfg.PVE.TokenSecret = id, secret
-	case getenv("PROXOPS_PVE_TOKEN") != "":
-		if *user == "" || *tokenID == "" {
-			return cfg, "", errors.New("PROXOPS_PVE_TOKEN needs --pve-user (or PROXOPS_PVE_USER) and --pve-token-id")
-		}
-		cfg.PVE.TokenID, cfg.PVE.TokenSecret = *user+"!"+*tokenID, getenv("PROXOPS_PVE_TOKEN")
-	case getenv("PROXOPS_PVE_PASSWORD") != "":
-		if *user == "" {
-			return cfg, "", errors.New("PROXOPS_PVE_PASSWORD needs --pve-user (or PROXOPS_PVE_USER)")
-		}
-		cfg.PVE.User, cfg.PVE.Password = *user, getenv("PROXOPS_PVE_PASSWORD")
-	default:
-		return cfg, "", errors.New("no PVE credentials: set PROXOPS_PVE_TOKEN_VALUE, or PROXOPS_PVE_USER with PROXOPS_PVE_TOKEN and --pve-token-id, or PROXOPS_PVE_PASSWORD")
-	}
 	cfg.PVE.TaskPollMax = max(5*time.Second, cfg.PVE.TaskPollMin)
 	if err := cfg.Validate(); err != nil {
+		return cfg, "", err
+	}
+	var store *secrets.Store
+	if *secretsFile != "" {
+		data, err := os.ReadFile(*secretsFile)
+		if err != nil {
+			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
+		}
+		if store, err = secrets.Decrypt(ctx, *secretsFile, data, secrets.FromEnvironment(lookup)); err != nil {
+			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
+		}
+		cfg.Secrets = executor.StoreSecrets(store)
+	} else if refs != (secrets.PVESecretRefs{}) {
+		return cfg, "", errors.New("--secrets-pve-* name entries of a secrets file: give --secrets-file")
+	}
+	if err := pveCredentials(&cfg, secrets.AuthMode(*auth), refs, store, *user, *tokenID, secrets.PVEEnvironment(lookup)); err != nil {
 		return cfg, "", err
 	}
 	if msg := fault(getenv("PROXOPS_EXECUTOR_TEST_FAULT")); msg != nil {
 		cfg.Fault = msg
 	}
 	return cfg, *metricsListen, nil
+}
+
+// pveCredentials resolves the PVE credentials with the predecessor's precedence
+// (secrets.ResolvePVECredentials): per credential the secrets file's entry when one is named, else its
+// PROXOPS_PVE_* variable, else the flag; a composed token value (PROXOPS_PVE_TOKEN_VALUE) is ignored when
+// any credential comes from the secrets file, and otherwise wins over user, token id and token (its user
+// part then stands for the user when none is given). Without --pve-auth, ticket auth is chosen when a
+// password is configured and no token is.
+func pveCredentials(cfg *executor.Config, mode secrets.AuthMode, refs secrets.PVESecretRefs, store *secrets.Store,
+	user, tokenID string, env map[string]string) error {
+	fromFile := refs != (secrets.PVESecretRefs{})
+	if mode == "" {
+		mode = secrets.AuthToken
+		token := env[secrets.EnvPVETokenValue] != "" || env[secrets.EnvPVEToken] != "" || tokenID != "" ||
+			refs.Token != "" || refs.TokenID != ""
+		if !token && (env[secrets.EnvPVEPassword] != "" || refs.Password != "") {
+			mode = secrets.AuthTicket
+		}
+	}
+	global := secrets.PVECredentials{User: secrets.New(user), TokenID: secrets.New(tokenID)}
+	if tv := env[secrets.EnvPVETokenValue]; tv != "" && !fromFile && user == "" && env[secrets.EnvPVEUser] == "" {
+		if u, _, ok := strings.Cut(tv, "!"); ok {
+			global.User = secrets.New(u)
+		}
+	}
+	a, err := secrets.ResolvePVECredentials(secrets.PVECredentialInput{Cluster: cfg.Cluster, Auth: mode, Refs: refs,
+		Store: store, Global: global, Env: env})
+	if err != nil {
+		return fmt.Errorf("PVE credentials: %w", err)
+	}
+	switch a.Mode {
+	case secrets.AuthToken:
+		id, secret, _ := a.APIToken()
+		cfg.PVE.TokenID, cfg.PVE.TokenSecret = id.Reveal(), secret.Reveal()
+	case secrets.AuthTicket:
+		cfg.PVE.User, cfg.PVE.Password = a.User.Reveal(), a.Password.Reveal()
+	}
+	return nil
 }
 
 // fault is the test-only fault hook, enabled by PROXOPS_EXECUTOR_TEST_FAULT=kill:<point> (the process

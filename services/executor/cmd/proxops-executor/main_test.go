@@ -1,24 +1,38 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var base = []string{"--cluster", "lab", "--node", "pve1", "--nats-url", "nats://127.0.0.1:4222", "--pve-url", "https://pve1:8006"}
 
 func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
-	base := []string{"--cluster", "lab", "--node", "pve1", "--nats-url", "nats://127.0.0.1:4222", "--pve-url", "https://pve1:8006"}
-	cfg, _, err := configure(base, env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31"}))
+	ctx := testContext(t)
+	cfg, _, err := configure(ctx, base, env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31"}))
 	if err != nil || cfg.PVE.TokenID != "proxops@pve!exec" || cfg.PVE.TokenSecret != "0b6f2d4e-8a31" || !cfg.OwnEndpoint {
 		t.Fatalf("token value: %+v, %v", cfg.PVE, err)
 	}
-	cfg, _, err = configure(append(base, "--pve-user", "flag@pve", "--pve-token-id", "exec"),
+	cfg, _, err = configure(ctx, append(base, "--pve-user", "flag@pve", "--pve-token-id", "exec"),
 		env(map[string]string{"PROXOPS_PVE_USER": "env@pve", "PROXOPS_PVE_TOKEN": "s3"}))
 	if err != nil || cfg.PVE.TokenID != "env@pve!exec" || cfg.PVE.TokenSecret != "s3" {
 		t.Fatalf("user and token: %+v, %v", cfg.PVE, err)
 	}
-	cfg, _, err = configure(append(base, "--pve-user", "root@pam"), env(map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}))
+	cfg, _, err = configure(ctx, append(base, "--pve-user", "root@pam"), env(map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}))
 	if err != nil || cfg.PVE.User != "root@pam" || cfg.PVE.Password != "pw" || cfg.PVE.TokenID != "" {
 		t.Fatalf("ticket: %+v, %v", cfg.PVE, err)
 	}
@@ -27,14 +41,96 @@ func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"no credentials":       {base, nil, "no PVE credentials"},
+		"no credentials":       {base, nil, "no effective PVE user/token"},
 		"bad token value":      {base, map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "nope"}, "PROXOPS_PVE_TOKEN_VALUE"},
-		"token without id":     {base, map[string]string{"PROXOPS_PVE_TOKEN": "s3", "PROXOPS_PVE_USER": "u@pve"}, "--pve-token-id"},
+		"token without id":     {base, map[string]string{"PROXOPS_PVE_TOKEN": "s3", "PROXOPS_PVE_USER": "u@pve"}, "pve.token-id"},
+		"ticket without user":  {base, map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}, "pve.user"},
+		"refs without a file":  {append(base, "--secrets-pve-token", "t"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}, "--secrets-file"},
 		"node off allowlist":   {append(base, "--allowed-nodes", "pve2,pve3"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "allowlist"},
 		"missing pve endpoint": {base[:6], map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "PVE endpoint"},
 	} {
-		if _, _, err := configure(tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := configure(ctx, tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+}
+
+// The demo fixtures: a SOPS file encrypted to demo.agekey, holding the token proxops@pve!proxops and
+// cloud-init secrets.
+var (
+	demoDir     = filepath.Join("..", "..", "..", "..", "internal", "secrets", "testdata", "demo")
+	demoSecrets = filepath.Join(demoDir, "secrets.sops.yaml")
+	demoKey     = filepath.Join(demoDir, "demo.agekey")
+)
+
+const demoToken = "0b6f2d4e-8a31-4c57-9e02-d1c3a5f7b9e4"
+
+var demoRefs = []string{"--secrets-file", demoSecrets, "--secrets-pve-user", "proxops-user",
+	"--secrets-pve-token-id", "proxops-token-id", "--secrets-pve-token", "proxops-token"}
+
+// --secrets-file takes PVE credentials from the SOPS file (named entries win over the environment, and a
+// composed token value from the environment is ignored) and makes its cloud-init secrets resolvable.
+func TestSecretsFileSuppliesCredentialsAndCloudInitSecrets(t *testing.T) {
+	ctx := testContext(t)
+	keyText, err := os.ReadFile(demoKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, keys := range map[string]map[string]string{
+		"key file":   {"SOPS_AGE_KEY_FILE": demoKey},
+		"inline key": {"SOPS_AGE_KEY": string(keyText)},
+	} {
+		e := map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "other@pve!x=not-this", "PROXOPS_PVE_USER": "other@pve",
+			"PROXOPS_PVE_TOKEN": "not-this-either", "HOME": t.TempDir()}
+		for k, v := range keys {
+			e[k] = v
+		}
+		cfg, _, err := configure(ctx, append(base, demoRefs...), env(e))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if cfg.PVE.TokenID != "proxops@pve!proxops" || cfg.PVE.TokenSecret != demoToken {
+			t.Fatalf("%s: credentials %q / secret from the file? %v", name, cfg.PVE.TokenID, cfg.PVE.TokenSecret == demoToken)
+		}
+		if cfg.Secrets == nil {
+			t.Fatalf("%s: no secret resolver", name)
+		}
+		key, err := cfg.Secrets.Resolve(ctx, "cloud-init.ssh-keys.main")
+		if err != nil || !strings.HasPrefix(key, "ssh-ed25519 ") || !strings.HasSuffix(key, "demo-main@proxops.invalid") {
+			t.Fatalf("%s: ssh key %q, %v", name, key, err)
+		}
+		if _, err := cfg.Secrets.Resolve(ctx, "cloud-init.ssh-keys.absent"); err == nil {
+			t.Fatalf("%s: an absent entry resolved", name)
+		}
+	}
+
+	// Without named entries the file still serves cloud-init secrets, and credentials come from the
+	// environment as usual.
+	cfg, _, err := configure(ctx, append(base, "--secrets-file", demoSecrets),
+		env(map[string]string{"SOPS_AGE_KEY_FILE": demoKey, "PROXOPS_PVE_TOKEN_VALUE": "ops@pve!exec=s3cret"}))
+	if err != nil || cfg.PVE.TokenID != "ops@pve!exec" || cfg.PVE.TokenSecret != "s3cret" || cfg.Secrets == nil {
+		t.Fatalf("file without credential entries: %+v, %v", cfg.PVE, err)
+	}
+	if pw, err := cfg.Secrets.Resolve(ctx, "cloud-init.passwords.default"); err != nil || pw == "" {
+		t.Fatalf("password: %v", err)
+	}
+
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"no age key":      {append(base, demoRefs...), map[string]string{"HOME": t.TempDir()}, "secrets.sops.yaml"},
+		"missing file":    {append(base, "--secrets-file", filepath.Join(t.TempDir(), "none.sops.yaml")), nil, "--secrets-file"},
+		"missing entry":   {append(base, "--secrets-file", demoSecrets, "--secrets-pve-user", "nope", "--secrets-pve-token-id", "proxops-token-id", "--secrets-pve-token", "proxops-token"), map[string]string{"SOPS_AGE_KEY_FILE": demoKey}, "nope"},
+		"not a sops file": {append(base, "--secrets-file", filepath.Join(demoDir, "secrets.plain.yaml")), map[string]string{"SOPS_AGE_KEY_FILE": demoKey}, "not encrypted"},
+	} {
+		_, _, err := configure(ctx, tc.args, env(tc.env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), demoToken) {
+			t.Errorf("%s: the error shows the token", name)
 		}
 	}
 }

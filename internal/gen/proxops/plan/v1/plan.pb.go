@@ -1057,10 +1057,9 @@ type Plan struct {
 	HeldReason string `protobuf:"bytes,14,opt,name=held_reason,json=heldReason,proto3" json:"held_reason,omitempty"`
 	// Resources declared for this cluster, Kind/name sorted.
 	Resources []string `protobuf:"bytes,15,rep,name=resources,proto3" json:"resources,omitempty"`
-	// Guests to store in the ownership inventory (proxops_owned) once they are ProxOps', by vmid; a planner
-	// that reloads the run after a crash records them from here.
-	Records []*OwnershipRecord `protobuf:"bytes,16,rep,name=records,proto3" json:"records,omitempty"`
-	// Kind/name of the prunes a held plan waits to have confirmed.
+	// Guests to store in the ownership inventory (KV proxops_owned), by vmid.
+	Record []*OwnedRecord `protobuf:"bytes,16,rep,name=record,proto3" json:"record,omitempty"`
+	// The prunes a held plan waits to have confirmed, Kind/name sorted.
 	HeldPrunes    []string `protobuf:"bytes,17,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1201,9 +1200,9 @@ func (x *Plan) GetResources() []string {
 	return nil
 }
 
-func (x *Plan) GetRecords() []*OwnershipRecord {
+func (x *Plan) GetRecord() []*OwnedRecord {
 	if x != nil {
-		return x.Records
+		return x.Record
 	}
 	return nil
 }
@@ -1215,14 +1214,15 @@ func (x *Plan) GetHeldPrunes() []string {
 	return nil
 }
 
-// OwnershipRecord asks the planner to record a guest in the ownership inventory.
-type OwnershipRecord struct {
+// OwnedRecord is one guest of the ownership inventory: a guest ProxOps created or claimed, with the identity
+// fingerprint it had then.
+type OwnedRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Vmid  int64                  `protobuf:"varint,1,opt,name=vmid,proto3" json:"vmid,omitempty"`
 	// Kind/name the guest is declared as.
 	Ref  string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
 	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
-	// Identity fingerprint; empty when the result of operation `after` reports it.
+	// Empty in a plan when the fingerprint is the one the result of the operation named in after reports.
 	Fingerprint string `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	// The operation whose success makes the guest ProxOps'; empty when it already is.
 	After         string `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
@@ -1230,20 +1230,20 @@ type OwnershipRecord struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *OwnershipRecord) Reset() {
-	*x = OwnershipRecord{}
+func (x *OwnedRecord) Reset() {
+	*x = OwnedRecord{}
 	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *OwnershipRecord) String() string {
+func (x *OwnedRecord) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*OwnershipRecord) ProtoMessage() {}
+func (*OwnedRecord) ProtoMessage() {}
 
-func (x *OwnershipRecord) ProtoReflect() protoreflect.Message {
+func (x *OwnedRecord) ProtoReflect() protoreflect.Message {
 	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1255,40 +1255,40 @@ func (x *OwnershipRecord) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use OwnershipRecord.ProtoReflect.Descriptor instead.
-func (*OwnershipRecord) Descriptor() ([]byte, []int) {
+// Deprecated: Use OwnedRecord.ProtoReflect.Descriptor instead.
+func (*OwnedRecord) Descriptor() ([]byte, []int) {
 	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *OwnershipRecord) GetVmid() int64 {
+func (x *OwnedRecord) GetVmid() int64 {
 	if x != nil {
 		return x.Vmid
 	}
 	return 0
 }
 
-func (x *OwnershipRecord) GetRef() string {
+func (x *OwnedRecord) GetRef() string {
 	if x != nil {
 		return x.Ref
 	}
 	return ""
 }
 
-func (x *OwnershipRecord) GetNode() string {
+func (x *OwnedRecord) GetNode() string {
 	if x != nil {
 		return x.Node
 	}
 	return ""
 }
 
-func (x *OwnershipRecord) GetFingerprint() string {
+func (x *OwnedRecord) GetFingerprint() string {
 	if x != nil {
 		return x.Fingerprint
 	}
 	return ""
 }
 
-func (x *OwnershipRecord) GetAfter() string {
+func (x *OwnedRecord) GetAfter() string {
 	if x != nil {
 		return x.After
 	}
@@ -2422,7 +2422,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
 	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xa3\x04\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x9d\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
@@ -2443,11 +2443,11 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04held\x18\r \x01(\bR\x04held\x12\x1f\n" +
 	"\vheld_reason\x18\x0e \x01(\tR\n" +
 	"heldReason\x12\x1c\n" +
-	"\tresources\x18\x0f \x03(\tR\tresources\x12:\n" +
-	"\arecords\x18\x10 \x03(\v2 .proxops.plan.v1.OwnershipRecordR\arecords\x12\x1f\n" +
+	"\tresources\x18\x0f \x03(\tR\tresources\x124\n" +
+	"\x06record\x18\x10 \x03(\v2\x1c.proxops.plan.v1.OwnedRecordR\x06record\x12\x1f\n" +
 	"\vheld_prunes\x18\x11 \x03(\tR\n" +
-	"heldPrunes\"\x83\x01\n" +
-	"\x0fOwnershipRecord\x12\x12\n" +
+	"heldPrunes\"\x7f\n" +
+	"\vOwnedRecord\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12 \n" +
@@ -2647,7 +2647,7 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*Operation)(nil),             // 11: proxops.plan.v1.Operation
 	(*Finding)(nil),               // 12: proxops.plan.v1.Finding
 	(*Plan)(nil),                  // 13: proxops.plan.v1.Plan
-	(*OwnershipRecord)(nil),       // 14: proxops.plan.v1.OwnershipRecord
+	(*OwnedRecord)(nil),           // 14: proxops.plan.v1.OwnedRecord
 	(*OwnedGuest)(nil),            // 15: proxops.plan.v1.OwnedGuest
 	(*ClusterControl)(nil),        // 16: proxops.plan.v1.ClusterControl
 	(*PlanRejected)(nil),          // 17: proxops.plan.v1.PlanRejected
@@ -2672,7 +2672,7 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	3,  // 8: proxops.plan.v1.Finding.kind:type_name -> proxops.plan.v1.FindingKind
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
-	14, // 11: proxops.plan.v1.Plan.records:type_name -> proxops.plan.v1.OwnershipRecord
+	14, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
 	24, // 12: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
 	25, // 13: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
 	24, // 14: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp

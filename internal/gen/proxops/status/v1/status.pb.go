@@ -94,6 +94,68 @@ func (Phase) EnumDescriptor() ([]byte, []int) {
 	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{0}
 }
 
+// OperationState is an operation's state in the run the status follows.
+type OperationState int32
+
+const (
+	OperationState_OPERATION_STATE_UNSPECIFIED OperationState = 0
+	OperationState_OPERATION_STATE_WAITING     OperationState = 1
+	OperationState_OPERATION_STATE_DISPATCHED  OperationState = 2
+	OperationState_OPERATION_STATE_SUCCEEDED   OperationState = 3
+	OperationState_OPERATION_STATE_FAILED      OperationState = 4
+	OperationState_OPERATION_STATE_SKIPPED     OperationState = 5
+	OperationState_OPERATION_STATE_SUPERSEDED  OperationState = 6
+)
+
+// Enum value maps for OperationState.
+var (
+	OperationState_name = map[int32]string{
+		0: "OPERATION_STATE_UNSPECIFIED",
+		1: "OPERATION_STATE_WAITING",
+		2: "OPERATION_STATE_DISPATCHED",
+		3: "OPERATION_STATE_SUCCEEDED",
+		4: "OPERATION_STATE_FAILED",
+		5: "OPERATION_STATE_SKIPPED",
+		6: "OPERATION_STATE_SUPERSEDED",
+	}
+	OperationState_value = map[string]int32{
+		"OPERATION_STATE_UNSPECIFIED": 0,
+		"OPERATION_STATE_WAITING":     1,
+		"OPERATION_STATE_DISPATCHED":  2,
+		"OPERATION_STATE_SUCCEEDED":   3,
+		"OPERATION_STATE_FAILED":      4,
+		"OPERATION_STATE_SKIPPED":     5,
+		"OPERATION_STATE_SUPERSEDED":  6,
+	}
+)
+
+func (x OperationState) Enum() *OperationState {
+	p := new(OperationState)
+	*p = x
+	return p
+}
+
+func (x OperationState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OperationState) Descriptor() protoreflect.EnumDescriptor {
+	return file_proxops_status_v1_status_proto_enumTypes[1].Descriptor()
+}
+
+func (OperationState) Type() protoreflect.EnumType {
+	return &file_proxops_status_v1_status_proto_enumTypes[1]
+}
+
+func (x OperationState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OperationState.Descriptor instead.
+func (OperationState) EnumDescriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{1}
+}
+
 // ClusterStatus is the deterministic report of one cluster; everything that is a wall-clock time or
 // otherwise run-specific lives in timing, so the rest is byte-identical for the same history.
 type ClusterStatus struct {
@@ -113,8 +175,12 @@ type ClusterStatus struct {
 	Diagnostics []*v1.Diagnostic `protobuf:"bytes,10,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
 	Reason      string           `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Increases with every change of this report.
-	Revision      int64   `protobuf:"varint,12,opt,name=revision,proto3" json:"revision,omitempty"`
-	Timing        *Timing `protobuf:"bytes,13,opt,name=timing,proto3" json:"timing,omitempty"`
+	Revision int64   `protobuf:"varint,12,opt,name=revision,proto3" json:"revision,omitempty"`
+	Timing   *Timing `protobuf:"bytes,13,opt,name=timing,proto3" json:"timing,omitempty"`
+	// The aggregator's bookkeeping: what it has folded and the run it follows. Not part of the report.
+	Tracking *Tracking `protobuf:"bytes,14,opt,name=tracking,proto3" json:"tracking,omitempty"`
+	// Kind/name of the prunes a held plan waits to have confirmed.
+	HeldPrunes    []string `protobuf:"bytes,15,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +306,20 @@ func (x *ClusterStatus) GetTiming() *Timing {
 	return nil
 }
 
+func (x *ClusterStatus) GetTracking() *Tracking {
+	if x != nil {
+		return x.Tracking
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetHeldPrunes() []string {
+	if x != nil {
+		return x.HeldPrunes
+	}
+	return nil
+}
+
 // ResourceStatus is the state of one declared or observed resource.
 type ResourceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -248,10 +328,12 @@ type ResourceStatus struct {
 	Node  string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
 	Vmid  int64                  `protobuf:"varint,4,opt,name=vmid,proto3" json:"vmid,omitempty"`
 	// desired, drift, converged, orphan, pruned, skipped, anomalous, in_progress, failed
-	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
-	LastAction    string `protobuf:"bytes,6,opt,name=last_action,json=lastAction,proto3" json:"last_action,omitempty"`
-	LastError     string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	State      string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	LastAction string `protobuf:"bytes,6,opt,name=last_action,json=lastAction,proto3" json:"last_action,omitempty"`
+	LastError  string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Reason     string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Why a prune is deferred or pending (deferred prunes and orphans).
+	PruneReason   string `protobuf:"bytes,9,opt,name=prune_reason,json=pruneReason,proto3" json:"prune_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,6 +424,13 @@ func (x *ResourceStatus) GetReason() string {
 	return ""
 }
 
+func (x *ResourceStatus) GetPruneReason() string {
+	if x != nil {
+		return x.PruneReason
+	}
+	return ""
+}
+
 // Counters of a cluster.
 type Counters struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -355,6 +444,10 @@ type Counters struct {
 	Gaps          int64                  `protobuf:"varint,8,opt,name=gaps,proto3" json:"gaps,omitempty"`
 	Plans         int64                  `protobuf:"varint,9,opt,name=plans,proto3" json:"plans,omitempty"`
 	Rejections    int64                  `protobuf:"varint,10,opt,name=rejections,proto3" json:"rejections,omitempty"`
+	// Operations of the last plan skipped because a dependency failed or a newer commit superseded them.
+	ActionsSkipped int64 `protobuf:"varint,11,opt,name=actions_skipped,json=actionsSkipped,proto3" json:"actions_skipped,omitempty"`
+	// Resources that differ from git: desired, drift, orphan.
+	Drifted       int64 `protobuf:"varint,12,opt,name=drifted,proto3" json:"drifted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +552,20 @@ func (x *Counters) GetRejections() int64 {
 	return 0
 }
 
+func (x *Counters) GetActionsSkipped() int64 {
+	if x != nil {
+		return x.ActionsSkipped
+	}
+	return 0
+}
+
+func (x *Counters) GetDrifted() int64 {
+	if x != nil {
+		return x.Drifted
+	}
+	return 0
+}
+
 // Timing holds the wall-clock part of a report.
 type Timing struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -466,6 +573,10 @@ type Timing struct {
 	LastPlanAt    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_plan_at,json=lastPlanAt,proto3" json:"last_plan_at,omitempty"`
 	LastSuccessAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_success_at,json=lastSuccessAt,proto3" json:"last_success_at,omitempty"`
 	LastEventAt   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_event_at,json=lastEventAt,proto3" json:"last_event_at,omitempty"`
+	// Per resource, sorted by kind, name.
+	Resources []*ResourceTiming `protobuf:"bytes,5,rep,name=resources,proto3" json:"resources,omitempty"`
+	// When the repository event the cluster waits on or last answered was stored.
+	LastTriggerAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_trigger_at,json=lastTriggerAt,proto3" json:"last_trigger_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -528,11 +639,343 @@ func (x *Timing) GetLastEventAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Timing) GetResources() []*ResourceTiming {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *Timing) GetLastTriggerAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTriggerAt
+	}
+	return nil
+}
+
+// ResourceTiming holds the wall-clock part of one resource's status.
+type ResourceTiming struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Kind            string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	UpdatedAt       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	LastConvergedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_converged_at,json=lastConvergedAt,proto3" json:"last_converged_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ResourceTiming) Reset() {
+	*x = ResourceTiming{}
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceTiming) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceTiming) ProtoMessage() {}
+
+func (x *ResourceTiming) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceTiming.ProtoReflect.Descriptor instead.
+func (*ResourceTiming) Descriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ResourceTiming) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResourceTiming) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceTiming) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *ResourceTiming) GetLastConvergedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastConvergedAt
+	}
+	return nil
+}
+
+// TrackedOperation is one operation of the plan the status follows.
+type TrackedOperation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OpId          string                 `protobuf:"bytes,1,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Ref           string                 `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
+	Action        v1.Action              `protobuf:"varint,3,opt,name=action,proto3,enum=proxops.plan.v1.Action" json:"action,omitempty"`
+	Node          string                 `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Vmid          int64                  `protobuf:"varint,5,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	State         OperationState         `protobuf:"varint,6,opt,name=state,proto3,enum=proxops.status.v1.OperationState" json:"state,omitempty"`
+	Message       string                 `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrackedOperation) Reset() {
+	*x = TrackedOperation{}
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrackedOperation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrackedOperation) ProtoMessage() {}
+
+func (x *TrackedOperation) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrackedOperation.ProtoReflect.Descriptor instead.
+func (*TrackedOperation) Descriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TrackedOperation) GetOpId() string {
+	if x != nil {
+		return x.OpId
+	}
+	return ""
+}
+
+func (x *TrackedOperation) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *TrackedOperation) GetAction() v1.Action {
+	if x != nil {
+		return x.Action
+	}
+	return v1.Action(0)
+}
+
+func (x *TrackedOperation) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *TrackedOperation) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *TrackedOperation) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *TrackedOperation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *TrackedOperation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Tracking is what the aggregator needs to go on after a restart without folding an event twice.
+type Tracking struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Last stream sequence folded into this report, per stream.
+	RepoSequence    uint64 `protobuf:"varint,1,opt,name=repo_sequence,json=repoSequence,proto3" json:"repo_sequence,omitempty"`
+	PlansSequence   uint64 `protobuf:"varint,2,opt,name=plans_sequence,json=plansSequence,proto3" json:"plans_sequence,omitempty"`
+	ResultsSequence uint64 `protobuf:"varint,3,opt,name=results_sequence,json=resultsSequence,proto3" json:"results_sequence,omitempty"`
+	GapsSequence    uint64 `protobuf:"varint,4,opt,name=gaps_sequence,json=gapsSequence,proto3" json:"gaps_sequence,omitempty"`
+	// The run whose results are followed, and whether it is still open.
+	RunId   string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunOpen bool   `protobuf:"varint,6,opt,name=run_open,json=runOpen,proto3" json:"run_open,omitempty"`
+	// The repository event last seen for this cluster, and the one the last plan or rejection answered.
+	SeenEventId     string `protobuf:"bytes,7,opt,name=seen_event_id,json=seenEventId,proto3" json:"seen_event_id,omitempty"`
+	AnsweredEventId string `protobuf:"bytes,8,opt,name=answered_event_id,json=answeredEventId,proto3" json:"answered_event_id,omitempty"`
+	// The phase and reason the plan stream settled on, before a pending repository event overrides it.
+	SettledPhase  Phase  `protobuf:"varint,9,opt,name=settled_phase,json=settledPhase,proto3,enum=proxops.status.v1.Phase" json:"settled_phase,omitempty"`
+	SettledReason string `protobuf:"bytes,10,opt,name=settled_reason,json=settledReason,proto3" json:"settled_reason,omitempty"`
+	// Operations of the last plan, in plan order.
+	Operations []*TrackedOperation `protobuf:"bytes,11,rep,name=operations,proto3" json:"operations,omitempty"`
+	// The last plan only showed its operations (dry run, suspended cluster).
+	NotApplied bool `protobuf:"varint,12,opt,name=not_applied,json=notApplied,proto3" json:"not_applied,omitempty"`
+	// The run has been counted as a completed reconcile.
+	RunCompleted  bool `protobuf:"varint,13,opt,name=run_completed,json=runCompleted,proto3" json:"run_completed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tracking) Reset() {
+	*x = Tracking{}
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tracking) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tracking) ProtoMessage() {}
+
+func (x *Tracking) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tracking.ProtoReflect.Descriptor instead.
+func (*Tracking) Descriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Tracking) GetRepoSequence() uint64 {
+	if x != nil {
+		return x.RepoSequence
+	}
+	return 0
+}
+
+func (x *Tracking) GetPlansSequence() uint64 {
+	if x != nil {
+		return x.PlansSequence
+	}
+	return 0
+}
+
+func (x *Tracking) GetResultsSequence() uint64 {
+	if x != nil {
+		return x.ResultsSequence
+	}
+	return 0
+}
+
+func (x *Tracking) GetGapsSequence() uint64 {
+	if x != nil {
+		return x.GapsSequence
+	}
+	return 0
+}
+
+func (x *Tracking) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Tracking) GetRunOpen() bool {
+	if x != nil {
+		return x.RunOpen
+	}
+	return false
+}
+
+func (x *Tracking) GetSeenEventId() string {
+	if x != nil {
+		return x.SeenEventId
+	}
+	return ""
+}
+
+func (x *Tracking) GetAnsweredEventId() string {
+	if x != nil {
+		return x.AnsweredEventId
+	}
+	return ""
+}
+
+func (x *Tracking) GetSettledPhase() Phase {
+	if x != nil {
+		return x.SettledPhase
+	}
+	return Phase_PHASE_UNSPECIFIED
+}
+
+func (x *Tracking) GetSettledReason() string {
+	if x != nil {
+		return x.SettledReason
+	}
+	return ""
+}
+
+func (x *Tracking) GetOperations() []*TrackedOperation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *Tracking) GetNotApplied() bool {
+	if x != nil {
+		return x.NotApplied
+	}
+	return false
+}
+
+func (x *Tracking) GetRunCompleted() bool {
+	if x != nil {
+		return x.RunCompleted
+	}
+	return false
+}
+
 var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xd1\x04\n" +
+	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xab\x05\n" +
 	"\rClusterStatus\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.proxops.status.v1.PhaseR\x05phase\x12(\n" +
@@ -547,7 +990,10 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	" \x03(\v2\x1b.proxops.plan.v1.DiagnosticR\vdiagnostics\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x1a\n" +
 	"\brevision\x18\f \x01(\x03R\brevision\x121\n" +
-	"\x06timing\x18\r \x01(\v2\x19.proxops.status.v1.TimingR\x06timing\"\xce\x01\n" +
+	"\x06timing\x18\r \x01(\v2\x19.proxops.status.v1.TimingR\x06timing\x127\n" +
+	"\btracking\x18\x0e \x01(\v2\x1b.proxops.status.v1.TrackingR\btracking\x12\x1f\n" +
+	"\vheld_prunes\x18\x0f \x03(\tR\n" +
+	"heldPrunes\"\xf1\x01\n" +
 	"\x0eResourceStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -558,7 +1004,8 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"lastAction\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reason\"\xa5\x02\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
+	"\fprune_reason\x18\t \x01(\tR\vpruneReason\"\xe8\x02\n" +
 	"\bCounters\x12\x18\n" +
 	"\aobjects\x18\x01 \x01(\x03R\aobjects\x12\x1d\n" +
 	"\n" +
@@ -574,14 +1021,51 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
 	"rejections\x18\n" +
 	" \x01(\x03R\n" +
-	"rejections\"\x85\x02\n" +
+	"rejections\x12'\n" +
+	"\x0factions_skipped\x18\v \x01(\x03R\x0eactionsSkipped\x12\x18\n" +
+	"\adrifted\x18\f \x01(\x03R\adrifted\"\x8a\x03\n" +
 	"\x06Timing\x129\n" +
 	"\n" +
 	"updated_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12<\n" +
 	"\flast_plan_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastPlanAt\x12B\n" +
 	"\x0flast_success_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuccessAt\x12>\n" +
-	"\rlast_event_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastEventAt*\xb9\x01\n" +
+	"\rlast_event_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastEventAt\x12?\n" +
+	"\tresources\x18\x05 \x03(\v2!.proxops.status.v1.ResourceTimingR\tresources\x12B\n" +
+	"\x0flast_trigger_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastTriggerAt\"\xbb\x01\n" +
+	"\x0eResourceTiming\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12F\n" +
+	"\x11last_converged_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConvergedAt\"\xfd\x01\n" +
+	"\x10TrackedOperation\x12\x13\n" +
+	"\x05op_id\x18\x01 \x01(\tR\x04opId\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12/\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x17.proxops.plan.v1.ActionR\x06action\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x12\n" +
+	"\x04vmid\x18\x05 \x01(\x03R\x04vmid\x127\n" +
+	"\x05state\x18\x06 \x01(\x0e2!.proxops.status.v1.OperationStateR\x05state\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"\x99\x04\n" +
+	"\bTracking\x12#\n" +
+	"\rrepo_sequence\x18\x01 \x01(\x04R\frepoSequence\x12%\n" +
+	"\x0eplans_sequence\x18\x02 \x01(\x04R\rplansSequence\x12)\n" +
+	"\x10results_sequence\x18\x03 \x01(\x04R\x0fresultsSequence\x12#\n" +
+	"\rgaps_sequence\x18\x04 \x01(\x04R\fgapsSequence\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12\x19\n" +
+	"\brun_open\x18\x06 \x01(\bR\arunOpen\x12\"\n" +
+	"\rseen_event_id\x18\a \x01(\tR\vseenEventId\x12*\n" +
+	"\x11answered_event_id\x18\b \x01(\tR\x0fansweredEventId\x12=\n" +
+	"\rsettled_phase\x18\t \x01(\x0e2\x18.proxops.status.v1.PhaseR\fsettledPhase\x12%\n" +
+	"\x0esettled_reason\x18\n" +
+	" \x01(\tR\rsettledReason\x12C\n" +
+	"\n" +
+	"operations\x18\v \x03(\v2#.proxops.status.v1.TrackedOperationR\n" +
+	"operations\x12\x1f\n" +
+	"\vnot_applied\x18\f \x01(\bR\n" +
+	"notApplied\x12#\n" +
+	"\rrun_completed\x18\r \x01(\bR\frunCompleted*\xb9\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fPHASE_CONVERGED\x10\x01\x12\x12\n" +
@@ -592,7 +1076,15 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\fPHASE_FAILED\x10\x06\x12\x0e\n" +
 	"\n" +
 	"PHASE_HELD\x10\a\x12\x13\n" +
-	"\x0fPHASE_SUSPENDED\x10\bBDZBgithub.com/proxops/proxops/internal/gen/proxops/status/v1;statusv1b\x06proto3"
+	"\x0fPHASE_SUSPENDED\x10\b*\xe6\x01\n" +
+	"\x0eOperationState\x12\x1f\n" +
+	"\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17OPERATION_STATE_WAITING\x10\x01\x12\x1e\n" +
+	"\x1aOPERATION_STATE_DISPATCHED\x10\x02\x12\x1d\n" +
+	"\x19OPERATION_STATE_SUCCEEDED\x10\x03\x12\x1a\n" +
+	"\x16OPERATION_STATE_FAILED\x10\x04\x12\x1b\n" +
+	"\x17OPERATION_STATE_SKIPPED\x10\x05\x12\x1e\n" +
+	"\x1aOPERATION_STATE_SUPERSEDED\x10\x06BDZBgithub.com/proxops/proxops/internal/gen/proxops/status/v1;statusv1b\x06proto3"
 
 var (
 	file_proxops_status_v1_status_proto_rawDescOnce sync.Once
@@ -606,36 +1098,50 @@ func file_proxops_status_v1_status_proto_rawDescGZIP() []byte {
 	return file_proxops_status_v1_status_proto_rawDescData
 }
 
-var file_proxops_status_v1_status_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_proxops_status_v1_status_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_proxops_status_v1_status_proto_goTypes = []any{
 	(Phase)(0),                    // 0: proxops.status.v1.Phase
-	(*ClusterStatus)(nil),         // 1: proxops.status.v1.ClusterStatus
-	(*ResourceStatus)(nil),        // 2: proxops.status.v1.ResourceStatus
-	(*Counters)(nil),              // 3: proxops.status.v1.Counters
-	(*Timing)(nil),                // 4: proxops.status.v1.Timing
-	(*v1.Finding)(nil),            // 5: proxops.plan.v1.Finding
-	(*v11.Gap)(nil),               // 6: proxops.inventory.v1.Gap
-	(*v1.Diagnostic)(nil),         // 7: proxops.plan.v1.Diagnostic
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(OperationState)(0),           // 1: proxops.status.v1.OperationState
+	(*ClusterStatus)(nil),         // 2: proxops.status.v1.ClusterStatus
+	(*ResourceStatus)(nil),        // 3: proxops.status.v1.ResourceStatus
+	(*Counters)(nil),              // 4: proxops.status.v1.Counters
+	(*Timing)(nil),                // 5: proxops.status.v1.Timing
+	(*ResourceTiming)(nil),        // 6: proxops.status.v1.ResourceTiming
+	(*TrackedOperation)(nil),      // 7: proxops.status.v1.TrackedOperation
+	(*Tracking)(nil),              // 8: proxops.status.v1.Tracking
+	(*v1.Finding)(nil),            // 9: proxops.plan.v1.Finding
+	(*v11.Gap)(nil),               // 10: proxops.inventory.v1.Gap
+	(*v1.Diagnostic)(nil),         // 11: proxops.plan.v1.Diagnostic
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(v1.Action)(0),                // 13: proxops.plan.v1.Action
 }
 var file_proxops_status_v1_status_proto_depIdxs = []int32{
 	0,  // 0: proxops.status.v1.ClusterStatus.phase:type_name -> proxops.status.v1.Phase
-	2,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
-	5,  // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
-	6,  // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
-	3,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
-	7,  // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	4,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
-	8,  // 7: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 8: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
-	8,  // 10: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
+	9,  // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
+	10, // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
+	4,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
+	11, // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	5,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
+	8,  // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
+	12, // 8: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 9: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
+	12, // 10: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
+	12, // 11: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
+	6,  // 12: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
+	12, // 13: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
+	12, // 14: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 15: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
+	13, // 16: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
+	1,  // 17: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
+	0,  // 18: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
+	7,  // 19: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_proxops_status_v1_status_proto_init() }
@@ -648,8 +1154,8 @@ func file_proxops_status_v1_status_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_status_v1_status_proto_rawDesc), len(file_proxops_status_v1_status_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   4,
+			NumEnums:      2,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,175 @@
+package render_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/render"
+	"github.com/proxops/proxops/internal/report"
+)
+
+var at = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func alphaFailed() report.ClusterStatus {
+	return report.ClusterStatus{
+		Report: report.Report{
+			Cluster: "alpha", Phase: report.PhaseFailed, Reason: "1 operation failed; the next plan retries",
+			LastCommitSeen: "c2", LastCommitApplied: "c1", PlanID: "plan-7",
+			Resources: []report.Resource{
+				{Kind: "ISO", Name: "debian-12", Node: "pve1", State: report.StateConverged, LastAction: plan.ActionDownload},
+				{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, State: report.StateAnomalous, Reason: "disk scsi0 would shrink from 40G to 32G; not written"},
+				{Kind: "VM", Name: "legacy", Node: "pve1", VMID: 300, State: report.StateSkipped, Reason: "live object without proxops tag; never touched"},
+				{Kind: "VM", Name: "web-01", Node: "pve1", VMID: 101, State: report.StateFailed, LastAction: plan.ActionCreate,
+					LastError: "storage 'fast' does not exist\n(task log: 3 lines)", Reason: "VM/web-01: not on PVE; will create"},
+			},
+			Findings: []plan.Finding{
+				{Kind: plan.FindingAnomaly, Ref: "VM/db-01", Node: "pve2", VMID: 102, Field: "spec.disks[0].size", Message: "disk scsi0 would shrink from 40G to 32G; not written"},
+				{Kind: plan.FindingSkipped, Ref: "VM/legacy", Node: "pve1", VMID: 300, Message: "live object without proxops tag; never touched"},
+			},
+			Gaps:     []inventory.Gap{{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host", Note: "not modelled", Managed: true}},
+			Counters: report.Counters{Objects: 4, ActionsOK: 1, ActionsErr: 1, ActionsSkipped: 1, Skipped: 1, Anomalies: 1, Gaps: 1, Plans: 2},
+		},
+		Revision: 9,
+		Timing: report.Timing{UpdatedAt: at, LastPlanAt: at.Add(-time.Minute), LastSuccessAt: at.Add(-time.Hour), LastEventAt: at,
+			LastTriggerAt: at.Add(-2 * time.Minute),
+			Resources: []report.ResourceTiming{
+				{Kind: "ISO", Name: "debian-12", UpdatedAt: at.Add(-time.Hour), LastConvergedAt: at.Add(-time.Hour)},
+				{Kind: "VM", Name: "web-01", UpdatedAt: at},
+			}},
+	}
+}
+
+func betaRejected() report.ClusterStatus {
+	return report.ClusterStatus{
+		Report: report.Report{
+			Cluster: "beta", Phase: report.PhaseRejected, Reason: "parse_error: 1 error; nothing was applied", LastCommitSeen: "c2",
+			Diagnostics: diag.List{{Severity: diag.Error, File: "vm/beta/app.yaml", Line: 7, Column: 3, Ref: "VM/app", Field: "spec.memory", Message: `invalid size "lots"`}},
+			Counters:    report.Counters{Rejections: 1},
+		},
+		Revision: 2,
+		Timing:   report.Timing{UpdatedAt: at, LastPlanAt: at, LastTriggerAt: at.Add(-2 * time.Minute)},
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "status", name)
+	if os.Getenv("PROXOPS_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with PROXOPS_UPDATE_GOLDEN=1 to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
+
+func TestStatusTextKeepsThePredecessorsLayoutAndAddsPhasesFindingsAndGaps(t *testing.T) {
+	tests := []struct {
+		name string
+		view render.StatusView
+	}{
+		{"failed-and-rejected.txt", render.StatusView{Clusters: []report.ClusterStatus{betaRejected(), alphaFailed()}}},
+		{"failed.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaFailed()}}},
+		{"nothing-yet.txt", render.StatusView{}},
+		{"gaps-only.txt", render.StatusView{Clusters: []report.ClusterStatus{{Report: report.Report{Cluster: "gamma", Phase: report.PhaseUnknown,
+			Gaps: alphaFailed().Gaps, Counters: report.Counters{Gaps: 1}}}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := render.StatusText(&buf, tt.view); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tt.name, buf.Bytes())
+		})
+	}
+}
+
+func TestStatusTextSummaryNamesTheClustersThatNeedAPerson(t *testing.T) {
+	conv := func(name string) report.ClusterStatus {
+		return report.ClusterStatus{Report: report.Report{Cluster: name, Phase: report.PhaseConverged, LastCommitSeen: "c1", Counters: report.Counters{Plans: 1}}}
+	}
+	held := conv("h")
+	held.Phase = report.PhaseHeld
+	applying := conv("a")
+	applying.Phase = report.PhaseApplying
+	tests := []struct {
+		clusters []report.ClusterStatus
+		want     string
+	}{
+		{[]report.ClusterStatus{conv("x"), conv("y")}, "last cycle: converged (commit c1)\n"},
+		{[]report.ClusterStatus{conv("x"), applying}, "last cycle: applying (a) (commit c1)\n"},
+		{[]report.ClusterStatus{applying, held, conv("x")}, "last cycle: held (h) (commit c1)\n"},
+		{[]report.ClusterStatus{alphaFailed()}, "last cycle: incomplete (1 failed action) (commit c2)\n"},
+		{[]report.ClusterStatus{alphaFailed(), betaRejected()}, "last cycle: ABORTED (beta: parse_error: 1 error; nothing was applied) (commit c2)\n"},
+	}
+	for _, tt := range tests {
+		var buf bytes.Buffer
+		if err := render.StatusText(&buf, render.StatusView{Clusters: tt.clusters}); err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(buf.String(), "\n")
+		if first+"\n" != tt.want {
+			t.Errorf("first line = %q, want %q", first, tt.want)
+		}
+	}
+}
+
+func TestStatusJSONIsASupersetOfThePredecessorsShape(t *testing.T) {
+	var buf bytes.Buffer
+	view := render.StatusView{ProcessStart: at.Add(-24 * time.Hour), Clusters: []report.ClusterStatus{betaRejected(), alphaFailed()}}
+	if err := render.StatusJSON(&buf, view); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status.json", buf.Bytes())
+
+	var doc map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"process_start", "last_cycle", "objects", "clusters"} {
+		if _, ok := doc[key]; !ok {
+			t.Errorf("no %q", key)
+		}
+	}
+	lc := doc["last_cycle"].(map[string]any)
+	for _, key := range []string{"commit", "started_at", "finished_at", "objects", "actions_ok", "actions_error", "pruned",
+		"prune_deferred", "skipped", "anomalies", "desired_stale", "read_only", "aborted", "abort_reason"} {
+		if _, ok := lc[key]; !ok {
+			t.Errorf("last_cycle has no %q", key)
+		}
+	}
+	obj := doc["objects"].([]any)[3].(map[string]any)
+	for _, key := range []string{"kind", "name", "cluster", "node", "id", "state", "last_action", "last_error", "last_converged_at", "updated_at"} {
+		if _, ok := obj[key]; !ok {
+			t.Errorf("object has no %q: %v", key, obj)
+		}
+	}
+}
+
+func TestTheDeterministicPartHoldsNoTime(t *testing.T) {
+	a := alphaFailed()
+	b := alphaFailed()
+	b.Revision = 99
+	b.Timing = report.Timing{UpdatedAt: at.Add(time.Hour)}
+	ja, _ := json.Marshal(render.NewReportDocument(a.Report))
+	jb, _ := json.Marshal(render.NewReportDocument(b.Report))
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("reports with other timing differ:\n%s\n%s", ja, jb)
+	}
+}

@@ -1,0 +1,708 @@
+package report
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
+)
+
+// Stream names the stream an event comes from; sequences are compared per stream.
+type Stream string
+
+const (
+	StreamRepo    Stream = "repo"
+	StreamPlans   Stream = "plans"
+	StreamResults Stream = "results"
+	StreamGaps    Stream = "gaps"
+)
+
+// Streams lists the streams in a fixed order.
+var Streams = []Stream{StreamRepo, StreamPlans, StreamResults, StreamGaps}
+
+// Event is one input of the aggregator: exactly one of the pointers is set.
+type Event struct {
+	// Seq is the event's sequence in its stream; an event at or below the sequence a status has folded from
+	// that stream is skipped. 0 means "not from a stream" and is never skipped.
+	Seq uint64
+	// At is when the event was stored; it only fills Timing.
+	At time.Time
+
+	Repo      *event.RepoChanged
+	Planned   *plan.Planned
+	Rejected  *plan.Rejected
+	Held      *plan.Held
+	Confirmed *plan.Confirmation
+	Finished  *plan.FinishedRun
+	Result    *plan.Result
+	Gaps      *inventory.GapReport
+}
+
+// Stream returns the stream the event belongs to.
+func (e Event) Stream() Stream {
+	switch {
+	case e.Repo != nil:
+		return StreamRepo
+	case e.Result != nil:
+		return StreamResults
+	case e.Gaps != nil:
+		return StreamGaps
+	default:
+		return StreamPlans
+	}
+}
+
+// Cluster returns the cluster a cluster event concerns; "" for a repository event (it concerns every cluster
+// it names, or all of them).
+func (e Event) Cluster() string {
+	switch {
+	case e.Planned != nil:
+		return e.Planned.Cluster
+	case e.Rejected != nil:
+		return e.Rejected.Cluster
+	case e.Held != nil:
+		return e.Held.Cluster
+	case e.Confirmed != nil:
+		return e.Confirmed.Cluster
+	case e.Finished != nil:
+		return e.Finished.Cluster
+	case e.Result != nil:
+		return e.Result.Cluster
+	case e.Gaps != nil:
+		return e.Gaps.Cluster
+	}
+	return ""
+}
+
+// Preview reports whether an event belongs to an operator's preview (`proxops diff --nats`): a work-tree
+// snapshot (no commit) or a dry run someone requested. Previews never change a cluster's status.
+func (e Event) Preview() bool {
+	var info *plan.RunInfo
+	switch {
+	case e.Repo != nil:
+		return e.Repo.Commit == "" || (e.Repo.DryRun && e.Repo.RequestID != "")
+	case e.Planned != nil:
+		info = &e.Planned.RunInfo
+	case e.Rejected != nil:
+		info = &e.Rejected.RunInfo
+	default:
+		return false
+	}
+	return info.Commit == "" || (info.DryRun && info.RequestID != "")
+}
+
+// concerns reports whether the event is about the cluster.
+func (e Event) concerns(cluster string) bool {
+	if e.Repo != nil {
+		return len(e.Repo.Clusters) == 0 || slices.Contains(e.Repo.Clusters, cluster)
+	}
+	return e.Cluster() == cluster
+}
+
+// Apply folds one event into a cluster's status. It reports whether the event was folded: false when it
+// is about another cluster or was folded before (its sequence is not above the one the status has folded
+// from its stream). The status it is given is not changed. Revision increases when the Report changed.
+func Apply(s ClusterStatus, e Event) (ClusterStatus, bool) {
+	if !e.concerns(s.Cluster) {
+		return s, false
+	}
+	stream := e.Stream()
+	if e.Seq != 0 && e.Seq <= s.Tracking.Seq(stream) {
+		return s, false
+	}
+	next := s.clone()
+	if e.Seq != 0 {
+		next.Tracking.setSeq(stream, e.Seq)
+	}
+	if !e.Preview() {
+		switch {
+		case e.Repo != nil:
+			next.foldRepo(*e.Repo, e.At)
+		case e.Planned != nil:
+			next.foldPlanned(*e.Planned, e.At)
+		case e.Rejected != nil:
+			next.foldRejected(*e.Rejected, e.At)
+		case e.Held != nil:
+			next.foldHeld(*e.Held)
+		case e.Confirmed != nil:
+			next.foldConfirmed(*e.Confirmed)
+		case e.Finished != nil:
+			next.foldFinished(*e.Finished, e.At)
+		case e.Result != nil:
+			next.foldResult(*e.Result)
+		case e.Gaps != nil:
+			next.foldGaps(*e.Gaps)
+		}
+		if e.Result != nil {
+			// A result changes one operation: only its resource needs resolving again.
+			next.derive(e.Result.Ref)
+		} else {
+			next.derive()
+		}
+	}
+	if !e.At.IsZero() {
+		next.Timing.LastEventAt = e.At
+	}
+	if !reflect.DeepEqual(s.Report, next.Report) {
+		next.Revision++
+		next.stamp(s.Report, e.At)
+	}
+	return next, true
+}
+
+func (s *ClusterStatus) foldRepo(e event.RepoChanged, at time.Time) {
+	s.Tracking.SeenEventID = e.EventID
+	s.LastCommitSeen = e.Commit
+	if !at.IsZero() {
+		s.Timing.LastTriggerAt = at
+	}
+}
+
+// answered records the repository event a plan or rejection answers.
+func (s *ClusterStatus) answered(info plan.RunInfo, at time.Time) {
+	s.Tracking.AnsweredEventID = info.EventID
+	if !at.IsZero() {
+		s.Timing.LastPlanAt = at
+	}
+}
+
+func (s *ClusterStatus) foldPlanned(e plan.Planned, at time.Time) {
+	s.answered(e.RunInfo, at)
+	s.Counters.Plans++
+	notApplied := e.DryRun || e.Suspended || e.RunID == ""
+	if notApplied && s.Tracking.RunOpen {
+		// A plan that is only shown does not replace the view of a run still applying.
+		return
+	}
+	s.PlanID = e.Plan.ID
+	s.Findings = slices.Clone(e.Plan.Findings)
+	s.HeldPrunes = slices.Clone(e.Plan.HeldPrunes)
+	s.Diagnostics = nil
+	s.Tracking.RunID = e.RunID
+	s.Tracking.NotApplied = notApplied
+	s.Tracking.Operations = make([]OpTrack, 0, len(e.Plan.Operations))
+	for _, op := range e.Plan.Operations {
+		s.Tracking.Operations = append(s.Tracking.Operations, OpTrack{ID: op.ID, Ref: op.Ref, Action: op.Action,
+			Node: op.Node, VMID: op.VMID, State: plan.OpWaiting, Reason: op.Reason})
+	}
+	if len(s.Tracking.Operations) == 0 {
+		s.Tracking.Operations = nil
+	}
+	s.Resources = s.resourcesFor(e.Plan.Resources, true)
+	n := len(e.Plan.Operations)
+	switch {
+	case e.Suspended:
+		s.settle(PhaseSuspended, fmt.Sprintf("cluster suspended: %s not applied", plural(n, "operation")))
+		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
+	case notApplied && n > 0:
+		s.settle(PhaseDrifted, fmt.Sprintf("dry run: %s not applied", plural(n, "operation")))
+		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
+	case notApplied:
+		s.settle(PhaseConverged, "")
+		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
+		s.succeeded(at)
+	case e.Plan.Held:
+		s.settle(PhaseHeld, heldReason(e.Plan.HeldReason))
+		s.Tracking.RunOpen, s.Tracking.RunCompleted = true, false
+	case n > 0:
+		s.settle(PhaseApplying, "")
+		s.Tracking.RunOpen, s.Tracking.RunCompleted = true, false
+	default:
+		// Nothing to do: PVE already matches this commit.
+		s.settle(PhaseConverged, "")
+		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
+		s.LastCommitApplied = e.Commit
+		s.succeeded(at)
+	}
+}
+
+func (s *ClusterStatus) succeeded(at time.Time) {
+	if !at.IsZero() {
+		s.Timing.LastSuccessAt = at
+	}
+}
+
+func heldReason(r string) string {
+	if r == "" {
+		return "waiting for an operator's confirmation"
+	}
+	return r
+}
+
+func (s *ClusterStatus) settle(p Phase, reason string) {
+	s.Tracking.SettledPhase = p
+	s.Tracking.SettledReason = reason
+}
+
+func (s *ClusterStatus) foldRejected(e plan.Rejected, at time.Time) {
+	s.answered(e.RunInfo, at)
+	s.Counters.Rejections++
+	s.Diagnostics = e.Rejection.Diagnostics.Sorted()
+	if len(s.Diagnostics) == 0 {
+		s.Diagnostics = nil
+	}
+	reason := e.Rejection.Reason
+	if reason == "" {
+		reason = "rejected"
+	}
+	errs, _ := e.Rejection.Diagnostics.Count()
+	if errs > 0 {
+		reason = fmt.Sprintf("%s: %s", reason, plural(errs, "error"))
+	}
+	s.settle(PhaseRejected, reason+"; nothing was applied")
+}
+
+func (s *ClusterStatus) foldHeld(e plan.Held) {
+	if e.PlanID != "" && e.PlanID != s.PlanID {
+		return
+	}
+	if e.RunID != "" {
+		s.Tracking.RunID = e.RunID
+	}
+	s.Tracking.RunOpen, s.Tracking.RunCompleted = true, false
+	s.HeldPrunes = slices.Clone(e.Prunes)
+	s.settle(PhaseHeld, heldReason(e.Reason))
+}
+
+func (s *ClusterStatus) foldConfirmed(c plan.Confirmation) {
+	if s.Tracking.SettledPhase != PhaseHeld || c.PlanID != s.PlanID {
+		return
+	}
+	s.HeldPrunes = nil
+	s.settle(PhaseApplying, "")
+}
+
+func (s *ClusterStatus) foldResult(r plan.Result) {
+	if !s.Tracking.RunOpen || r.RunID == "" || r.RunID != s.Tracking.RunID {
+		return
+	}
+	i := slices.IndexFunc(s.Tracking.Operations, func(o OpTrack) bool { return o.ID == r.OpID })
+	if i < 0 {
+		return
+	}
+	op := &s.Tracking.Operations[i]
+	if op.State != plan.OpWaiting && op.State != plan.OpDispatched {
+		return
+	}
+	switch r.Status {
+	case plan.StatusStarted, plan.StatusProgress:
+		op.State = plan.OpDispatched
+	case plan.StatusSucceeded:
+		op.State, op.Message = plan.OpSucceeded, r.Message
+	case plan.StatusFailed:
+		op.State, op.Message = plan.OpFailed, r.Message
+		if op.Message == "" {
+			op.Message = "failed"
+		}
+	case plan.StatusSkipped:
+		op.State, op.Message = plan.OpSkipped, r.Message
+	}
+	if s.Tracking.SettledPhase == PhaseHeld {
+		// The plan was confirmed: its operations are running.
+		s.HeldPrunes = nil
+		s.settle(PhaseApplying, "")
+	}
+}
+
+func (s *ClusterStatus) foldFinished(f plan.FinishedRun, at time.Time) {
+	if f.RunID == "" {
+		return
+	}
+	if f.RunID != s.Tracking.RunID {
+		if s.Tracking.RunOpen {
+			// Another run is being followed; this one is stale.
+			return
+		}
+		// The plan of this run was never seen (expired from the stream): take the run from its summary.
+		s.Tracking.RunID = f.RunID
+		s.Tracking.NotApplied = false
+		if f.PlanID != "" {
+			s.PlanID = f.PlanID
+		}
+		s.Tracking.Operations = nil
+	}
+	for _, o := range f.Operations {
+		state := o.State
+		if state == plan.OpWaiting {
+			state = plan.OpSkipped
+		}
+		i := slices.IndexFunc(s.Tracking.Operations, func(t OpTrack) bool { return t.ID == o.ID })
+		if i < 0 {
+			s.Tracking.Operations = append(s.Tracking.Operations, OpTrack{ID: o.ID, Ref: o.Ref, Action: o.Action})
+			i = len(s.Tracking.Operations) - 1
+		}
+		s.Tracking.Operations[i].State = state
+		s.Tracking.Operations[i].Message = o.Message
+	}
+	// Operations the summary does not list were never run.
+	for i := range s.Tracking.Operations {
+		if st := s.Tracking.Operations[i].State; st == plan.OpWaiting || st == plan.OpDispatched {
+			s.Tracking.Operations[i].State = plan.OpSkipped
+		}
+	}
+	s.Tracking.RunOpen = false
+	s.Tracking.RunCompleted = true
+	s.HeldPrunes = nil
+	failed := s.countOps(plan.OpFailed)
+	switch f.Outcome {
+	case plan.OutcomeSucceeded:
+		s.settle(PhaseConverged, "")
+		s.LastCommitApplied = f.Commit
+		s.succeeded(at)
+	case plan.OutcomeFailed:
+		s.settle(PhaseFailed, fmt.Sprintf("%s failed; the next plan retries", plural(failed, "operation")))
+	case plan.OutcomeSuperseded:
+		s.settle(PhasePlanning, "superseded by a newer commit")
+	case plan.OutcomeNotApplied:
+		if s.Tracking.SettledPhase == PhaseApplying || s.Tracking.SettledPhase == PhaseHeld {
+			s.settle(PhaseDrifted, "not applied")
+		}
+	}
+}
+
+func (s *ClusterStatus) foldGaps(r inventory.GapReport) {
+	r.Gaps = slices.Clone(r.Gaps)
+	r.Normalize()
+	s.Gaps = r.Gaps
+	if len(s.Gaps) == 0 {
+		s.Gaps = nil
+	}
+}
+
+func (s *ClusterStatus) countOps(st plan.OpState) int {
+	n := 0
+	for _, o := range s.Tracking.Operations {
+		if o.State == st {
+			n++
+		}
+	}
+	return n
+}
+
+// derive recomputes everything that follows from the rest: the phase and its reason, resource states and
+// counters. Given refs, only those resources are resolved again (when they are listed already).
+func (s *ClusterStatus) derive(refs ...string) {
+	if !s.reresolve(refs) {
+		s.Resources = s.resourcesFor(nil, false)
+	}
+	ops := s.Tracking.Operations
+	c := &s.Counters
+	c.ActionsOK, c.ActionsErr, c.ActionsSkipped, c.Pruned = 0, 0, 0, 0
+	if !s.Tracking.NotApplied {
+		for _, o := range ops {
+			switch o.State {
+			case plan.OpSucceeded:
+				c.ActionsOK++
+				if o.Action == plan.ActionDelete {
+					c.Pruned++
+				}
+			case plan.OpFailed:
+				c.ActionsErr++
+			case plan.OpSkipped, plan.OpSuperseded:
+				c.ActionsSkipped++
+			}
+		}
+	}
+	c.PruneDeferred, c.Skipped, c.Anomalies = 0, 0, 0
+	for _, f := range s.Findings {
+		switch f.Kind {
+		case plan.FindingDeferredPrune:
+			c.PruneDeferred++
+		case plan.FindingSkipped:
+			c.Skipped++
+		case plan.FindingAnomaly, plan.FindingMisplaced:
+			c.Anomalies++
+		}
+	}
+	c.Gaps = len(s.Gaps)
+	c.Objects = len(s.Resources)
+	c.Drifted = 0
+	for _, r := range s.Resources {
+		if r.State.Differs() {
+			c.Drifted++
+		}
+	}
+
+	pending := s.Tracking.SeenEventID != "" && s.Tracking.SeenEventID != s.Tracking.AnsweredEventID
+	switch {
+	case pending:
+		s.Phase = PhasePlanning
+		s.Reason = "waiting for the plan of commit " + shortCommit(s.LastCommitSeen)
+	case s.Tracking.SettledPhase == PhaseApplying:
+		s.Phase = PhaseApplying
+		s.Reason = s.applyingReason()
+	default:
+		s.Phase = s.Tracking.SettledPhase
+		s.Reason = s.Tracking.SettledReason
+	}
+	if s.Phase == "" {
+		s.Phase = PhaseUnknown
+	}
+}
+
+func (s *ClusterStatus) applyingReason() string {
+	total := len(s.Tracking.Operations)
+	done := 0
+	for _, o := range s.Tracking.Operations {
+		if o.State != plan.OpWaiting && o.State != plan.OpDispatched {
+			done++
+		}
+	}
+	reason := fmt.Sprintf("%d of %s done", done, plural(total, "operation"))
+	if failed := s.countOps(plan.OpFailed); failed > 0 {
+		reason += fmt.Sprintf(", %d failed", failed)
+	}
+	return reason
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// resourcesFor rebuilds the resource list: the declared refs (or, unless replace, the refs already listed),
+// and every ref the last plan acts on or reports, with states from the plan's operations and findings. Node,
+// vmid, last action and last error carry over from the previous records.
+func (s *ClusterStatus) resourcesFor(declared []string, replace bool) []Resource {
+	prev := make(map[string]Resource, len(s.Resources))
+	for _, r := range s.Resources {
+		prev[r.Ref()] = r
+	}
+	refs := map[string]bool{}
+	if !replace {
+		for ref := range prev {
+			refs[ref] = true
+		}
+	} else {
+		for _, ref := range declared {
+			refs[ref] = true
+		}
+	}
+	ops := map[string][]OpTrack{}
+	for _, o := range s.Tracking.Operations {
+		refs[o.Ref] = true
+		ops[o.Ref] = append(ops[o.Ref], o)
+	}
+	findings := map[string][]plan.Finding{}
+	for _, f := range s.Findings {
+		if f.Ref != "" && f.Kind != plan.FindingWarning {
+			refs[f.Ref] = true
+			findings[f.Ref] = append(findings[f.Ref], f)
+		}
+	}
+	out := make([]Resource, 0, len(refs))
+	for ref := range refs {
+		kind, name := SplitRef(ref)
+		r := Resource{Kind: kind, Name: name}
+		if old, ok := prev[ref]; ok {
+			r.Node, r.VMID, r.LastAction, r.LastError = old.Node, old.VMID, old.LastAction, old.LastError
+		}
+		s.resolve(&r, ops[ref], findings[ref])
+		out = append(out, r)
+	}
+	slices.SortFunc(out, CompareResources)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// reresolve resolves the listed resources again in place; false when refs is empty or one is not listed.
+func (s *ClusterStatus) reresolve(refs []string) bool {
+	if len(refs) == 0 {
+		return false
+	}
+	for _, ref := range refs {
+		kind, name := SplitRef(ref)
+		i, ok := slices.BinarySearchFunc(s.Resources, Resource{Kind: kind, Name: name}, CompareResources)
+		if !ok {
+			return false
+		}
+		var ops []OpTrack
+		for _, o := range s.Tracking.Operations {
+			if o.Ref == ref {
+				ops = append(ops, o)
+			}
+		}
+		var findings []plan.Finding
+		for _, f := range s.Findings {
+			if f.Ref == ref && f.Kind != plan.FindingWarning {
+				findings = append(findings, f)
+			}
+		}
+		s.resolve(&s.Resources[i], ops, findings)
+	}
+	return true
+}
+
+// resolve sets a resource's state, reason, placement and last outcome from the last plan's operations and
+// findings on it.
+func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Finding) {
+	for _, o := range ops {
+		if o.Node != "" {
+			r.Node, r.VMID = o.Node, o.VMID
+			break
+		}
+	}
+	if len(ops) == 0 {
+		for _, f := range findings {
+			if f.Node != "" {
+				r.Node, r.VMID = f.Node, f.VMID
+				break
+			}
+		}
+	}
+	r.State, r.Reason, r.PruneReason = StateConverged, "", ""
+
+	// The last operation that finished decides last action and error.
+	for _, o := range ops {
+		switch o.State {
+		case plan.OpSucceeded:
+			r.LastAction, r.LastError = o.Action, ""
+		case plan.OpFailed:
+			r.LastAction, r.LastError = o.Action, o.Message
+		}
+	}
+	if len(ops) > 0 && !s.Tracking.NotApplied {
+		r.State, r.Reason = opsState(ops)
+	} else if len(ops) > 0 {
+		r.State, r.Reason = pendingState(ops[0]), ops[0].Reason
+	}
+	for _, o := range ops {
+		if o.Action == plan.ActionDelete && r.State == StateOrphan {
+			r.PruneReason = o.Reason
+		}
+	}
+	if r.State != StateConverged {
+		return
+	}
+	// Findings speak for resources whose operations (if any) are done.
+	for _, f := range findings {
+		switch f.Kind {
+		case plan.FindingAnomaly, plan.FindingMisplaced:
+			r.State, r.Reason = StateAnomalous, f.Message
+			return
+		}
+	}
+	for _, f := range findings {
+		switch f.Kind {
+		case plan.FindingSkipped:
+			r.State, r.Reason = StateSkipped, f.Message
+			return
+		case plan.FindingDeferredPrune:
+			r.State, r.Reason, r.PruneReason = StateSkipped, "prune deferred: "+f.Message, f.Message
+			return
+		case plan.FindingPending:
+			r.State, r.Reason = StateDrift, f.Message
+			return
+		}
+	}
+}
+
+// pendingState is the state of a resource whose first operation has not run.
+func pendingState(o OpTrack) ResourceState {
+	switch o.Action {
+	case plan.ActionCreate, plan.ActionClone, plan.ActionDownload:
+		return StateDesired
+	case plan.ActionDelete:
+		return StateOrphan
+	default:
+		return StateDrift
+	}
+}
+
+// opsState is a resource's state from the operations of an applied plan on it.
+func opsState(ops []OpTrack) (ResourceState, string) {
+	var failed, running, succeeded, notRun []OpTrack
+	for _, o := range ops {
+		switch o.State {
+		case plan.OpFailed:
+			failed = append(failed, o)
+		case plan.OpDispatched:
+			running = append(running, o)
+		case plan.OpSucceeded:
+			succeeded = append(succeeded, o)
+		default:
+			notRun = append(notRun, o)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return StateFailed, failed[0].Reason
+	case len(running) > 0:
+		return StateInProgress, running[0].Reason
+	case len(notRun) == 0:
+		if slices.ContainsFunc(succeeded, func(o OpTrack) bool { return o.Action == plan.ActionDelete }) {
+			return StatePruned, ""
+		}
+		return StateConverged, ""
+	}
+	first := notRun[0]
+	if len(succeeded) > 0 && first.State == plan.OpWaiting {
+		return StateInProgress, first.Reason
+	}
+	reason := first.Reason
+	if first.State == plan.OpSkipped || first.State == plan.OpSuperseded {
+		msg := first.Message
+		if msg == "" {
+			msg = string(first.State)
+		}
+		reason = strings.TrimSpace("not applied (" + msg + "): " + first.Reason)
+		reason = strings.TrimSuffix(reason, ":")
+	}
+	return pendingState(first), reason
+}
+
+// stamp fills Timing after the report changed from prev. Resources, prev's resources and the timing are all
+// sorted by kind, name, so one merge walk pairs them.
+func (s *ClusterStatus) stamp(prev Report, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	s.Timing.UpdatedAt = at
+	old := s.Timing.Resources
+	out := make([]ResourceTiming, 0, len(s.Resources))
+	i, j := 0, 0
+	for _, r := range s.Resources {
+		t := ResourceTiming{Kind: r.Kind, Name: r.Name}
+		for i < len(old) && compareResourceTiming(old[i], t) < 0 {
+			i++
+		}
+		if i < len(old) && compareResourceTiming(old[i], t) == 0 {
+			t = old[i]
+		}
+		for j < len(prev.Resources) && CompareResources(prev.Resources[j], r) < 0 {
+			j++
+		}
+		existed := j < len(prev.Resources) && CompareResources(prev.Resources[j], r) == 0
+		var before Resource
+		if existed {
+			before = prev.Resources[j]
+		}
+		if !existed || before != r {
+			t.UpdatedAt = at
+		}
+		if r.State == StateConverged && (!existed || before.State != StateConverged || t.LastConvergedAt.IsZero()) {
+			t.LastConvergedAt = at
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	s.Timing.Resources = out
+}

@@ -1,0 +1,137 @@
+// Command proxops-status runs ProxOps' status service against a deployed NATS server: it folds the
+// repository, plan, result and gap streams into one report per cluster, stores and publishes them, and serves
+// /status, /status/<cluster>, /healthz, /readyz, /metrics and a status page.
+//
+// Configuration comes from flags, each with an environment variable as its default; the NATS password is read
+// from PROXOPS_NATS_PASSWORD only, never from a flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/metrics"
+	"github.com/proxops/proxops/services/status"
+)
+
+// Set at link time (-X main.version=... -X main.commit=...).
+var (
+	version = ""
+	commit  = ""
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+}
+
+// options is everything main reads from flags and the environment.
+type options struct {
+	nats       bus.ConnectConfig
+	listen     string
+	staleAfter time.Duration
+	refresh    time.Duration
+	logLevel   slog.Level
+}
+
+func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var errs []error
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+		return d
+	}
+	var o options
+	fs := flag.NewFlagSet("proxops-status", flag.ContinueOnError)
+	fs.SetOutput(out)
+	o.nats.RegisterFlags(fs, getenv)
+	fs.StringVar(&o.listen, "listen", env("PROXOPS_STATUS_LISTEN", status.DefaultListen), "HTTP address [PROXOPS_STATUS_LISTEN]")
+	fs.DurationVar(&o.staleAfter, "stale-after", envDuration("PROXOPS_STATUS_STALE_AFTER", status.DefaultStaleAfter),
+		"/healthz reports stale when a cluster's planner has not answered for longer; twice the drift interval [PROXOPS_STATUS_STALE_AFTER]")
+	fs.DurationVar(&o.refresh, "refresh", envDuration("PROXOPS_STATUS_REFRESH", status.DefaultRefresh), "how often the status page reloads itself [PROXOPS_STATUS_REFRESH]")
+	level := env("PROXOPS_LOG_LEVEL", "info")
+	fs.StringVar(&level, "log-level", level, "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if o.nats.URL == "" {
+		errs = append(errs, errors.New("--nats-url (or PROXOPS_NATS_URL) is required"))
+	}
+	if o.nats.User == "" && o.nats.CredsFile == "" && o.nats.NKeySeedFile == "" && o.nats.Password != "" {
+		o.nats.User = string(bus.RoleStatus)
+	}
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	o.nats.Name = "proxops-status"
+	return o, errors.Join(errs...)
+}
+
+func buildInfo() metrics.BuildInfo {
+	b := metrics.BuildInfo{Version: version, Commit: commit}
+	if b.Version == "" {
+		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			b.Version = info.Main.Version
+		}
+	}
+	return b
+}
+
+func run(args []string, getenv func(string) string, stderr io.Writer) int {
+	o, err := parseOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "proxops-status:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).With("service", "status")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+	defer func() { _ = b.Close() }()
+	reg := prometheus.NewRegistry()
+	if err := metrics.RegisterProcess(reg, buildInfo()); err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+	err = status.Run(ctx, status.Config{Bus: b, Logger: log, Registry: reg, Listen: o.listen,
+		StaleAfter: o.staleAfter, Refresh: o.refresh})
+	if err != nil {
+		log.Error("stopped", "error", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}

@@ -1,0 +1,188 @@
+package status
+
+import (
+	"bytes"
+	"cmp"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/proxops/proxops/internal/render"
+	"github.com/proxops/proxops/internal/report"
+)
+
+//go:embed page.html.tmpl
+var pageSource string
+
+func parsePage() (*template.Template, error) {
+	t, err := template.New("page").Parse(pageSource)
+	if err != nil {
+		return nil, fmt.Errorf("status: page template: %w", err)
+	}
+	return t, nil
+}
+
+// pageData is what the page shows.
+type pageData struct {
+	Refresh   int
+	Now       string
+	Ready     bool
+	Summary   string
+	Health    health
+	Attention []attention
+	Clusters  []pageCluster
+}
+
+type attention struct {
+	Cluster, Ref string
+	State        string
+	Detail       string
+}
+
+type pageCluster struct {
+	Name, Phase, Reason   string
+	Seen, Applied, PlanID string
+	LastPlan, LastSuccess timeCell
+	Counters              render.CountersDocument
+	Resources             []pageResource
+	Findings              []render.FindingDocument
+	Gaps                  []render.GapDocument
+	Diagnostics           []render.DiagnosticDocument
+	HeldPrunes            []string
+	Revision              int64
+}
+
+type pageResource struct {
+	render.ResourceDocument
+	ID      string
+	Updated timeCell
+}
+
+// timeCell is a time shown as "3m ago" with the exact time in a tooltip.
+type timeCell struct {
+	Ago, Exact string
+}
+
+func newTimeCell(t, now time.Time) timeCell {
+	if t.IsZero() {
+		return timeCell{Ago: "never"}
+	}
+	return timeCell{Ago: ago(now.Sub(t)), Exact: t.UTC().Format(time.RFC3339)}
+}
+
+func ago(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "just now"
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s ago"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m ago"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + "h ago"
+	default:
+		return strconv.Itoa(int(d.Hours()/24)) + "d ago"
+	}
+}
+
+func problem(state report.ResourceState) bool {
+	return state == report.StateFailed || state == report.StateAnomalous
+}
+
+func (s *service) pageData() pageData {
+	snap := s.snap.Load()
+	now := s.cfg.Now()
+	d := pageData{Refresh: int(s.cfg.Refresh.Seconds()), Now: now.UTC().Format(time.RFC3339), Ready: snap.ready,
+		Health: judge(snap, now, s.cfg.StaleAfter)}
+	if d.Refresh < 1 {
+		d.Refresh = 1
+	}
+	counts := map[report.Phase]int{}
+	for _, st := range snap.statuses {
+		counts[st.Phase]++
+		doc := render.NewReportDocument(st.Report)
+		pc := pageCluster{Name: st.Cluster, Phase: string(st.Phase), Reason: st.Reason, Seen: st.LastCommitSeen,
+			Applied: st.LastCommitApplied, PlanID: st.PlanID, Counters: doc.Counters, Findings: doc.Findings,
+			Gaps: doc.Gaps, Diagnostics: doc.Diagnostics, HeldPrunes: doc.HeldPrunes, Revision: st.Revision,
+			LastPlan: newTimeCell(st.Timing.LastPlanAt, now), LastSuccess: newTimeCell(st.Timing.LastSuccessAt, now)}
+		for i, r := range doc.Resources {
+			pr := pageResource{ResourceDocument: r, ID: "-"}
+			if r.VMID > 0 {
+				pr.ID = strconv.Itoa(r.VMID)
+			}
+			if t, ok := st.Timing.Resource(r.Kind, r.Name); ok {
+				pr.Updated = newTimeCell(t.UpdatedAt, now)
+			}
+			pc.Resources = append(pc.Resources, pr)
+			if problem(st.Resources[i].State) {
+				detail := r.LastError
+				if detail == "" {
+					detail = r.Reason
+				}
+				d.Attention = append(d.Attention, attention{Cluster: st.Cluster, Ref: r.Kind + "/" + r.Name, State: r.State, Detail: detail})
+			}
+		}
+		if st.Phase == report.PhaseRejected || st.Phase == report.PhaseHeld {
+			d.Attention = append(d.Attention, attention{Cluster: st.Cluster, State: string(st.Phase), Detail: st.Reason})
+		}
+		d.Clusters = append(d.Clusters, pc)
+	}
+	// Failed resources first, then the rest, each in cluster, ref order.
+	slices.SortStableFunc(d.Attention, func(a, b attention) int {
+		return cmp.Compare(rank(a.State), rank(b.State))
+	})
+	d.Summary = summaryLine(len(snap.statuses), counts)
+	return d
+}
+
+func rank(state string) int {
+	switch state {
+	case string(report.PhaseRejected), string(report.StateFailed):
+		return 0
+	case string(report.PhaseHeld):
+		return 1
+	default:
+		return 2
+	}
+}
+
+func summaryLine(n int, counts map[report.Phase]int) string {
+	if n == 0 {
+		return "no cluster reported yet"
+	}
+	phases := slices.Clone(report.Phases)
+	slices.SortStableFunc(phases, func(a, b report.Phase) int { return cmp.Compare(b.Severity(), a.Severity()) })
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "%d cluster", n)
+	if n != 1 {
+		buf.WriteString("s")
+	}
+	sep := ": "
+	for _, p := range phases {
+		if counts[p] > 0 {
+			fmt.Fprintf(&buf, "%s%d %s", sep, counts[p], p)
+			sep = ", "
+		}
+	}
+	return buf.String()
+}
+
+func (s *service) servePage(w http.ResponseWriter, _ *http.Request) {
+	var buf bytes.Buffer
+	if err := s.page.Execute(&buf, s.pageData()); err != nil {
+		s.log.Warn("status: render page", "err", err)
+		http.Error(w, "render page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	_, _ = w.Write(buf.Bytes())
+}

@@ -1,0 +1,150 @@
+package status_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
+)
+
+// chromium runs headless Chromium with a throwaway profile and no network but loopback.
+func chromium(t *testing.T, args ...string) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed (Debian package chromium; .ci/run installs it): skipping the browser test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir()}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// outDir is out/ at the repository root, which git ignores.
+func outDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestStatusPageShowsEveryClusterAndResourceInABrowser(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	p := sys.publisher()
+	e := p.repoChanged("3f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f", event.TriggerWebhook)
+	converge(p, e)
+	failBeta(p, e)
+	hostile := argsGap
+	hostile.Key, hostile.Value = "description", `<script>document.title="owned"</script>`
+	p.gaps("alpha", hostile)
+	sys.settle()
+
+	sys.mu.Lock()
+	url := sys.url + "/"
+	sys.mu.Unlock()
+	dom := string(chromium(t, "--dump-dom", url))
+
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`data-cluster="alpha" data-phase="converged"`),
+		regexp.MustCompile(`data-cluster="beta" data-phase="failed"`),
+		regexp.MustCompile(`data-resource="VM/web-01" data-state="converged"`),
+		regexp.MustCompile(`data-resource="ISO/debian-12" data-state="converged"`),
+		regexp.MustCompile(`data-resource="VM/legacy" data-state="skipped"`),
+		regexp.MustCompile(`data-resource="LXC/cache" data-state="converged"`),
+		regexp.MustCompile(`data-resource="VM/db-01" data-state="failed"`),
+		regexp.MustCompile(`VM 102 is locked \(backup\)`),
+		regexp.MustCompile(`data-finding="anomaly"`),
+		regexp.MustCompile(`disk scsi0 would shrink from 40G to 32G`),
+		regexp.MustCompile(`data-gap="VM/db-01:args"`),
+		regexp.MustCompile(`data-attention`),
+		regexp.MustCompile(`2 clusters: 1 failed, 1 converged`),
+		regexp.MustCompile(`&lt;script&gt;document.title="owned"&lt;/script&gt;`),
+	} {
+		if !want.MatchString(dom) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(dom, "<title>owned") || strings.Contains(dom, `<script>document.title`) {
+		t.Error("a value from PVE was not escaped")
+	}
+
+	shot := filepath.Join(outDir(t), "status-page.png")
+	_ = os.Remove(shot)
+	chromium(t, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars", url)
+	info, err := os.Stat(shot)
+	if err != nil || info.Size() < 10_000 {
+		t.Fatalf("screenshot %s: %v (size %d)", shot, err, sizeOf(info))
+	}
+	t.Logf("status page screenshot: %s", shot)
+}
+
+func sizeOf(info os.FileInfo) int64 {
+	if info == nil {
+		return 0
+	}
+	return info.Size()
+}
+
+func TestStatusPageNeedsNoScriptAndRefreshesItself(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	p := sys.publisher()
+	e := p.repoChanged("3f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f", event.TriggerWebhook)
+	r := runOf("alpha", uniqueRun("a"), e)
+	p.planned(r, plan.Plan{Resources: alphaResources, Operations: []plan.Operation{pruneOld}, Held: true,
+		HeldReason: "would prune 3 of 4 owned LXC guests"})
+	p.held(r, "would prune 3 of 4 owned LXC guests", "LXC/old-ct")
+	p.gaps("alpha", inventory.Gap{Kind: "VM", Name: "web-01", Node: "pve1", VMID: 101, Key: "hookscript", Value: "local:snippets/x.sh"})
+	sys.settle()
+	sys.mu.Lock()
+	url := sys.url + "/"
+	sys.mu.Unlock()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	page := body.String()
+	for _, want := range []string{`<meta http-equiv="refresh" content="2">`, `data-phase="held"`, `data-held-prunes`, "LXC/old-ct",
+		"would prune 3 of 4 owned LXC guests", `data-gap="VM/web-01:hookscript"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"<script", "src=\"http", "href=\"http", "@import"} {
+		if strings.Contains(page, banned) {
+			t.Errorf("the page contains %q: it must need no script and no external asset", banned)
+		}
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+}
