@@ -43,7 +43,7 @@ const (
 // env is a real NATS server (listening on loopback, so processes can join), provisioned, and the PVE
 // simulator behind a loopback HTTP server.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	server *bus.Server
 	bus    *bus.Bus
 	sim    *pvesim.Sim
@@ -51,7 +51,7 @@ type env struct {
 	seq    int
 }
 
-func newEnv(t *testing.T, spec pvesim.Spec) *env {
+func newEnv(t testing.TB, spec pvesim.Spec) *env {
 	t.Helper()
 	ctx := testContext(t)
 	server, err := bus.StartServer(ctx, bus.ServerConfig{Dir: t.TempDir(), Listen: true})
@@ -80,7 +80,7 @@ func newEnv(t *testing.T, spec pvesim.Spec) *env {
 	return &env{t: t, server: server, bus: b, sim: sim, srv: srv}
 }
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -97,7 +97,7 @@ func (e *env) connect() *bus.Bus {
 	return b
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("PROXOPS_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
@@ -174,7 +174,7 @@ func (e *env) lab(extra string) string {
 }
 
 // readRepo reads a repository from a directory.
-func readRepo(t *testing.T, dir string) repoFiles {
+func readRepo(t testing.TB, dir string) repoFiles {
 	t.Helper()
 	files := repoFiles{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -369,7 +369,7 @@ func (e *env) creates() int {
 }
 
 // eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -26,7 +26,7 @@ var binaries struct {
 }
 
 // binary builds the planner and executor commands once per test run and returns the path of one.
-func binary(t *testing.T, name string) string {
+func binary(t testing.TB, name string) string {
 	t.Helper()
 	binaries.once.Do(func() {
 		dir, err := os.MkdirTemp("", "proxops-planner-test")
