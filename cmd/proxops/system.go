@@ -118,11 +118,12 @@ type executorSpec struct {
 
 // system is ProxOps running in this process.
 type system struct {
-	server *bus.Server
-	bus    *bus.Bus
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    *slog.Logger
+	server  *bus.Server
+	bus     *bus.Bus
+	watcher *watcher.Watcher
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	log     *slog.Logger
 
 	mu   sync.Mutex
 	errs []error
@@ -216,6 +217,7 @@ func startSystem(ctx context.Context, cfg systemConfig) (*system, error) {
 		_ = wb.Close()
 		return fail(err)
 	}
+	s.watcher = w
 	s.goRun("watcher", wb, func() error { return w.Run(rctx) })
 	return s, nil
 }
