@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/pflag"
+
 	"github.com/proxops/proxops/internal/bus"
 )
 
@@ -16,13 +18,27 @@ type natsOptions struct {
 	url     string
 	creds   string
 	user    string
+	ca      string
+	cert    string
+	key     string
+}
+
+// flags registers the data directory and NATS flags (the same as proxops status).
+func (o *natsOptions) flags(f *pflag.FlagSet) {
+	f.StringVar(&o.dataDir, "data-dir", defaultStatusDataDir(), "data directory shared with proxops up (env PROXOPS_DATA_DIR); the ownership inventory lives here")
+	f.StringVar(&o.url, "nats", "", "NATS URL of a deployed ProxOps: become its client instead of running one")
+	f.StringVar(&o.creds, "nats-creds", "", "NATS credentials file (with --nats)")
+	f.StringVar(&o.user, "nats-user", "", "NATS user (with --nats); the password is read from PROXOPS_NATS_PASSWORD")
+	f.StringVar(&o.ca, "nats-ca", "", "CA file that verifies the NATS server (with --nats)")
+	f.StringVar(&o.cert, "nats-cert", "", "client certificate file (with --nats)")
+	f.StringVar(&o.key, "nats-key", "", "client key file (with --nats)")
 }
 
 // dir returns the data directory with ~ expanded.
 func (o natsOptions) dir() (string, error) {
 	d := o.dataDir
 	if d == "" {
-		d = defaultDataDir
+		d = defaultStatusDataDir()
 	}
 	return expandHome(d)
 }
@@ -30,7 +46,7 @@ func (o natsOptions) dir() (string, error) {
 // connectRemote connects to a deployed system or to a running proxops up.
 func (o natsOptions) connectRemote(ctx context.Context) (*bus.Bus, error) {
 	return bus.Connect(ctx, bus.ConnectConfig{URL: o.url, Name: "proxops-cli", CredsFile: o.creds, User: o.user,
-		Password: os.Getenv("PROXOPS_NATS_PASSWORD")}, bus.Options{})
+		Password: os.Getenv("PROXOPS_NATS_PASSWORD"), TLSCA: o.ca, TLSCert: o.cert, TLSKey: o.key}, bus.Options{})
 }
 
 // connectUp connects to the proxops up that holds the data directory, through the client information it

@@ -51,10 +51,7 @@ proxops resume lifts it.`
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&clusters, "cluster", nil, "the cluster (repeatable; required)")
-	f.StringVar(&opts.dataDir, "data-dir", defaultDataDir, "data directory shared with proxops up")
-	f.StringVar(&opts.url, "nats", "", "NATS URL of a deployed ProxOps")
-	f.StringVar(&opts.creds, "nats-creds", "", "NATS credentials file (with --nats)")
-	f.StringVar(&opts.user, "nats-user", "", "NATS user (with --nats); the password is read from PROXOPS_NATS_PASSWORD")
+	opts.flags(f)
 	return cmd
 }
 

@@ -28,9 +28,6 @@ import (
 // lockFile is the file, in the data directory, that one process at a time holds a lock on.
 const lockFile = "proxops.lock"
 
-// defaultDataDir is the data directory shared by up, diff and apply.
-const defaultDataDir = "~/.local/share/proxops"
-
 // errDataDirBusy: another process holds the data directory's lock.
 var errDataDirBusy = errors.New("data directory in use by another proxops process")
 
