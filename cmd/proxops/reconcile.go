@@ -170,7 +170,8 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		defer lock.release()
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, Logger: cliLogger(errOut, opts.logLevel),
 			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, selected, opts.pve),
-			Planner:   planner.Config{LocalSecrets: true}}
+			// A diff never carries on an apply an earlier command left open on the data directory.
+			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply}}
 		if sys, err = startSystem(ctx, cfg); err != nil {
 			return err
 		}

@@ -37,6 +37,10 @@ type Config struct {
 	// Keys are the age identities that decrypt the clusters' secrets files (default: the environment, as
 	// sops reads it: SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, the sops default key file).
 	Keys secrets.KeySource
+	// PlanOnly makes a planner that plans dry runs and records apply requests, and never takes a lease nor
+	// drives a cluster: what proxops diff runs in its own process, so a diff never carries on an apply an
+	// earlier command left open.
+	PlanOnly bool
 	// LocalSecrets lets a secrets-file outside the repository (an absolute or ~ path) be read from this
 	// host's disk. A deployed planner leaves it off: its secrets come from the tree only.
 	LocalSecrets bool

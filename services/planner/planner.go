@@ -82,7 +82,9 @@ func (p *planner) run(ctx context.Context) error {
 			errc <- err
 		}
 	})
-	wg.Go(func() { p.schedule(ctx) })
+	if !p.cfg.PlanOnly {
+		wg.Go(func() { p.schedule(ctx) })
+	}
 	var err error
 	select {
 	case <-ctx.Done():

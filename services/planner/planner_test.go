@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/testcorpus"
@@ -324,5 +325,33 @@ func TestClusterWithoutAllowlistIsObservedOnEveryNodePVELists(t *testing.T) {
 	}
 	if !found || !e.sim.Exists(101) {
 		t.Fatalf("findings %+v", pl.Findings)
+	}
+}
+
+// A plan-only planner (what proxops diff runs) plans dry runs and records apply requests, but never takes
+// a lease: the apply waits for a planner that drives clusters.
+func TestPlanOnlyPlannerRecordsAppliesButNeverDrives(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	cfg := e.plannerConfig("diff")
+	cfg.PlanOnly = true
+	e.startPlanner(cfg)
+	files := e.vms(map[string]int{"web-01": 101})
+	if dry := e.wait(e.announce(files, true), time.Minute); dry.last().Outcome != plan.OutcomeNotApplied {
+		t.Fatalf("dry run: %+v", dry.last())
+	}
+	ev := e.announce(files, false)
+	eventually(t, time.Minute, "the apply request to be recorded", func() bool {
+		ctl, err := planner.Control(testContext(t), e.bus, cluster)
+		return err == nil && ctl.Pending()
+	})
+	time.Sleep(500 * time.Millisecond)
+	key, _ := bus.LeaseKey(cluster)
+	if _, held, _ := e.bus.LeaseHolder(testContext(t), key); held || len(e.events(ev.EventID).planned) != 0 || e.sim.Exists(101) {
+		t.Fatal("a plan-only planner drove the cluster")
+	}
+	e.startPlanner(e.plannerConfig("a"))
+	if o := e.wait(ev, time.Minute); o.last().Outcome != plan.OutcomeSucceeded || !e.sim.Exists(101) {
+		t.Fatalf("apply by the driving planner: %+v", o.last())
 	}
 }
