@@ -354,7 +354,8 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 	res := &reconcileResult{clusters: map[string]*clusterRun{}}
 	runs := map[string]string{}         // run id → cluster
 	early := map[string][]plan.Result{} // results of runs not seen planned yet
-	answered := time.NewTimer(30 * time.Second)
+	// A deployed watcher busy with a long fetch answers late; an in-process one at once.
+	answered := time.NewTimer(time.Minute)
 	defer answered.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -371,7 +372,7 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 				strings.Join(res.open(q.apply, q.yes), ", "))
 		case <-answered.C:
 			if res.names == nil {
-				return nil, fmt.Errorf("the watcher did not answer reconcile request %s within 30s (is a watcher running?)", requestID)
+				return nil, fmt.Errorf("the watcher did not answer reconcile request %s within a minute (is a watcher running?)", requestID)
 			}
 		case <-tick.C:
 			if q.sys != nil {
