@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -249,9 +251,26 @@ func TestDiffWorktreeSuspendAndJSON(t *testing.T) {
 	if out, _, code := runCommand(t, "resume", "--cluster", "demo", "--data-dir", e.data); code != 0 || out != "demo: resumed\n" {
 		t.Fatalf("resume: %d %q", code, out)
 	}
-	e.mustRun(0, "apply", "--worktree")
+	lines := strings.Split(strings.TrimSpace(e.mustRun(0, "apply", "--worktree", "--output", "json")), "\n")
 	if cfg, _ := e.sim.Config(102); cfg["memory"] != "3072" {
 		t.Fatalf("memory after resume and apply: %s", cfg["memory"])
+	}
+	var types []string
+	for _, l := range lines {
+		var v struct {
+			Type string `json:"type"`
+			OK   bool   `json:"ok"`
+		}
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		types = append(types, v.Type)
+		if v.Type == "summary" && !v.OK {
+			t.Fatalf("summary not ok: %s", l)
+		}
+	}
+	if types[0] != "plan" || types[len(types)-1] != "summary" || !slices.Contains(types, "operation") || !slices.Contains(types, "finished") {
+		t.Fatalf("JSON lines of an apply: %v", types)
 	}
 }
 
