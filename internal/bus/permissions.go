@@ -163,6 +163,8 @@ func PlannerPermissions() Permissions {
 	)
 	s.read(StreamPlans)
 	s.read(StreamResults)
+	// The nodes of a cluster without an allowlist whose executors published an inventory.
+	s.read(StreamInventory)
 	s.objRead(ObjectTrees)
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketLeases)
