@@ -53,8 +53,14 @@ type env struct {
 
 func newEnv(t testing.TB, spec pvesim.Spec) *env {
 	t.Helper()
+	return newEnvUsers(t, spec, nil)
+}
+
+// newEnvUsers is newEnv with per-service NATS users (a deployment's permissions).
+func newEnvUsers(t testing.TB, spec pvesim.Spec, users []bus.User) *env {
+	t.Helper()
 	ctx := testContext(t)
-	server, err := bus.StartServer(ctx, bus.ServerConfig{Dir: t.TempDir(), Listen: true})
+	server, err := bus.StartServer(ctx, bus.ServerConfig{Dir: t.TempDir(), Listen: true, Users: users})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
@@ -123,24 +129,35 @@ func (e *env) startExecutors(nodes ...string) {
 	e.startExecutorsOf(cluster, nodes...)
 }
 
+// startExecutorOn runs the test cluster's executor of a node on a given connection.
+func (e *env) startExecutorOn(b *bus.Bus, n string) {
+	e.t.Helper()
+	e.startExecutor(cluster, n, b)
+}
+
 // startExecutorsOf runs one executor per node of a cluster.
 func (e *env) startExecutorsOf(cluster string, nodes ...string) {
 	e.t.Helper()
 	for _, n := range nodes {
-		cfg := executor.Config{
-			Cluster: cluster, Node: n, Replica: "exec-" + n, Bus: e.connect(),
-			PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
-				TaskPollMin: 2 * time.Millisecond, TaskPollMax: 20 * time.Millisecond, ReadBackoff: time.Millisecond},
-			AckWait: 5 * time.Second, RetryBackoff: 20 * time.Millisecond, ShutdownGrace: time.Second,
-			Logger: testLogger(e.t).With("executor", n),
-		}
-		e.run("executor "+n, func(ctx context.Context) error { return executor.Run(ctx, cfg) })
-		durable, _ := bus.ExecutorConsumer(cluster, n)
-		eventually(e.t, 20*time.Second, "executor consumer of "+n, func() bool {
-			_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
-			return err == nil
-		})
+		e.startExecutor(cluster, n, e.connect())
 	}
+}
+
+func (e *env) startExecutor(cluster, n string, b *bus.Bus) {
+	e.t.Helper()
+	cfg := executor.Config{
+		Cluster: cluster, Node: n, Replica: "exec-" + n, Bus: b,
+		PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
+			TaskPollMin: 2 * time.Millisecond, TaskPollMax: 20 * time.Millisecond, ReadBackoff: time.Millisecond},
+		AckWait: 5 * time.Second, RetryBackoff: 20 * time.Millisecond, ShutdownGrace: time.Second,
+		Logger: testLogger(e.t).With("executor", n),
+	}
+	e.run("executor "+n, func(ctx context.Context) error { return executor.Run(ctx, cfg) })
+	durable, _ := bus.ExecutorConsumer(cluster, n)
+	eventually(e.t, 20*time.Second, "executor consumer of "+n, func() bool {
+		_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
+		return err == nil
+	})
 }
 
 func (e *env) run(what string, fn func(context.Context) error) (stop func()) {

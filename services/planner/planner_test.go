@@ -355,3 +355,40 @@ func TestPlanOnlyPlannerRecordsAppliesButNeverDrives(t *testing.T) {
 		t.Fatalf("apply by the driving planner: %+v", o.last())
 	}
 }
+
+// With a deployment's per-service NATS users, the planner and the executors do everything an apply needs
+// under their own permissions (a denied call would show up as a timeout).
+func TestApplyRunsUnderTheServicesOwnNATSPermissions(t *testing.T) {
+	services, err := bus.ServiceUsers([]bus.ClusterNodes{{Cluster: cluster, Nodes: []string{"pve1", "pve2", "pve3"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []bus.User
+	for _, u := range services {
+		users = append(users, bus.User{Name: u.Name, Password: "pw-" + u.Name, Permissions: u.Permissions})
+	}
+	e := newEnvUsers(t, pvesim.DefaultSpec(), users)
+	as := func(user string) *bus.Bus {
+		b, err := e.server.ConnectUser(user, "pw-"+user, bus.Options{APITimeout: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	for _, n := range []string{"pve1", "pve2", "pve3"} {
+		user, _ := bus.ExecutorUser(cluster, n)
+		e.startExecutorOn(as(user), n)
+	}
+	cfg := e.plannerConfig("restricted")
+	cfg.Bus = as("planner")
+	e.startPlanner(cfg)
+	files := e.vms(map[string]int{"web-01": 101, "web-02": 102})
+	e.apply(files)
+	if len(e.owned()) != 2 {
+		t.Fatalf("owned: %+v", e.owned())
+	}
+	if dry := e.wait(e.announce(files, true), time.Minute); len(dry.planned) != 1 || len(dry.planned[0].Plan.Operations) != 0 {
+		t.Fatalf("dry run: %+v", dry)
+	}
+}

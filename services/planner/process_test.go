@@ -196,3 +196,12 @@ func TestExecutorReplicaKilledMidTaskLeavesTheRunWhole(t *testing.T) {
 		t.Fatalf("the next plan has %d operations", n)
 	}
 }
+
+// TestMain removes the commands built for the crash tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaries.dir != "" {
+		_ = os.RemoveAll(binaries.dir)
+	}
+	os.Exit(code)
+}
