@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -98,6 +99,17 @@ func startProc(t testing.TB, name, bin string, args, env []string) *proc {
 	cmd.Env = append(cmd.Env, env...)
 	p := &proc{name: name, cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if dir := os.Getenv("PROXOPS_TEST_LOG_DIR"); dir != "" {
+		// Keep every process's whole log for a post-mortem.
+		f, err := os.OpenFile(filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-").Replace(name)+".log"),
+			os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		w := io.MultiWriter(p.log, f)
+		cmd.Stdout, cmd.Stderr = w, w
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
