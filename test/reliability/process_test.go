@@ -193,9 +193,27 @@ type natsCluster struct {
 	servers []*proc
 }
 
-// startNATSCluster starts n servers forming one JetStream cluster.
+// startNATSCluster starts n servers forming one JetStream cluster. Free ports are found by binding and
+// releasing them, so another process may take one first: a cluster whose servers do not all listen is
+// started again on other ports.
 func startNATSCluster(t testing.TB, n int) *natsCluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryNATSCluster(t, n)
+		if err == nil {
+			return c
+		}
+		for _, p := range c.servers {
+			p.stop()
+		}
+		if attempt == 3 {
+			t.Fatalf("start a NATS cluster: %v", err)
+		}
+		t.Logf("start a NATS cluster: %v; again on other ports", err)
+	}
+}
+
+func tryNATSCluster(t testing.TB, n int) (*natsCluster, error) {
 	ports := freePorts(t, 2*n)
 	c := &natsCluster{t: t, ports: ports[:n]}
 	routes := ports[n:]
@@ -221,7 +239,24 @@ func startNATSCluster(t testing.TB, n int) *natsCluster {
 	for i := range n {
 		c.servers = append(c.servers, startProc(t, c.names[i], binary(t, "nats-server"), []string{"-c", c.confs[i]}, nil))
 	}
-	return c
+	deadline := time.Now().Add(30 * time.Second)
+	for i, p := range c.ports {
+		for {
+			if c.servers[i].exited() {
+				return c, fmt.Errorf("%s exited: %s", c.names[i], tail(c.servers[i].log.String(), 3))
+			}
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), time.Second)
+			if err == nil {
+				_ = conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				return c, fmt.Errorf("%s does not listen on %d", c.names[i], p)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c, nil
 }
 
 // url is the client URL list of every server.

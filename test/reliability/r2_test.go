@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,20 @@ func blindRepeats(log []pvesim.RequestLogEntry) (blind []string, repeats int) {
 // reconfigures and prunes must converge within three plans, every run must finish, and no create, clone,
 // download or guest delete may be sent twice for the same target without a read of it in between.
 func TestPipelineConvergesWhilePVEFailsReadsWritesAndTasks(t *testing.T) {
+	n := 1
+	if v := os.Getenv("PROXOPS_R2_SEEDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("PROXOPS_R2_SEEDS=%q: want a positive number", v)
+		}
+	}
+	for i := range n {
+		seed := int64(20240611 + 7919*i)
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) { runR2(t, seed) })
+	}
+}
+
+func runR2(t *testing.T, seed int64) {
 	mirror := filepath.Join(t.TempDir(), "rescue.iso")
 	if err := os.WriteFile(mirror, []byte(strings.Repeat("rescue image\n", 4096)), 0o644); err != nil {
 		t.Fatal(err)
@@ -167,7 +182,7 @@ func TestPipelineConvergesWhilePVEFailsReadsWritesAndTasks(t *testing.T) {
 	next["iso/lab/rescue.yaml"] = isoManifest(e.nodes)
 	repo := e.manifests("", next)
 
-	if err := e.sim.SetFaults(pvesim.Faults{Seed: 20240611, Latency: pvesim.Duration(time.Millisecond),
+	if err := e.sim.SetFaults(pvesim.Faults{Seed: seed, Latency: pvesim.Duration(time.Millisecond),
 		Jitter: pvesim.Duration(15 * time.Millisecond), LockTimeoutRate: 0.10, TaskFailureRate: 0.05,
 		Errors: []pvesim.ErrorFault{{Method: "GET", Rate: 0.10, Status: 500, Message: "injected read failure"}}}); err != nil {
 		t.Fatal(err)
@@ -181,18 +196,33 @@ func TestPipelineConvergesWhilePVEFailsReadsWritesAndTasks(t *testing.T) {
 			outcomes = append(outcomes, "rejected: "+o.rejected[0].Rejection.Reason)
 		default:
 			f := o.last()
-			outcomes = append(outcomes, fmt.Sprintf("%s (%d succeeded, %d failed, %d skipped)", f.Outcome, f.Succeeded, f.Failed, f.Skipped))
+			var failed []string
+			for _, op := range f.Operations {
+				if op.State == plan.OpFailed {
+					failed = append(failed, fmt.Sprintf("%s: %s", op.ID, op.Message))
+				}
+			}
+			outcomes = append(outcomes, fmt.Sprintf("%s (%d succeeded, %d failed, %d skipped) %s", f.Outcome, f.Succeeded,
+				f.Failed, f.Skipped, strings.Join(failed, "; ")))
 			converged = f.Outcome == plan.OutcomeSucceeded
 		}
 	}
-	t.Logf("plans under faults: %s", strings.Join(outcomes, "; "))
+	t.Logf("plans under faults: %s", strings.Join(outcomes, " | "))
 	counts := e.sim.Counts()
 	t.Logf("faults seen: %d requests, %d create, %d clone, %d download, %d delete requests",
 		len(e.sim.Requests())-before, counts["POST /nodes/{node}/qemu"]+counts["POST /nodes/{node}/lxc"],
 		counts["POST /nodes/{node}/qemu/{vmid}/clone"], counts["POST /nodes/{node}/storage/{storage}/download-url"],
 		counts["DELETE /nodes/{node}/qemu/{vmid}"]+counts["DELETE /nodes/{node}/lxc/{vmid}"])
 	if !converged {
-		t.Fatalf("no run succeeded within three plans: %s", strings.Join(outcomes, "; "))
+		// Say how many plans it did take, for the report.
+		more := 0
+		for more < 3 && !converged {
+			more++
+			o := e.wait(e.announce(repo, false), 3*time.Minute)
+			converged = len(o.rejected) == 0 && o.last().Outcome == plan.OutcomeSucceeded
+		}
+		t.Fatalf("no run succeeded within three plans (converged after %d more: %v): %s", more, converged,
+			strings.Join(outcomes, " | "))
 	}
 	// Faults off for the check: the diff reads the state the three plans left.
 	e.sim.ClearFaults()
@@ -223,7 +253,9 @@ func TestPipelineConvergesWhilePVEFailsReadsWritesAndTasks(t *testing.T) {
 		}
 	}
 	t.Logf("%d failed reads, %d failed writes, %d repeated non-idempotent requests, each after a read", reads500, locks, repeats)
-	if reads500 == 0 || locks == 0 || repeats == 0 {
+	// Lock timeouts hit a tenth of a few dozen writes, so a run may meet none; failed reads and repeated
+	// submissions (after failed writes or tasks) always occur at these rates.
+	if reads500 == 0 || repeats == 0 {
 		t.Fatalf("the faults were not exercised: %d failed reads, %d failed writes, %d repeats", reads500, locks, repeats)
 	}
 }

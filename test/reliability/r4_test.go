@@ -233,6 +233,8 @@ func runR4(t *testing.T, seed uint64) {
 			"memory": {"512"}, "tags": {"proxops"}})
 		e.settled(vmid, true)
 		w.untouchable[vmid] = "re-created by hand on a managed vmid"
+		// The repository no longer declares it (declared and tagged, it would be taken over, rightly).
+		delete(w.declared, fmt.Sprintf("vm/lab/vm-%d.yaml", vmid))
 	}
 
 	var held, deletes int
