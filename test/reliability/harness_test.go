@@ -47,6 +47,8 @@ type env struct {
 	srv    *httptest.Server
 	nodes  []string
 	seq    int
+	// starts holds, per announced event id, the plan stream's last sequence before the announcement.
+	starts map[string]uint64
 }
 
 // envConfig configures newEnv.
@@ -108,7 +110,7 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		t.Fatalf("start nats: %v", err)
 	}
 	t.Cleanup(server.Shutdown)
-	b, err := server.Connect(bus.Options{})
+	b, err := server.Connect(bus.Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatalf("connect nats: %v", err)
 	}
@@ -136,7 +138,9 @@ func testLogger(t testing.TB) *slog.Logger {
 // connect opens another in-process connection, as a separate service would have.
 func (e *env) connect() *bus.Bus {
 	e.t.Helper()
-	b, err := e.server.Connect(bus.Options{})
+	// A logger gives the connection an error handler: without one the client prints its asynchronous
+	// errors (a watcher's consumer gone at shutdown) to stderr.
+	b, err := e.server.Connect(bus.Options{Logger: testLogger(e.t)})
 	if err != nil {
 		e.t.Fatalf("connect: %v", err)
 	}
@@ -309,84 +313,95 @@ func (e *env) announce(files repoFiles, dryRun bool) event.RepoChanged {
 		e.t.Fatal(err)
 	}
 	ctx := testContext(e.t)
+	filter, _ := bus.PlanFilter(cluster)
+	var from uint64
 	for attempt := 0; ; attempt++ {
-		_, err = e.bus.Publish(ctx, bus.SubjectRepoChanged, m, bus.WithMsgID(ev.EventID))
+		if from, err = e.bus.LastSequence(ctx, bus.StreamPlans, filter); err == nil {
+			_, err = e.bus.Publish(ctx, bus.SubjectRepoChanged, m, bus.WithMsgID(ev.EventID))
+		}
 		if err == nil || attempt >= 20 {
 			break
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // a NATS server may be electing leaders
 	}
 	if err != nil {
 		e.t.Fatalf("publish repo changed: %v", err)
 	}
+	if e.starts == nil {
+		e.starts = map[string]uint64{}
+	}
+	e.starts[ev.EventID] = from
 	return ev
 }
 
-// outcome is what the planners published for one repository event.
+// outcome is what the planners published for one repository event, with the times the stream stored the
+// first plan and the last end of a run.
 type outcome struct {
-	planned  []plan.Planned
-	held     []plan.Held
-	finished []plan.FinishedRun
-	rejected []plan.Rejected
+	planned    []plan.Planned
+	held       []plan.Held
+	finished   []plan.FinishedRun
+	rejected   []plan.Rejected
+	plannedAt  time.Time
+	finishedAt time.Time
 }
 
 func (o outcome) done() bool { return len(o.finished) > 0 || len(o.rejected) > 0 }
 
 func (o outcome) last() plan.FinishedRun { return o.finished[len(o.finished)-1] }
 
-// events reads the test cluster's plan events of an event id; ok is false when the stream could not be read.
-func (e *env) events(eventID string) (outcome, bool) {
+// await follows the test cluster's plan events from an announced event on, until cond holds for what was
+// published for it. It reads each event once, so waiting costs the system under test next to nothing.
+func (e *env) await(ev event.RepoChanged, timeout time.Duration, what string, cond func(outcome) bool) outcome {
 	e.t.Helper()
 	filter, _ := bus.PlanFilter(cluster)
-	var o outcome
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := e.bus.ReadStream(ctx, bus.StreamPlans, filter, 0, func(m *bus.Message) error {
+	var o outcome
+	err := e.bus.Follow(ctx, bus.StreamPlans, []string{filter}, e.starts[ev.EventID]+1, func(m *bus.Message, stored time.Time) error {
 		switch {
 		case strings.HasSuffix(m.Subject, ".planned"):
 			v, err := wire.DecodePlanned(ctx, m.Decode)
-			if err == nil && v.EventID == eventID {
+			if err == nil && v.EventID == ev.EventID {
 				o.planned = append(o.planned, v)
+				if o.plannedAt.IsZero() {
+					o.plannedAt = stored
+				}
 			}
-			return err
 		case strings.HasSuffix(m.Subject, ".held"):
 			v, err := wire.DecodeHeld(ctx, m.Decode)
 			if err == nil && slices.ContainsFunc(o.planned, func(p plan.Planned) bool { return p.RunID == v.RunID }) {
 				o.held = append(o.held, v)
 			}
-			return err
 		case strings.HasSuffix(m.Subject, ".finished"):
 			v, err := wire.DecodeFinished(ctx, m.Decode)
-			if err == nil && v.EventID == eventID {
+			if err == nil && v.EventID == ev.EventID {
 				o.finished = append(o.finished, v)
+				o.finishedAt = stored
 			}
-			return err
 		case strings.HasSuffix(m.Subject, ".rejected"):
 			v, err := wire.DecodeRejected(ctx, m.Decode)
-			if err == nil && v.EventID == eventID {
+			if err == nil && v.EventID == ev.EventID {
 				o.rejected = append(o.rejected, v)
 			}
-			return err
+		}
+		if cond(o) {
+			cancel()
 		}
 		return nil
 	})
 	if err != nil {
-		e.t.Logf("read plan events: %v", err)
-		return o, false
+		e.t.Fatalf("follow plan events: %v", err)
 	}
-	return o, true
+	if !cond(o) {
+		e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+	return o
 }
 
 // wait waits until the event's plan is finished or rejected.
 func (e *env) wait(ev event.RepoChanged, timeout time.Duration) outcome {
 	e.t.Helper()
-	var o outcome
-	eventually(e.t, timeout, "the plan for "+ev.EventID+" to finish", func() bool {
-		var ok bool
-		o, ok = e.events(ev.EventID)
-		return ok && o.done()
-	})
-	return o
+	return e.await(ev, timeout, "the plan for "+ev.EventID+" to finish", outcome.done)
 }
 
 // diff announces a dry run of a repository and returns its plan.

@@ -290,7 +290,7 @@ func (c *natsCluster) connect(leaseTTL time.Duration) *bus.Bus {
 	var err error
 	for {
 		if b == nil {
-			b, err = bus.Connect(ctx, bus.ConnectConfig{URL: c.url(), Name: "reliability-test"}, bus.Options{})
+			b, err = bus.Connect(ctx, bus.ConnectConfig{URL: c.url(), Name: "reliability-test"}, bus.Options{Logger: testLogger(c.t)})
 		}
 		if b != nil {
 			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)

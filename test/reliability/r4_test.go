@@ -273,11 +273,8 @@ func runR4(t *testing.T, seed uint64) {
 		}
 		from := len(e.sim.Requests())
 		ev := e.announce(w.repo(), false)
-		var o outcome
-		eventually(t, 2*time.Minute, fmt.Sprintf("round %d's plan to finish or be held", round), func() bool {
-			var ok bool
-			o, ok = e.events(ev.EventID)
-			return ok && (o.done() || len(o.held) > 0)
+		o := e.await(ev, 2*time.Minute, fmt.Sprintf("round %d's plan to finish or be held", round), func(o outcome) bool {
+			return o.done() || len(o.held) > 0
 		})
 		if len(o.rejected) > 0 {
 			t.Fatalf("round %d rejected: %s", round, o.rejected[0].Rejection.Diagnostics)
