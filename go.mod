@@ -145,6 +145,7 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/proxops/proxops/services/executor v0.0.0-00010101000000-000000000000
 	github.com/proxops/proxops/services/planner v0.0.0-00010101000000-000000000000
+	github.com/proxops/proxops/services/status v0.0.0-00010101000000-000000000000
 	github.com/proxops/proxops/services/watcher v0.0.0-00010101000000-000000000000
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/ryanuber/go-glob v1.0.0 // indirect
@@ -185,3 +186,5 @@ replace github.com/proxops/proxops/services/planner => ./services/planner
 replace github.com/proxops/proxops/services/executor => ./services/executor
 
 replace github.com/proxops/proxops/services/watcher => ./services/watcher
+
+replace github.com/proxops/proxops/services/status => ./services/status
