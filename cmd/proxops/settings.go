@@ -255,6 +255,11 @@ func resolveSource(g globalOptions, repoFlag string, lookup func(string) (string
 		if path, err = expandHome(path); err != nil {
 			return src, err
 		}
+		if info, err := os.Stat(path); err != nil {
+			return src, fmt.Errorf("repository: %w", err)
+		} else if !info.IsDir() {
+			return src, fmt.Errorf("repository %s is not a directory", path)
+		}
 		if src.Root, err = repo.Discover(path); err != nil {
 			return src, err
 		}
