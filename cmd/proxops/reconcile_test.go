@@ -75,8 +75,9 @@ func newDemoEnv(t *testing.T) *demoEnv {
 	e.commit("demo cluster")
 	t.Setenv("PROXOPS_PVE_TOKEN_VALUE", demoToken)
 	t.Setenv("PROXOPS_PVE_USER", "")
+	// The demo cluster's credentials are in its SOPS file, encrypted to this throwaway test key.
 	t.Setenv("SOPS_AGE_KEY", "")
-	t.Setenv("SOPS_AGE_KEY_FILE", "")
+	t.Setenv("SOPS_AGE_KEY_FILE", filepath.Join(root, "internal", "secrets", "testdata", "demo", "demo.agekey"))
 	t.Setenv("HOME", t.TempDir())
 	return e
 }

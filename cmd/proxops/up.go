@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -250,6 +252,10 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 		return stop()
 	}
 	res, err := followFirstReconcile(ctx, sys, first, plansFrom)
+	if err == nil {
+		// The reports on disk tell the same story (proxops status after up --once).
+		waitStatusCaughtUp(ctx, sys.bus, "http://"+ln.Addr().String()+"/status", log)
+	}
 	serr := stop()
 	if err != nil {
 		return err
@@ -262,6 +268,58 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// waitStatusCaughtUp waits (at most 15 s) until the status service has folded every plan event and result
+// published so far.
+func waitStatusCaughtUp(ctx context.Context, b *bus.Bus, url string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	want := map[string]uint64{}
+	for stream, filter := range map[string]string{bus.StreamPlans: bus.FilterPlans, bus.StreamResults: bus.FilterResults} {
+		seq, err := b.LastSequence(ctx, stream, filter)
+		if err != nil {
+			return
+		}
+		want[stream] = seq
+	}
+	for {
+		var doc struct {
+			Sequences map[string]uint64 `json:"sequences"`
+		}
+		if err := getJSON(ctx, url, &doc); err == nil {
+			caught := true
+			for stream, seq := range want {
+				caught = caught && doc.Sequences[stream] >= seq
+			}
+			if caught {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			log.Warn("the status service has not folded every event yet; stopping anyway")
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// getJSON reads a JSON document over HTTP.
+func getJSON(ctx context.Context, url string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = res.Body.Close() }()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	return json.NewDecoder(res.Body).Decode(into)
 }
 
 // startStatus runs the status service with its HTTP server on ln.
