@@ -507,6 +507,8 @@ func followFirstReconcile(ctx context.Context, sys *system, first firstReconcile
 				f := it.finished
 				switch {
 				case f.Outcome == plan.OutcomeSuperseded:
+				case f.Outcome == plan.OutcomeSucceeded && f.Succeeded == 0:
+					settle(f.Cluster, "converged (nothing to do)", true)
 				case f.Outcome == plan.OutcomeSucceeded:
 					settle(f.Cluster, fmt.Sprintf("converged (%d operation%s applied)", f.Succeeded, pluralS(f.Succeeded)), true)
 				case f.Outcome == plan.OutcomeNotApplied && len(f.Operations) == 0:
