@@ -210,6 +210,9 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	}
 	defer func() { _ = stop() }()
 
+	if uc.remote == nil {
+		releaseStaleLeases(ctx, sys.bus, log)
+	}
 	// What the streams hold before anything runs: a run that ends after this is one of this start's.
 	plansFrom, err := sys.bus.LastSequence(ctx, bus.StreamPlans, bus.FilterPlans)
 	if err != nil {
@@ -320,6 +323,24 @@ func getJSON(ctx context.Context, url string, into any) error {
 		return fmt.Errorf("GET %s: %s", url, res.Status)
 	}
 	return json.NewDecoder(res.Body).Decode(into)
+}
+
+// releaseStaleLeases drops the plan leases a stopped process left in the data directory: it holds the data
+// directory's lock, so no other planner drives these clusters, and an open run is carried on at once
+// instead of after the lease's TTL.
+func releaseStaleLeases(ctx context.Context, b *bus.Bus, log *slog.Logger) {
+	keys, err := b.Keys(ctx, bus.BucketLeases)
+	if err != nil {
+		log.Warn("cannot list the plan leases", "err", err)
+		return
+	}
+	for _, k := range keys {
+		if err := b.DeleteKey(ctx, bus.BucketLeases, k); err != nil {
+			log.Warn("cannot release a stale plan lease", "lease", k, "err", err)
+			continue
+		}
+		log.Info("released a plan lease left by a stopped process", "lease", k)
+	}
 }
 
 // startStatus runs the status service with its HTTP server on ln.

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/render"
 )
 
@@ -89,8 +90,13 @@ var built struct {
 	out  []byte
 }
 
+// buildEnv is the environment the tests start with: the go command builds with it (tests change HOME,
+// where its caches live).
+var buildEnv []string
+
 // TestMain removes the binary the process tests build.
 func TestMain(m *testing.M) {
+	buildEnv = os.Environ()
 	code := m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
@@ -107,7 +113,9 @@ func proxopsBinary(t *testing.T) string {
 			return
 		}
 		built.path = filepath.Join(built.dir, "proxops")
-		built.out, built.err = exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", built.path, ".")
+		cmd.Env = buildEnv
+		built.out, built.err = cmd.CombinedOutput()
 	})
 	if built.err != nil {
 		t.Fatalf("build proxops: %v\n%s", built.err, built.out)
@@ -361,5 +369,91 @@ func TestUpServesStatusHealthAndMetricsOfEveryService(t *testing.T) {
 	}
 	if len(logLines(u.errOut.String(), "stopped")) != 1 {
 		t.Errorf("no clean stop in the log:\n%s", u.errOut)
+	}
+}
+
+// slowTasks makes the simulator's creates, clones and downloads take long enough to stop a process in the
+// middle of an apply.
+func slowTasks(spec *pvesim.Spec) {
+	spec.TaskDurations = map[string]pvesim.Duration{
+		"default":  pvesim.Duration(50 * time.Millisecond),
+		"qmcreate": pvesim.Duration(1500 * time.Millisecond), "vzcreate": pvesim.Duration(1500 * time.Millisecond),
+		"qmclone": pvesim.Duration(1500 * time.Millisecond), "download": pvesim.Duration(time.Second),
+	}
+}
+
+// submissions counts, per guest or artifact, the creating requests PVE accepted: creates and clones by vmid,
+// downloads by node and file name.
+func submissions(sim *pvesim.Sim) map[string]int {
+	out := map[string]int{}
+	for _, r := range sim.Requests() {
+		if r.Method != http.MethodPost || r.Status != http.StatusOK {
+			continue
+		}
+		switch r.Template {
+		case "/nodes/{node}/qemu", "/nodes/{node}/lxc":
+			out["create "+r.Params["vmid"]]++
+		case "/nodes/{node}/qemu/{vmid}/clone":
+			out["create "+r.Params["newid"]]++
+		case "/nodes/{node}/storage/{storage}/download-url":
+			out["download "+strings.Split(r.Path, "/")[2]+" "+r.Params["filename"]]++
+		}
+	}
+	return out
+}
+
+// R3: proxops up killed with SIGKILL in the middle of an apply and started again on the same data directory
+// carries the open plan on to its end: every guest is created exactly once, every artifact downloaded once
+// per node, and the diff that follows is empty.
+func TestUpKilledMidApplyFinishesTheOpenPlanOnRestart(t *testing.T) {
+	e := newDemoEnvWith(t, slowTasks)
+	first := e.startUpProcess()
+	first.addr()
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.sim.Count(http.MethodPost, "/nodes/{node}/qemu")+e.sim.Count(http.MethodPost, "/nodes/{node}/lxc") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no create reached PVE\n%s", first.errOut)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := first.process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.wait()
+	if before := submissions(e.sim); before["create 103"] > 0 {
+		t.Fatalf("the apply was not interrupted (the clone had begun): %v", before)
+	}
+	opened := logLines(first.errOut.String(), "plan published")
+	if len(opened) != 1 {
+		t.Fatalf("the killed up published %d plans\n%s", len(opened), first.errOut)
+	}
+	runID := opened[0]["run_id"]
+
+	second := e.startUpProcess()
+	addr := second.addr()
+	waitConverged(t, second, addr, "demo", e.head())
+	if code := second.stop(); code != 0 {
+		t.Fatalf("stop: exit %d\n%s", code, second.errOut)
+	}
+	carried := logLines(second.errOut.String(), "carrying on an open run")
+	finished := logLines(second.errOut.String(), "run finished")
+	if len(carried) != 1 || carried[0]["run_id"] != runID || len(finished) == 0 || finished[0]["run_id"] != runID ||
+		finished[0]["outcome"] != "succeeded" {
+		t.Fatalf("run %v was not carried on to its end: carried %v, finished %v", runID, carried, finished)
+	}
+	want := []string{"create 101", "create 102", "create 103", "create 200", "create 9000", "create 9100",
+		"download pve1 debian-13-genericcloud-amd64.qcow2", "download pve2 debian-13-standard_13.1-1_amd64.tar.zst",
+		"download pve1 demo-installer-1.0.iso", "download pve2 demo-installer-1.0.iso"}
+	got := submissions(e.sim)
+	for _, k := range want {
+		if got[k] != 1 {
+			t.Errorf("%s: submitted %d times, want once (all: %v)", k, got[k], got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("submissions: %v", got)
+	}
+	if out := e.mustRun(0, "diff", "--exit-code"); !strings.Contains(out, "no drift") {
+		t.Fatalf("diff after the restart:\n%s", out)
 	}
 }
