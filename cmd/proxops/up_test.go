@@ -105,7 +105,7 @@ func TestMain(m *testing.M) {
 }
 
 // proxopsBinary builds the command once per test run.
-func proxopsBinary(t *testing.T) string {
+func proxopsBinary(t testing.TB) string {
 	t.Helper()
 	built.once.Do(func() {
 		built.dir, built.err = os.MkdirTemp("", "proxops-up-test")
