@@ -93,7 +93,7 @@ func TestNameCollisionsAreResolvedDeterministically(t *testing.T) {
 // repository declares is referenced by its manifest's name.
 func TestDeclaredGuestsAreSkippedAndDeclaredISOsReferenced(t *testing.T) {
 	iso := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindISO, Metadata: manifest.Metadata{Name: "installer"},
-		Spec: &manifest.ArtifactSpec{Nodes: []string{"pve1"}, Storage: "local", Filename: "debian.iso", URL: "https://example.org/debian.iso"},
+		Spec:   &manifest.ArtifactSpec{Nodes: []string{"pve1"}, Storage: "local", Filename: "debian.iso", URL: "https://example.org/debian.iso"},
 		Source: manifest.Source{File: "iso/base/installer.yaml"}}
 	vm := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindVM, Metadata: manifest.Metadata{Name: "mine"},
 		Spec: &manifest.VMSpec{Node: "pve1", VMID: 100}, Source: manifest.Source{File: "vm/lab/mine.yaml"}}
