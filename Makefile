@@ -52,5 +52,9 @@ fuzz-smoke:
 bench:
 	@scripts/bench.sh $(BENCHTIME)
 
+# The main job: apply the example repository to a simulated cluster, then show that it converged.
+demo: build
+	@scripts/demo.sh
+
 clean:
 	rm -rf bin

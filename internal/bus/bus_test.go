@@ -49,6 +49,12 @@ func TestSubjectBuildersValidateTokens(t *testing.T) {
 		{"empty cluster", func() (string, error) { return bus.GapSubject("") }, "", "empty"},
 		{"long cluster", func() (string, error) { return bus.GapSubject(strings.Repeat("a", 65)) }, "", "longer than 64"},
 		{"unknown event", func() (string, error) { return bus.PlanSubject("lab", "done") }, "", "unknown plan event"},
+		{"op key", func() (string, error) { return bus.OpKey("r1", "vm-100-create") }, "r1.vm-100-create", ""},
+		{"op key of a file", func() (string, error) { return bus.OpKey("r1", "iso-pve1-local-a.b+c.iso-download") }, "r1.iso-pve1-local-a=2Eb=2Bc=2Eiso-download", ""},
+		{"op key escapes its escape", func() (string, error) { return bus.OpKey("r1", "a=2E") }, "r1.a=3D2E", ""},
+		{"op key bad run", func() (string, error) { return bus.OpKey("r.1", "a") }, "", "run id"},
+		{"cluster key", func() (string, error) { return bus.ClusterKey("lab") }, "lab", ""},
+		{"inventory filter", func() (string, error) { return bus.InventoryFilter("lab") }, "proxops.v1.inventory.lab.*", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,8 +81,8 @@ func TestProvisionTwiceChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 8+5+2 {
-		t.Fatalf("provisioned %d resources, want 15: %v", len(res), res)
+	if len(res) != 8+6+2 {
+		t.Fatalf("provisioned %d resources, want 16: %v", len(res), res)
 	}
 	for _, r := range res {
 		if r.Action != bus.Unchanged {
@@ -945,4 +951,61 @@ func FuzzSubjectBuilders(f *testing.F) {
 			t.Fatalf("ExecutorConsumer(%q, %q) = %q, %v", cluster, node, durable, err)
 		}
 	})
+}
+
+func TestLastSequenceSpansAWildcardFilter(t *testing.T) {
+	t.Parallel()
+	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
+	ctx := testContext(t)
+	planned, _ := bus.PlanSubject("lab", bus.PlanPlanned)
+	finished, _ := bus.PlanSubject("lab", bus.PlanFinished)
+	other, _ := bus.PlanSubject("other", bus.PlanPlanned)
+	filter, _ := bus.PlanFilter("lab")
+	if seq, err := env.bus.LastSequence(ctx, bus.StreamPlans, filter); err != nil || seq != 0 {
+		t.Fatalf("last sequence of an empty selection: %d, %v", seq, err)
+	}
+	publish := func(subject, v string) uint64 {
+		t.Helper()
+		ack, err := env.bus.Publish(ctx, subject, wrapperspb.String(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	publish(planned, "a")
+	want := publish(finished, "b")
+	last := publish(other, "c")
+	// The other cluster's later message does not count.
+	if seq, err := env.bus.LastSequence(ctx, bus.StreamPlans, filter); err != nil || seq != want {
+		t.Fatalf("last sequence: %d, %v; want %d (stream's last is %d)", seq, err, want, last)
+	}
+}
+
+func TestEntriesListsTheKeysOfOneClusterInOnePass(t *testing.T) {
+	t.Parallel()
+	env := startEnv(t, bus.ServerConfig{}, bus.ProvisionConfig{})
+	ctx := testContext(t)
+	for _, k := range []string{"lab.102", "lab.101", "other.101", "lab.103"} {
+		if _, err := env.bus.PutBytes(ctx, bus.BucketOwned, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.bus.DeleteKey(ctx, bus.BucketOwned, "lab.103"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.bus.Entries(ctx, bus.BucketOwned, "lab.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range got {
+		keys = append(keys, e.Key+"="+string(e.Value))
+	}
+	if diff := cmp.Diff([]string{"lab.101=lab.101", "lab.102=lab.102"}, keys); diff != "" {
+		t.Fatalf("entries (-want +got):\n%s", diff)
+	}
+	none, err := env.bus.Entries(ctx, bus.BucketOwned, "nothing.*")
+	if err != nil || len(none) != 0 {
+		t.Fatalf("empty selection: %v, %v", none, err)
+	}
 }

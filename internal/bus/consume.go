@@ -441,3 +441,16 @@ func (b *Bus) read(ctx context.Context, stream, filter string, cfg jetstream.Con
 	}
 	return nil
 }
+
+// LastSequence returns the stream sequence of the last message matching filter (wildcards allowed), or 0
+// when no message matches.
+func (b *Bus) LastSequence(ctx context.Context, stream, filter string) (uint64, error) {
+	m, err := b.LastMessage(ctx, stream, filter)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}

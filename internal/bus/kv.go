@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -213,4 +214,80 @@ func (b *Bus) GetObject(ctx context.Context, bucket, name string, m proto.Messag
 		return fmt.Errorf("get object %s/%s: %w", bucket, name, err)
 	}
 	return nil
+}
+
+// Entry is one key of a bucket with its value and revision.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// Entries returns the current entries of a bucket whose keys match filter (a subject-style pattern such as
+// "lab.*"), sorted by key, in one pass over the bucket rather than one read per key.
+func (b *Bus) Entries(ctx context.Context, bucket, filter string) ([]Entry, error) {
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	w, err := kv.Watch(actx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("entries of %s %s: %w", bucket, filter, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []Entry
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("entries of %s %s: watch closed", bucket, filter)
+			}
+			if e == nil { // the initial values are all delivered
+				slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+				return out, nil
+			}
+			out = append(out, Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()})
+		case <-actx.Done():
+			return nil, fmt.Errorf("entries of %s %s: %w", bucket, filter, actx.Err())
+		}
+	}
+}
+
+// WatchKeys sends every current key of a bucket matching filter, then each key as it is written, deleted or
+// expires, until ctx ends (the channel is then closed, also when the watch fails).
+func (b *Bus) WatchKeys(ctx context.Context, bucket, filter string) (<-chan string, error) {
+	kv, err := b.keyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", bucket, err)
+	}
+	w, err := kv.Watch(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s %s: %w", bucket, filter, err)
+	}
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				select {
+				case out <- e.Key():
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
 }

@@ -163,10 +163,13 @@ func PlannerPermissions() Permissions {
 	)
 	s.read(StreamPlans)
 	s.read(StreamResults)
+	// The nodes of a cluster without an allowlist whose executors published an inventory.
+	s.read(StreamInventory)
 	s.objRead(ObjectTrees)
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketLeases)
 	s.kvWrite(BucketOwned)
+	s.kvWrite(BucketClusters)
 	s.kvRead(BucketOps)
 	return s.permissions()
 }
@@ -220,6 +223,7 @@ func StatusPermissions() Permissions {
 	s.kvWrite(BucketStatus)
 	s.kvRead(BucketLeases)
 	s.kvRead(BucketOwned)
+	s.kvRead(BucketClusters)
 	return s.permissions()
 }
 

@@ -121,7 +121,8 @@ func KeyValueConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 	status := kv(BucketStatus, "latest cluster status per cluster")
 	deliveries := kv(BucketDeliveries, "webhook delivery ids already accepted")
 	deliveries.TTL = cfg.DeliveriesTTL
-	return []jetstream.KeyValueConfig{leases, owned, ops, status, deliveries}
+	clusters := kv(BucketClusters, "planner state per cluster: newest event to apply, last handled, run in progress, suspension")
+	return []jetstream.KeyValueConfig{leases, owned, ops, status, deliveries, clusters}
 }
 
 // ObjectStoreConfigs returns the configuration of every object store, in a fixed order.

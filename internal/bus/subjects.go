@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Every subject, stream, consumer, bucket, object store and header ProxOps uses on NATS is spelled here and
@@ -68,6 +69,9 @@ const (
 	// BucketDeliveries is the watcher's memory: the last commit it announced and the pushed commits it has
 	// accepted by webhook (so a replayed delivery triggers nothing).
 	BucketDeliveries = "proxops_deliveries"
+	// BucketClusters is the planners' shared state per cluster (key = cluster): the newest event asking to
+	// apply it, the last one handled, the run in progress, and the run-time suspension.
+	BucketClusters = "proxops_clusters"
 )
 
 // Object stores.
@@ -228,6 +232,14 @@ func InventorySubject(cluster, node string) (string, error) {
 	return nodeSubject(subjectInventory, cluster, node)
 }
 
+// InventoryFilter is proxops.v1.inventory.<cluster>.*: the inventories of every node of one cluster.
+func InventoryFilter(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return subjectInventory + "." + cluster + ".*", nil
+}
+
 // DLQSubject is proxops.v1.dlq.<cluster>.<node>.
 func DLQSubject(cluster, node string) (string, error) { return nodeSubject(subjectDLQ, cluster, node) }
 
@@ -265,6 +277,14 @@ func LeaseKey(cluster string) (string, error) {
 	return cluster, nil
 }
 
+// ClusterKey is the proxops_clusters key of a cluster's control state.
+func ClusterKey(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return cluster, nil
+}
+
 // OwnedKey is the proxops_owned key of a guest: <cluster>.<vmid>.
 func OwnedKey(cluster string, vmid int) (string, error) {
 	if err := ValidateCluster(cluster); err != nil {
@@ -276,15 +296,30 @@ func OwnedKey(cluster string, vmid int) (string, error) {
 	return fmt.Sprintf("%s.%d", cluster, vmid), nil
 }
 
-// OpKey is the proxops_ops key of an operation of a run: <run>.<op>.
+// OpKey is the proxops_ops key of an operation of a run: <run>.<op>. The run id must be a plain token; the
+// operation id is escaped so any id is a valid key: every byte outside [-_/a-zA-Z0-9] (a '.' of a file
+// name, say) becomes '=' and two hex digits. Ids made of plain characters are their own escape.
 func OpKey(run, op string) (string, error) {
 	if err := validateKeyToken("run id", run); err != nil {
 		return "", err
 	}
-	if err := validateKeyToken("operation id", op); err != nil {
-		return "", err
+	if op == "" {
+		return "", fmt.Errorf("operation id is empty")
 	}
-	return run + "." + op, nil
+	return run + "." + escapeKeyToken(op), nil
+}
+
+func escapeKeyToken(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '-' || c == '_' || c == '/' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "=%02X", c)
+	}
+	return b.String()
 }
 
 var keyTokenRE = regexp.MustCompile(`^[-_=/a-zA-Z0-9]+$`)

@@ -329,3 +329,26 @@ func isMissingConfig(err error) bool {
 func (r ObserveRequest) String() string {
 	return fmt.Sprintf("%s/%s storages=%v all=%v", r.Cluster, r.Node, r.ContentStorages, r.AllContent)
 }
+
+// Nodes lists the nodes of the PVE cluster (GET /nodes), sorted: what a cluster with an empty node
+// allowlist is observed on. A name that is not a valid node name is an error.
+func (c *Client) Nodes(ctx context.Context) ([]string, error) {
+	raw, err := c.get(ctx, "/nodes", nil, nil)
+	if err != nil {
+		return nil, failed(err, "list nodes")
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return nil, failed(err, "list nodes")
+	}
+	var out []string
+	for _, it := range items {
+		n := it.str("node")
+		if !validNodeName(n) {
+			return nil, terminal("list nodes: invalid node name %q", n)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}

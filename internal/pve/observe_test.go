@@ -320,3 +320,16 @@ func TestAdapterToleratesNumbersAsStringsAndUnknownKeys(t *testing.T) {
 		t.Errorf("volumes %+v", n.Volumes)
 	}
 }
+
+func TestNodesListsEveryNodeOfTheCluster(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Nodes = []pvesim.NodeSpec{{Name: "pve3"}, {Name: "pve1"}, {Name: "pve2", Offline: true}}
+	c := newSim(t, spec)
+	nodes, err := c.client(t).Nodes(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(nodes, ","); got != "pve1,pve2,pve3" {
+		t.Fatalf("nodes %s, want pve1,pve2,pve3", got)
+	}
+}

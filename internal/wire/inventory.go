@@ -25,6 +25,8 @@ type NodeInventory struct {
 	// Error is set when the node could not be observed; the inventory is then incomplete and must not be
 	// planned on.
 	Error string
+	// ClusterNodes are the nodes of the PVE cluster, sorted, when the request asked for them (ListNodes).
+	ClusterNodes []string
 }
 
 // ObserveRequest asks a node's executors for a live inventory.
@@ -36,6 +38,9 @@ type ObserveRequest struct {
 	ContentStorages []string
 	// AllContent lists the content of every storage (adoption).
 	AllContent bool
+	// ListNodes asks for the nodes of the PVE cluster as well (NodeInventory.ClusterNodes): how a planner
+	// learns the nodes of a cluster whose allowlist is empty.
+	ListNodes bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -78,7 +83,7 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
-		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error,
+		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ClusterNodes: n.ClusterNodes,
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -106,7 +111,7 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	if err != nil {
 		return NodeInventory{}, fmt.Errorf("observed at: %w", err)
 	}
-	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), Node: inventory.Node{
+	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
 	}}
 	for _, pg := range p.GetGuests() {
@@ -159,7 +164,7 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
 	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
-		ContentStorages: r.ContentStorages, AllContent: r.AllContent}
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes}
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -169,7 +174,7 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 		return ObserveRequest{}, fmt.Errorf("observe request: %w", err)
 	}
 	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
-		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent()}, nil
+		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes()}, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.

@@ -139,6 +139,10 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	n, err := e.pve.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
 		ContentStorages: req.ContentStorages, AllContent: req.AllContent})
 	inv := wire.NodeInventory{Node: n, RequestID: req.RequestID, ObservedAt: time.Now().UTC()}
+	if err == nil && req.ListNodes {
+		// A cluster with an empty allowlist is observed on every node PVE lists; the planner learns them here.
+		inv.ClusterNodes, err = e.pve.Nodes(ctx)
+	}
 	if err != nil {
 		e.log.Warn("observe failed", "err", err)
 		inv.Node.Guests, inv.Node.Storages, inv.Node.Volumes, inv.Node.ListedStorages = nil, nil, nil, nil

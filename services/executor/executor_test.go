@@ -93,6 +93,14 @@ func TestObserveIsServedAndItsInventoryPublished(t *testing.T) {
 	if inv.Error != "" || inv.RequestID != "r1" || len(inv.Node.Guests) != 1 || inv.Node.Guests[0].Digest == "" {
 		t.Fatalf("inventory %+v", inv)
 	}
+	if len(inv.ClusterNodes) != 0 {
+		t.Fatalf("cluster nodes listed without being asked: %v", inv.ClusterNodes)
+	}
+	// Asked for them, the executor reports the nodes of the PVE cluster too.
+	withNodes := wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: "pve1", RequestID: "r3", ListNodes: true})
+	if inv, err = requestInventory(t, e, subject, withNodes); err != nil || strings.Join(inv.ClusterNodes, ",") != "pve1,pve2,pve3" {
+		t.Fatalf("cluster nodes %v (%v)", inv.ClusterNodes, err)
+	}
 	invSubject, _ := bus.InventorySubject(cluster, "pve1")
 	if _, err := e.bus.LastMessage(testContext(t), bus.StreamInventory, invSubject); err != nil {
 		t.Fatalf("inventory not published: %v", err)

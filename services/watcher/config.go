@@ -69,6 +69,12 @@ type Config struct {
 	WebhookSecret string
 	// WebhookMaxBody caps a webhook body in bytes; default 1 MiB. Larger bodies get 413.
 	WebhookMaxBody int64
+
+	// RequestsOnly makes the watcher answer ReconcileRequests that name their own stored tree, and nothing
+	// else: no announcement at start, no polling, no drift schedule, and a request without a tree is
+	// refused. proxops diff and apply run the watcher this way, so the snapshot they stored is the one
+	// announced.
+	RequestsOnly bool
 }
 
 // withDefaults returns c with every unset field at its default.

@@ -305,6 +305,16 @@ func (w *Watcher) HandleRequest(ctx context.Context, req ReconcileRequest) error
 
 // loop is the only goroutine that touches git and the announcement state.
 func (w *Watcher) loop(ctx context.Context) {
+	if w.cfg.RequestsOnly {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case mr := <-w.manual:
+				mr.reply <- w.manualEvent(ctx, mr.req)
+			}
+		}
+	}
 	w.loadState(ctx)
 	w.startupPending = true
 	next := w.attempt(ctx, TriggerStartup)
@@ -680,16 +690,19 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 	var ev RepoChanged
 	if req.Tree != "" {
 		hctx, cancel := context.WithTimeout(ctx, busTimeout)
-		has, err := w.deps.Trees.HasTree(hctx, req.Tree)
+		snap, err := w.deps.Trees.GetTree(hctx, req.Tree)
 		cancel()
+		if errors.Is(err, ErrTreeNotFound) {
+			return fmt.Errorf("%w: request %s: tree %s is not in the tree store", ErrInvalidRequest, req.RequestID, req.Tree)
+		}
 		if err != nil {
 			return fmt.Errorf("request %s: look up tree %s: %w", req.RequestID, req.Tree, err)
 		}
-		if !has {
-			return fmt.Errorf("%w: request %s: tree %s is not in the tree store", ErrInvalidRequest, req.RequestID, req.Tree)
-		}
-		ev = RepoChanged{Repo: w.repo, Branch: w.cfg.Branch, Tree: req.Tree, Trigger: TriggerManual,
+		// A snapshot of a commit carries it; one of a work tree has none.
+		ev = RepoChanged{Repo: w.repo, Branch: w.cfg.Branch, Commit: snap.Commit, Tree: req.Tree, Trigger: TriggerManual,
 			EventID: ManualEventID(w.repo, req.Tree, req.RequestID)}
+	} else if w.cfg.RequestsOnly {
+		return fmt.Errorf("%w: request %s: this watcher announces only requests that name a stored tree", ErrInvalidRequest, req.RequestID)
 	} else {
 		if w.current.Commit == "" {
 			return fmt.Errorf("request %s: no commit announced yet: the repository could not be read", req.RequestID)

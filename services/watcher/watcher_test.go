@@ -735,3 +735,36 @@ func fileContent(snap watcher.TreeSnapshot, path string) string {
 	}
 	return "<absent>"
 }
+
+// A watcher that answers requests only announces nothing by itself (no start, no poll, no drift): it
+// announces the trees requesters stored, with the commit a committed snapshot carries, and refuses a
+// request without a tree.
+func TestRequestsOnlyWatcherAnnouncesOnlyRequestedTrees(t *testing.T) {
+	root := t.TempDir()
+	repo := newWorkRepo(t, root)
+	seed(repo)
+	first := repo.commitAndPush("initial manifests")
+	bus := newFakeBus()
+	cfg := watcher.Config{Path: repo.dir, PollInterval: 10 * time.Millisecond, DriftInterval: 10 * time.Millisecond, RequestsOnly: true}
+	r := startWatcher(t, cfg, bus)
+	snap, err := watcher.SnapshotBranch(context.Background(), repo.dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.trees.PutTree(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "apply-1", Tree: snap.Tree}); err != nil {
+		t.Fatal(err)
+	}
+	ev := r.waitEvent("the requested tree", func(ev watcher.RepoChanged) bool { return ev.RequestID == "apply-1" })
+	if ev.Commit != first || ev.Tree != snap.Tree || ev.DryRun || ev.Trigger != watcher.TriggerManual {
+		t.Fatalf("event %+v, want commit %s tree %s", ev, first, snap.Tree)
+	}
+	if err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "now"}); !errors.Is(err, watcher.ErrInvalidRequest) {
+		t.Fatalf("request without a tree: %v, want ErrInvalidRequest", err)
+	}
+	if all := bus.pub.all(); len(all) != 1 {
+		t.Fatalf("published %d events, want only the requested one: %+v", len(all), all)
+	}
+}

@@ -83,7 +83,10 @@ type ObserveRequest struct {
 	// Storages whose content to list (with the content filter); shared storages are asked of one node only.
 	ContentStorages []string `protobuf:"bytes,4,rep,name=content_storages,json=contentStorages,proto3" json:"content_storages,omitempty"`
 	// List the content of every storage (adoption).
-	AllContent    bool `protobuf:"varint,5,opt,name=all_content,json=allContent,proto3" json:"all_content,omitempty"`
+	AllContent bool `protobuf:"varint,5,opt,name=all_content,json=allContent,proto3" json:"all_content,omitempty"`
+	// Also report the nodes of the PVE cluster (cluster_nodes), as PVE lists them: how a planner learns the
+	// nodes of a cluster whose allowlist is empty.
+	ListNodes     bool `protobuf:"varint,6,opt,name=list_nodes,json=listNodes,proto3" json:"list_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -153,6 +156,13 @@ func (x *ObserveRequest) GetAllContent() bool {
 	return false
 }
 
+func (x *ObserveRequest) GetListNodes() bool {
+	if x != nil {
+		return x.ListNodes
+	}
+	return false
+}
+
 // NodeInventory is one node's live state.
 type NodeInventory struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -171,7 +181,9 @@ type NodeInventory struct {
 	// Storages whose content was listed.
 	ListedStorages []string `protobuf:"bytes,9,rep,name=listed_storages,json=listedStorages,proto3" json:"listed_storages,omitempty"`
 	// Set when the node could not be observed; the inventory is then incomplete and must not be planned on.
-	Error         string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// Every node of the PVE cluster, sorted, when the request asked for list_nodes.
+	ClusterNodes  []string `protobuf:"bytes,11,rep,name=cluster_nodes,json=clusterNodes,proto3" json:"cluster_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -274,6 +286,13 @@ func (x *NodeInventory) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *NodeInventory) GetClusterNodes() []string {
+	if x != nil {
+		return x.ClusterNodes
+	}
+	return nil
 }
 
 // Guest is one qemu VM or LXC container with its raw config.
@@ -851,7 +870,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x01\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x01\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -859,7 +878,9 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12)\n" +
 	"\x10content_storages\x18\x04 \x03(\tR\x0fcontentStorages\x12\x1f\n" +
 	"\vall_content\x18\x05 \x01(\bR\n" +
-	"allContent\"\xa1\x03\n" +
+	"allContent\x12\x1d\n" +
+	"\n" +
+	"list_nodes\x18\x06 \x01(\bR\tlistNodes\"\xc6\x03\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -874,7 +895,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\avolumes\x18\b \x03(\v2\x1c.proxops.inventory.v1.VolumeR\avolumes\x12'\n" +
 	"\x0flisted_storages\x18\t \x03(\tR\x0elistedStorages\x12\x14\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05error\"\xd0\x02\n" +
+	" \x01(\tR\x05error\x12#\n" +
+	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\"\xd0\x02\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +

@@ -9,6 +9,7 @@
 package planv1
 
 import (
+	v1 "github.com/proxops/proxops/internal/gen/proxops/repo/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -1294,6 +1295,237 @@ func (x *OwnedRecord) GetAfter() string {
 	return ""
 }
 
+// OwnedGuest is one entry of the ownership inventory, the KV bucket proxops_owned under <cluster>.<vmid>: a
+// guest ProxOps created or claimed, with the identity fingerprint it had then. A prune needs the ownership
+// tag and a record whose fingerprint matches the live guest.
+type OwnedGuest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Vmid    int64                  `protobuf:"varint,2,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	// Kind/name the guest was declared as.
+	Ref  string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	Node string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	// The smbios1 uuid (qemu) or the set of hwaddrs (lxc) PVE regenerates on clone; never empty.
+	Fingerprint string `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// The run that recorded it.
+	RunId         string                 `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnedGuest) Reset() {
+	*x = OwnedGuest{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedGuest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedGuest) ProtoMessage() {}
+
+func (x *OwnedGuest) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedGuest.ProtoReflect.Descriptor instead.
+func (*OwnedGuest) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OwnedGuest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *OwnedGuest) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *OwnedGuest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *OwnedGuest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *OwnedGuest) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *OwnedGuest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OwnedGuest) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
+// ClusterControl is the planners' shared state of one cluster, the KV bucket proxops_clusters under
+// <cluster>: the newest repository event that asks to apply the cluster, the last one handled, the run in
+// progress, and the run-time suspension. Planners update it with compare-and-set only.
+type ClusterControl struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// The newest RepoChanged (not a dry run) that asks to apply this cluster, and its PROXOPS_REPO sequence.
+	Want    *v1.RepoChanged `protobuf:"bytes,2,opt,name=want,proto3" json:"want,omitempty"`
+	WantSeq uint64          `protobuf:"varint,3,opt,name=want_seq,json=wantSeq,proto3" json:"want_seq,omitempty"`
+	// The want_seq of the last event fully handled (planned and rejected, or run to its end).
+	DoneSeq uint64 `protobuf:"varint,4,opt,name=done_seq,json=doneSeq,proto3" json:"done_seq,omitempty"`
+	// The run in progress, the want_seq it serves, and the last PROXOPS_PLANS and PROXOPS_RESULTS
+	// sequences before it started (a planner that takes the run over reads the streams from there).
+	RunId         string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunWantSeq    uint64 `protobuf:"varint,6,opt,name=run_want_seq,json=runWantSeq,proto3" json:"run_want_seq,omitempty"`
+	RunPlansSeq   uint64 `protobuf:"varint,7,opt,name=run_plans_seq,json=runPlansSeq,proto3" json:"run_plans_seq,omitempty"`
+	RunResultsSeq uint64 `protobuf:"varint,8,opt,name=run_results_seq,json=runResultsSeq,proto3" json:"run_results_seq,omitempty"`
+	// Set by `proxops suspend`: plans are computed and published, nothing is applied.
+	Suspended bool `protobuf:"varint,9,opt,name=suspended,proto3" json:"suspended,omitempty"`
+	// Who suspended the cluster, and when (free text, for status).
+	SuspendedBy   string                 `protobuf:"bytes,10,opt,name=suspended_by,json=suspendedBy,proto3" json:"suspended_by,omitempty"`
+	SuspendedAt   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=suspended_at,json=suspendedAt,proto3" json:"suspended_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterControl) Reset() {
+	*x = ClusterControl{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterControl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterControl) ProtoMessage() {}
+
+func (x *ClusterControl) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterControl.ProtoReflect.Descriptor instead.
+func (*ClusterControl) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ClusterControl) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetWant() *v1.RepoChanged {
+	if x != nil {
+		return x.Want
+	}
+	return nil
+}
+
+func (x *ClusterControl) GetWantSeq() uint64 {
+	if x != nil {
+		return x.WantSeq
+	}
+	return 0
+}
+
+func (x *ClusterControl) GetDoneSeq() uint64 {
+	if x != nil {
+		return x.DoneSeq
+	}
+	return 0
+}
+
+func (x *ClusterControl) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetRunWantSeq() uint64 {
+	if x != nil {
+		return x.RunWantSeq
+	}
+	return 0
+}
+
+func (x *ClusterControl) GetRunPlansSeq() uint64 {
+	if x != nil {
+		return x.RunPlansSeq
+	}
+	return 0
+}
+
+func (x *ClusterControl) GetRunResultsSeq() uint64 {
+	if x != nil {
+		return x.RunResultsSeq
+	}
+	return 0
+}
+
+func (x *ClusterControl) GetSuspended() bool {
+	if x != nil {
+		return x.Suspended
+	}
+	return false
+}
+
+func (x *ClusterControl) GetSuspendedBy() string {
+	if x != nil {
+		return x.SuspendedBy
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetSuspendedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspendedAt
+	}
+	return nil
+}
+
 // PlanRejected says a cluster's plan could not be computed; nothing was written.
 type PlanRejected struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1313,7 +1545,7 @@ type PlanRejected struct {
 
 func (x *PlanRejected) Reset() {
 	*x = PlanRejected{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1557,7 @@ func (x *PlanRejected) String() string {
 func (*PlanRejected) ProtoMessage() {}
 
 func (x *PlanRejected) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1570,7 @@ func (x *PlanRejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRejected.ProtoReflect.Descriptor instead.
 func (*PlanRejected) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{8}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PlanRejected) GetCluster() string {
@@ -1420,7 +1652,7 @@ type PlanHeld struct {
 
 func (x *PlanHeld) Reset() {
 	*x = PlanHeld{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1664,7 @@ func (x *PlanHeld) String() string {
 func (*PlanHeld) ProtoMessage() {}
 
 func (x *PlanHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1677,7 @@ func (x *PlanHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanHeld.ProtoReflect.Descriptor instead.
 func (*PlanHeld) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanHeld) GetCluster() string {
@@ -1503,7 +1735,7 @@ type PlanConfirmation struct {
 
 func (x *PlanConfirmation) Reset() {
 	*x = PlanConfirmation{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1747,7 @@ func (x *PlanConfirmation) String() string {
 func (*PlanConfirmation) ProtoMessage() {}
 
 func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1760,7 @@ func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanConfirmation.ProtoReflect.Descriptor instead.
 func (*PlanConfirmation) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PlanConfirmation) GetCluster() string {
@@ -1574,7 +1806,7 @@ type PlanFinished struct {
 
 func (x *PlanFinished) Reset() {
 	*x = PlanFinished{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1818,7 @@ func (x *PlanFinished) String() string {
 func (*PlanFinished) ProtoMessage() {}
 
 func (x *PlanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1831,7 @@ func (x *PlanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanFinished.ProtoReflect.Descriptor instead.
 func (*PlanFinished) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanFinished) GetCluster() string {
@@ -1707,7 +1939,7 @@ type OperationOutcome struct {
 
 func (x *OperationOutcome) Reset() {
 	*x = OperationOutcome{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1951,7 @@ func (x *OperationOutcome) String() string {
 func (*OperationOutcome) ProtoMessage() {}
 
 func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1964,7 @@ func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
 func (*OperationOutcome) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OperationOutcome) GetOpId() string {
@@ -1805,7 +2037,7 @@ type OperationResult struct {
 
 func (x *OperationResult) Reset() {
 	*x = OperationResult{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +2049,7 @@ func (x *OperationResult) String() string {
 func (*OperationResult) ProtoMessage() {}
 
 func (x *OperationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +2062,7 @@ func (x *OperationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationResult.ProtoReflect.Descriptor instead.
 func (*OperationResult) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OperationResult) GetRunId() string {
@@ -2005,7 +2237,7 @@ type OperationRecord struct {
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2249,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2262,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OperationRecord) GetRunId() string {
@@ -2135,7 +2367,7 @@ var File_proxops_plan_v1_plan_proto protoreflect.FileDescriptor
 
 const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x1aproxops/plan/v1/plan.proto\x12\x0fproxops.plan.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x01\n" +
+	"\x1aproxops/plan/v1/plan.proto\x12\x0fproxops.plan.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aproxops/repo/v1/repo.proto\"\xc5\x01\n" +
 	"\n" +
 	"Diagnostic\x125\n" +
 	"\bseverity\x18\x01 \x01(\x0e2\x19.proxops.plan.v1.SeverityR\bseverity\x12\x12\n" +
@@ -2220,7 +2452,31 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x14\n" +
-	"\x05after\x18\x05 \x01(\tR\x05after\"\x90\x02\n" +
+	"\x05after\x18\x05 \x01(\tR\x05after\"\xd6\x01\n" +
+	"\n" +
+	"OwnedGuest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
+	"\x04vmid\x18\x02 \x01(\x03R\x04vmid\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12 \n" +
+	"\vfingerprint\x18\x05 \x01(\tR\vfingerprint\x12\x15\n" +
+	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12;\n" +
+	"\vrecorded_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"\x97\x03\n" +
+	"\x0eClusterControl\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x120\n" +
+	"\x04want\x18\x02 \x01(\v2\x1c.proxops.repo.v1.RepoChangedR\x04want\x12\x19\n" +
+	"\bwant_seq\x18\x03 \x01(\x04R\awantSeq\x12\x19\n" +
+	"\bdone_seq\x18\x04 \x01(\x04R\adoneSeq\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12 \n" +
+	"\frun_want_seq\x18\x06 \x01(\x04R\n" +
+	"runWantSeq\x12\"\n" +
+	"\rrun_plans_seq\x18\a \x01(\x04R\vrunPlansSeq\x12&\n" +
+	"\x0frun_results_seq\x18\b \x01(\x04R\rrunResultsSeq\x12\x1c\n" +
+	"\tsuspended\x18\t \x01(\bR\tsuspended\x12!\n" +
+	"\fsuspended_by\x18\n" +
+	" \x01(\tR\vsuspendedBy\x12=\n" +
+	"\fsuspended_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vsuspendedAt\"\x90\x02\n" +
 	"\fPlanRejected\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x16\n" +
@@ -2375,7 +2631,7 @@ func file_proxops_plan_v1_plan_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_plan_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(Action)(0),                   // 0: proxops.plan.v1.Action
 	(GuestType)(0),                // 1: proxops.plan.v1.GuestType
@@ -2392,14 +2648,17 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*Finding)(nil),               // 12: proxops.plan.v1.Finding
 	(*Plan)(nil),                  // 13: proxops.plan.v1.Plan
 	(*OwnedRecord)(nil),           // 14: proxops.plan.v1.OwnedRecord
-	(*PlanRejected)(nil),          // 15: proxops.plan.v1.PlanRejected
-	(*PlanHeld)(nil),              // 16: proxops.plan.v1.PlanHeld
-	(*PlanConfirmation)(nil),      // 17: proxops.plan.v1.PlanConfirmation
-	(*PlanFinished)(nil),          // 18: proxops.plan.v1.PlanFinished
-	(*OperationOutcome)(nil),      // 19: proxops.plan.v1.OperationOutcome
-	(*OperationResult)(nil),       // 20: proxops.plan.v1.OperationResult
-	(*OperationRecord)(nil),       // 21: proxops.plan.v1.OperationRecord
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*OwnedGuest)(nil),            // 15: proxops.plan.v1.OwnedGuest
+	(*ClusterControl)(nil),        // 16: proxops.plan.v1.ClusterControl
+	(*PlanRejected)(nil),          // 17: proxops.plan.v1.PlanRejected
+	(*PlanHeld)(nil),              // 18: proxops.plan.v1.PlanHeld
+	(*PlanConfirmation)(nil),      // 19: proxops.plan.v1.PlanConfirmation
+	(*PlanFinished)(nil),          // 20: proxops.plan.v1.PlanFinished
+	(*OperationOutcome)(nil),      // 21: proxops.plan.v1.OperationOutcome
+	(*OperationResult)(nil),       // 22: proxops.plan.v1.OperationResult
+	(*OperationRecord)(nil),       // 23: proxops.plan.v1.OperationRecord
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*v1.RepoChanged)(nil),        // 25: proxops.repo.v1.RepoChanged
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -2414,25 +2673,28 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
 	14, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
-	7,  // 12: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	4,  // 13: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	19, // 14: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	22, // 15: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 16: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 17: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 18: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 19: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 20: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	22, // 21: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 22: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 23: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	22, // 24: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 25: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	24, // 12: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
+	25, // 13: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
+	24, // 14: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
+	7,  // 15: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	4,  // 16: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	21, // 17: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	24, // 18: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 19: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 20: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 21: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 22: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 23: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	24, // 24: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 25: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 26: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	24, // 27: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 28: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
@@ -2446,7 +2708,7 @@ func file_proxops_plan_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_plan_v1_plan_proto_rawDesc), len(file_proxops_plan_v1_plan_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,127 @@
+package wire
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/proxops/proxops/internal/event"
+	planv1 "github.com/proxops/proxops/internal/gen/proxops/plan/v1"
+	repov1 "github.com/proxops/proxops/internal/gen/proxops/repo/v1"
+	"github.com/proxops/proxops/internal/plan"
+)
+
+// OwnedGuest is one entry of the ownership inventory (KV proxops_owned, key <cluster>.<vmid>).
+type OwnedGuest struct {
+	Cluster string
+	plan.Owned
+	// RunID is the run that recorded the guest.
+	RunID      string
+	RecordedAt time.Time
+}
+
+// OwnedGuestToProto converts an ownership record into a proxops.plan.v1.OwnedGuest. A record without a
+// fingerprint is refused: it could match no guest and would only hide a missing one.
+func OwnedGuestToProto(o OwnedGuest) (proto.Message, error) {
+	if o.Fingerprint == "" {
+		return nil, fmt.Errorf("owned guest %s/%d: empty fingerprint", o.Cluster, o.VMID)
+	}
+	if o.VMID <= 0 {
+		return nil, fmt.Errorf("owned guest %s/%d: vmid must be positive", o.Cluster, o.VMID)
+	}
+	p := &planv1.OwnedGuest{Cluster: o.Cluster, Vmid: int64(o.VMID), Ref: o.Ref, Node: o.Node, Fingerprint: o.Fingerprint,
+		RunId: o.RunID}
+	if !o.RecordedAt.IsZero() {
+		p.RecordedAt = timeToProto(o.RecordedAt)
+	}
+	return p, nil
+}
+
+// OwnedGuestFromProto converts a proxops.plan.v1.OwnedGuest.
+func OwnedGuestFromProto(m proto.Message) (OwnedGuest, error) {
+	p, err := as[*planv1.OwnedGuest](m)
+	if err != nil {
+		return OwnedGuest{}, fmt.Errorf("owned guest: %w", err)
+	}
+	o := OwnedGuest{Cluster: p.GetCluster(), RunID: p.GetRunId(), Owned: plan.Owned{VMID: int(p.GetVmid()), Ref: p.GetRef(),
+		Node: p.GetNode(), Fingerprint: p.GetFingerprint()}}
+	if p.GetRecordedAt() != nil {
+		if o.RecordedAt, err = timeFromProto(p.GetRecordedAt()); err != nil {
+			return OwnedGuest{}, fmt.Errorf("owned guest %s/%d: recorded at: %w", o.Cluster, o.VMID, err)
+		}
+	}
+	return o, nil
+}
+
+// NewOwnedGuest is an empty proxops.plan.v1.OwnedGuest to read a KV value into.
+func NewOwnedGuest() proto.Message { return &planv1.OwnedGuest{} }
+
+// ClusterControl is the planners' shared state of one cluster (KV proxops_clusters, key <cluster>): the
+// newest repository event asking to apply it, the last one handled, the run in progress and the run-time
+// suspension.
+type ClusterControl struct {
+	Cluster string
+	// Want is the newest RepoChanged (not a dry run) for the cluster; WantSeq its PROXOPS_REPO sequence
+	// (0: none yet).
+	Want    event.RepoChanged
+	WantSeq uint64
+	// DoneSeq is the WantSeq of the last event fully handled.
+	DoneSeq uint64
+	// RunID is the run in progress ("" when none), RunWantSeq the event it serves, RunPlansSeq and
+	// RunResultsSeq the last PROXOPS_PLANS and PROXOPS_RESULTS sequences before it started.
+	RunID         string
+	RunWantSeq    uint64
+	RunPlansSeq   uint64
+	RunResultsSeq uint64
+	// Suspended is the run-time suspension (proxops suspend), with who set it and when.
+	Suspended   bool
+	SuspendedBy string
+	SuspendedAt time.Time
+}
+
+// Pending reports whether an event waits to be handled.
+func (c ClusterControl) Pending() bool { return c.WantSeq > c.DoneSeq }
+
+// ClusterControlToProto converts a cluster's control state into a proxops.plan.v1.ClusterControl.
+func ClusterControlToProto(c ClusterControl) (proto.Message, error) {
+	p := &planv1.ClusterControl{Cluster: c.Cluster, WantSeq: c.WantSeq, DoneSeq: c.DoneSeq, RunId: c.RunID,
+		RunWantSeq: c.RunWantSeq, RunPlansSeq: c.RunPlansSeq, RunResultsSeq: c.RunResultsSeq, Suspended: c.Suspended,
+		SuspendedBy: c.SuspendedBy}
+	if c.WantSeq > 0 {
+		m, err := RepoChangedToProto(c.Want)
+		if err != nil {
+			return nil, fmt.Errorf("cluster control %s: %w", c.Cluster, err)
+		}
+		p.Want = m.(*repov1.RepoChanged)
+	}
+	if !c.SuspendedAt.IsZero() {
+		p.SuspendedAt = timeToProto(c.SuspendedAt)
+	}
+	return p, nil
+}
+
+// ClusterControlFromProto converts a proxops.plan.v1.ClusterControl.
+func ClusterControlFromProto(m proto.Message) (ClusterControl, error) {
+	p, err := as[*planv1.ClusterControl](m)
+	if err != nil {
+		return ClusterControl{}, fmt.Errorf("cluster control: %w", err)
+	}
+	c := ClusterControl{Cluster: p.GetCluster(), WantSeq: p.GetWantSeq(), DoneSeq: p.GetDoneSeq(), RunID: p.GetRunId(),
+		RunWantSeq: p.GetRunWantSeq(), RunPlansSeq: p.GetRunPlansSeq(), RunResultsSeq: p.GetRunResultsSeq(),
+		Suspended: p.GetSuspended(), SuspendedBy: p.GetSuspendedBy()}
+	if p.GetWant() != nil {
+		if c.Want, err = RepoChangedFromProto(p.GetWant()); err != nil {
+			return ClusterControl{}, fmt.Errorf("cluster control %s: %w", c.Cluster, err)
+		}
+	}
+	if p.GetSuspendedAt() != nil {
+		if c.SuspendedAt, err = timeFromProto(p.GetSuspendedAt()); err != nil {
+			return ClusterControl{}, fmt.Errorf("cluster control %s: suspended at: %w", c.Cluster, err)
+		}
+	}
+	return c, nil
+}
+
+// NewClusterControl is an empty proxops.plan.v1.ClusterControl to read a KV value into.
+func NewClusterControl() proto.Message { return &planv1.ClusterControl{} }

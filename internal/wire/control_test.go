@@ -1,0 +1,63 @@
+package wire_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/proxops/proxops/internal/event"
+	planv1 "github.com/proxops/proxops/internal/gen/proxops/plan/v1"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/wire"
+)
+
+func TestOwnedGuestRoundTripsAndRefusesAnEmptyFingerprint(t *testing.T) {
+	in := wire.OwnedGuest{Cluster: "lab", Owned: plan.Owned{VMID: 101, Ref: "VM/web-01", Node: "pve1", Fingerprint: "uuid=abc"},
+		RunID: "r1", RecordedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	m, err := wire.OwnedGuestToProto(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back planv1.OwnedGuest
+	roundTrip(t, m, &back)
+	out, err := wire.OwnedGuestFromProto(&back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, out); diff != "" {
+		t.Fatalf("owned guest round trip (-in +out):\n%s", diff)
+	}
+	in.Fingerprint = ""
+	if _, err := wire.OwnedGuestToProto(in); err == nil {
+		t.Fatal("a record without a fingerprint was accepted")
+	}
+}
+
+func TestClusterControlRoundTrips(t *testing.T) {
+	for _, in := range []wire.ClusterControl{
+		{Cluster: "lab"},
+		{Cluster: "lab", WantSeq: 12, DoneSeq: 9, RunID: "r9", RunWantSeq: 9, RunPlansSeq: 40, RunResultsSeq: 77,
+			Want: event.RepoChanged{Repo: "/srv/ops", Branch: "main", Commit: "c0ffee", Tree: "7ree", Trigger: event.TriggerWebhook,
+				EventID: "/srv/ops@c0ffee", Clusters: []string{"lab"}},
+			Suspended: true, SuspendedBy: "cli:alice", SuspendedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+	} {
+		m, err := wire.ClusterControlToProto(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back planv1.ClusterControl
+		roundTrip(t, m, &back)
+		out, err := wire.ClusterControlFromProto(&back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(in, out, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("cluster control round trip (-in +out):\n%s", diff)
+		}
+		if in.Pending() != (in.WantSeq > in.DoneSeq) {
+			t.Fatal("pending")
+		}
+	}
+}

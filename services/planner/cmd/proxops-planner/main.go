@@ -1,0 +1,79 @@
+// Command proxops-planner runs a ProxOps planner replica: proxops-planner --nats-url nats://... Any number of
+// replicas may run; each repository event is handled by one of them, and each cluster is driven by the one
+// holding its lease.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/proxops/proxops/services/planner"
+)
+
+func main() {
+	cfg, metricsListen, level, err := configure(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "proxops-planner: %v\n", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = log
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Registry = reg
+	if metricsListen != "" {
+		srv := &http.Server{Addr: metricsListen, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+		defer func() { _ = srv.Close() }()
+	}
+	if err := planner.Run(ctx, cfg); err != nil {
+		log.Error("planner", "err", err)
+		os.Exit(1)
+	}
+}
+
+// configure builds the planner's configuration from flags and the environment.
+func configure(args []string, getenv func(string) string) (planner.Config, string, slog.Level, error) {
+	var cfg planner.Config
+	fs := flag.NewFlagSet("proxops-planner", flag.ContinueOnError)
+	fs.StringVar(&cfg.Name, "name", "", "replica name in leases and logs (default host-pid)")
+	cfg.NATS.RegisterFlags(fs, getenv)
+	fs.DurationVar(&cfg.ObserveTimeout, "observe-timeout", planner.DefaultObserveTimeout, "longest wait for one node's inventory")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", planner.DefaultLeaseTTL, "the proxops_leases bucket's TTL (renewed every third of it)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", planner.DefaultConcurrency, "repository events handled at once")
+	fs.BoolVar(&cfg.LocalSecrets, "local-secrets", false, "read a secrets-file outside the repository from this host's disk")
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:9496", "address of the /metrics endpoint (empty: off)")
+	levelName := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return cfg, "", 0, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, "", 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*levelName)); err != nil {
+		return cfg, "", 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *levelName)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, "", 0, err
+	}
+	return cfg, *metricsListen, level, nil
+}

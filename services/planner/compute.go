@@ -1,0 +1,422 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/internal/wire"
+)
+
+// computed is what planning one cluster for one event gives: a plan, or a rejection.
+type computed struct {
+	plan      plan.Plan
+	rejection *plan.Rejection
+	// suspended: the cluster's config says suspend: true.
+	suspended bool
+}
+
+// errTransient marks a failure of the infrastructure (NATS, the object store) rather than of the cluster:
+// the event is tried again instead of being answered with a rejection.
+var errTransient = errors.New("transient")
+
+func transient(err error) error { return fmt.Errorf("%w: %w", errTransient, err) }
+
+func rejected(cluster, reason string, diags diag.List) computed {
+	return computed{rejection: &plan.Rejection{Cluster: cluster, Reason: reason, Diagnostics: diags.Sorted()}}
+}
+
+// compute plans one cluster of an event: compose and validate the tree's desired state, decrypt the
+// cluster's secrets, observe every node, read the ownership inventory and diff. Anything wrong with the
+// cluster is a rejection; an error is transient (the caller retries).
+func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster string) (computed, error) {
+	start := time.Now()
+	defer func() { p.metrics.planSeconds.Observe(time.Since(start).Seconds()) }()
+	r, err := p.repository(ctx, ev.Tree)
+	if err != nil {
+		if errors.Is(err, bus.ErrNotFound) {
+			return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error,
+				Message: fmt.Sprintf("plan error: tree snapshot %s is not in the tree store", ev.Tree)}}), nil
+		}
+		return computed{}, transient(err)
+	}
+	c := r.Cluster(cluster)
+	if c == nil {
+		return rejected(cluster, plan.RejectParse, diag.List{{Severity: diag.Error, File: repo.ClustersDir + "/" + cluster,
+			Message: fmt.Sprintf("manifest parse error: cluster %s is not in the repository (no clusters/%s/)", cluster, cluster)}}), nil
+	}
+	if ds := r.ClusterDiagnostics(cluster); ds.HasErrors() {
+		return rejected(cluster, plan.RejectParse, ds), nil
+	}
+	out := computed{suspended: c.Config.Suspend != nil && *c.Config.Suspend}
+	var resolver plan.SecretResolver
+	if c.Config.SecretsFile != "" {
+		store, diags := p.decryptSecrets(ctx, ev.Tree, r, c)
+		if len(diags) > 0 {
+			return rejected(cluster, plan.RejectSecrets, diags), nil
+		}
+		resolver = storeSecrets{store}
+	}
+	owned, err := p.owned(ctx, cluster)
+	if err != nil {
+		return computed{}, transient(err)
+	}
+	observed, diags, err := p.observe(ctx, c, owned)
+	if err != nil {
+		return computed{}, transient(err)
+	}
+	if len(diags) > 0 {
+		return rejected(cluster, plan.RejectObserve, diags), nil
+	}
+	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
+		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree})
+	var rej *plan.RejectedError
+	switch {
+	case errors.As(err, &rej):
+		return computed{rejection: &rej.Rejection}, nil
+	case err != nil:
+		return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error, File: c.Config.File,
+			Message: "plan error: " + err.Error()}}), nil
+	}
+	out.plan = pl
+	return out, nil
+}
+
+// repository loads the repository of a tree snapshot (cached by tree: snapshots never change).
+func (p *planner) repository(ctx context.Context, tree string) (*repo.Repository, error) {
+	p.treeMu.Lock()
+	if r, ok := p.trees[tree]; ok {
+		p.treeMu.Unlock()
+		return r, nil
+	}
+	p.treeMu.Unlock()
+	snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
+		return p.bus.GetObject(ctx, bus.ObjectTrees, tree, into)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", tree, err)
+	}
+	r := repo.Load(snap.FS())
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	if len(p.trees) >= 8 {
+		for k := range p.trees {
+			delete(p.trees, k)
+			break
+		}
+	}
+	p.trees[tree] = r
+	return r, nil
+}
+
+// clusterNames returns the clusters an event covers: its own list, or every cluster of the tree.
+func (p *planner) clusterNames(ctx context.Context, ev event.RepoChanged) ([]string, error) {
+	if len(ev.Clusters) > 0 {
+		out := slices.Clone(ev.Clusters)
+		slices.Sort(out)
+		return slices.Compact(out), nil
+	}
+	r, err := p.repository(ctx, ev.Tree)
+	if err != nil {
+		return nil, err
+	}
+	return r.ClusterNames(), nil
+}
+
+// decryptSecrets decrypts a cluster's secrets file. Every failure becomes a diagnostic naming the file and
+// the entry, never a value.
+func (p *planner) decryptSecrets(ctx context.Context, tree string, r *repo.Repository, c *repo.Cluster) (*secrets.Store, diag.List) {
+	file := c.Config.SecretsPath()
+	field := "pve.clusters." + c.Name + ".secrets-file"
+	at := func(msg string) diag.List {
+		pos := c.Config.Positions.Lookup(field)
+		return diag.List{{Severity: diag.Error, File: c.Config.File, Line: pos.Line, Column: pos.Column, Field: field,
+			Message: "cloud-init secret resolution: " + msg}}
+	}
+	var data []byte
+	if filepath.IsAbs(file) || strings.HasPrefix(file, "~") {
+		if !p.cfg.LocalSecrets {
+			return nil, at(fmt.Sprintf("secrets-file %s is outside the repository; the planner reads secrets from the repository only", file))
+		}
+		local := file
+		if strings.HasPrefix(local, "~") {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, at(fmt.Sprintf("secrets-file %s: %v", file, err))
+			}
+			local = filepath.Join(home, strings.TrimPrefix(local, "~"))
+		}
+		b, err := os.ReadFile(local)
+		if err != nil {
+			return nil, secretsDiagnostics(secrets.MissingFileError(file), file)
+		}
+		data = b
+	} else {
+		fsys, err := p.treeFS(ctx, tree)
+		if err != nil {
+			return nil, at(fmt.Sprintf("cannot read the tree snapshot: %v", err))
+		}
+		b, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			return nil, secretsDiagnostics(secrets.MissingFileError(file), file)
+		}
+		data = b
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	store, err := p.decryptor.Decrypt(dctx, file, data)
+	if err != nil {
+		return nil, secretsDiagnostics(err, file)
+	}
+	return store, nil
+}
+
+// treeFS returns the file system of a tree snapshot.
+func (p *planner) treeFS(ctx context.Context, tree string) (fs.FS, error) {
+	snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
+		return p.bus.GetObject(ctx, bus.ObjectTrees, tree, into)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return snap.FS(), nil
+}
+
+// secretsDiagnostics turns a secrets failure (possibly several joined) into diagnostics in the secrets file.
+func secretsDiagnostics(err error, file string) diag.List {
+	var out diag.List
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var se *secrets.Error
+		if errors.As(e, &se) {
+			d := se.Diagnostic()
+			d.Message = "cloud-init secret resolution: " + d.Message
+			if d.File == "" {
+				d.File = file
+			}
+			out = append(out, d)
+			return
+		}
+		out = append(out, diag.Diagnostic{Severity: diag.Error, File: file, Message: "cloud-init secret resolution: " + e.Error()})
+	}
+	walk(err)
+	return out.Sorted()
+}
+
+// storeSecrets resolves a plan's secret references against a decrypted store, into digests only.
+type storeSecrets struct{ store *secrets.Store }
+
+var _ plan.SecretResolver = storeSecrets{}
+
+func (s storeSecrets) SSHKeysDigest(refs []string) (string, error) {
+	set, err := s.store.ResolveSSHKeys(refs, "")
+	if err != nil {
+		return "", err
+	}
+	return set.Digest, nil
+}
+
+func (s storeSecrets) CheckPassword(ref string) error {
+	_, err := s.store.ResolvePassword(ref, "")
+	return err
+}
+
+// owned reads a cluster's ownership inventory.
+func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, error) {
+	entries, err := p.bus.Entries(ctx, bus.BucketOwned, cluster+".*")
+	if err != nil {
+		return nil, fmt.Errorf("read ownership inventory of %s: %w", cluster, err)
+	}
+	var out []plan.Owned
+	for _, e := range entries {
+		m := wire.NewOwnedGuest()
+		if err := proto.Unmarshal(e.Value, m); err != nil {
+			p.log.Warn("unreadable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)
+			continue
+		}
+		o, err := wire.OwnedGuestFromProto(m)
+		if err != nil || o.Fingerprint == "" {
+			p.log.Warn("unusable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)
+			continue
+		}
+		out = append(out, o.Owned)
+	}
+	return out, nil
+}
+
+// observe asks the executors of every node of the cluster for a live inventory, in parallel. A node that
+// does not answer, or answers with an error, gives a diagnostic (the plan is then rejected: fail closed).
+// With an empty allowlist the nodes are those PVE lists, learned through the executor of a node the
+// repository or the ownership inventory names (ObserveRequest.ListNodes).
+func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned) (inventory.Cluster, diag.List, error) {
+	start := time.Now()
+	defer func() { p.metrics.observeSeconds.Observe(time.Since(start).Seconds()) }()
+	content := contentStorages(c)
+	nodes := slices.Clone(c.Config.Nodes)
+	var first *wire.NodeInventory
+	var diags diag.List
+	if len(nodes) == 0 {
+		seeds := seedNodes(c, owned)
+		if len(seeds) == 0 {
+			seeds = p.inventoriedNodes(ctx, c.Name)
+		}
+		for _, n := range seeds {
+			inv, err := p.observeNode(ctx, c.Name, n, content[n], true)
+			if err != nil {
+				diags = append(diags, p.observeDiag(c, n, err))
+				continue
+			}
+			if len(inv.ClusterNodes) == 0 {
+				diags = append(diags, p.observeDiag(c, n, errors.New("the executor did not report the cluster's nodes")))
+				continue
+			}
+			first, nodes, diags = &inv, inv.ClusterNodes, nil
+			break
+		}
+		if len(diags) > 0 {
+			return inventory.Cluster{}, diags, nil
+		}
+	}
+	out := inventory.Cluster{Name: c.Name}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if first != nil && n == first.Node.Node {
+			out.Nodes = append(out.Nodes, first.Node)
+			continue
+		}
+		wg.Go(func() {
+			inv, err := p.observeNode(ctx, c.Name, n, content[n], false)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				diags = append(diags, p.observeDiag(c, n, err))
+				return
+			}
+			out.Nodes = append(out.Nodes, inv.Node)
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return inventory.Cluster{}, nil, ctx.Err()
+	}
+	slices.SortFunc(out.Nodes, func(a, b inventory.Node) int { return strings.Compare(a.Node, b.Node) })
+	return out, diags.Sorted(), nil
+}
+
+func (p *planner) observeDiag(c *repo.Cluster, node string, err error) diag.Diagnostic {
+	field := "pve.clusters." + c.Name + ".nodes"
+	pos := c.Config.Positions.Lookup(field)
+	return diag.Diagnostic{Severity: diag.Error, File: c.Config.File, Line: pos.Line, Column: pos.Column, Field: field,
+		Message: fmt.Sprintf("pve inventory read failed: node %s: %v", node, err)}
+}
+
+// observeNode asks one node's executors for its inventory within the observe timeout.
+func (p *planner) observeNode(ctx context.Context, cluster, node string, content []string, listNodes bool) (wire.NodeInventory, error) {
+	subject, err := bus.ObserveSubject(cluster, node)
+	if err != nil {
+		return wire.NodeInventory{}, err
+	}
+	octx, cancel := context.WithTimeout(ctx, p.cfg.ObserveTimeout)
+	defer cancel()
+	req := wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("obs"),
+		ContentStorages: content, ListNodes: listNodes})
+	inv, err := wire.DecodeNodeInventory(octx, func(ctx context.Context, into proto.Message) error {
+		return p.bus.Request(ctx, subject, req, into)
+	})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return wire.NodeInventory{}, fmt.Errorf("no answer within %s", p.cfg.ObserveTimeout)
+		}
+		return wire.NodeInventory{}, err
+	}
+	if inv.Error != "" {
+		return wire.NodeInventory{}, errors.New(inv.Error)
+	}
+	if inv.Node.Node != node || inv.Node.Cluster != cluster {
+		return wire.NodeInventory{}, fmt.Errorf("answer is for %s/%s", inv.Node.Cluster, inv.Node.Node)
+	}
+	return inv, nil
+}
+
+// contentStorages maps each node to the storages whose content its artifacts need listed.
+func contentStorages(c *repo.Cluster) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range c.Resources {
+		a := r.Artifact()
+		if a == nil {
+			continue
+		}
+		for _, n := range a.PlacementNodes() {
+			if !slices.Contains(out[n], a.Storage) {
+				out[n] = append(out[n], a.Storage)
+			}
+		}
+	}
+	for n := range out {
+		slices.Sort(out[n])
+	}
+	return out
+}
+
+// seedNodes are the nodes a cluster without an allowlist is known to have: those its resources are placed
+// on and those its owned guests were recorded on, sorted.
+func seedNodes(c *repo.Cluster, owned []plan.Owned) []string {
+	var out []string
+	for _, r := range c.Resources {
+		if a := r.Artifact(); a != nil {
+			out = append(out, a.PlacementNodes()...)
+		} else if n := r.Node(); n != "" {
+			out = append(out, n)
+		}
+	}
+	for _, o := range owned {
+		if o.Node != "" {
+			out = append(out, o.Node)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// inventoriedNodes are the nodes whose executors published an inventory of the cluster.
+func (p *planner) inventoriedNodes(ctx context.Context, cluster string) []string {
+	filter, err := bus.InventoryFilter(cluster)
+	if err != nil {
+		return nil
+	}
+	msgs, err := p.bus.LastPerSubject(ctx, bus.StreamInventory, filter)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range msgs {
+		if i := strings.LastIndexByte(m.Subject, '.'); i >= 0 {
+			out = append(out, m.Subject[i+1:])
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,115 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/secrets"
+)
+
+// Defaults of Config.
+const (
+	DefaultObserveTimeout = time.Minute
+	DefaultLeaseTTL       = bus.DefaultLeaseTTL
+	DefaultSweepInterval  = 5 * time.Second
+	DefaultTick           = time.Second
+	DefaultStaleResult    = 20 * time.Second
+	DefaultConcurrency    = 4
+)
+
+// Config is one planner replica's configuration.
+type Config struct {
+	// Name identifies this replica as a lease holder and in logs (default <hostname>-<pid>).
+	Name string
+
+	// Bus is an established connection (an in-process caller such as proxops up). Without it Run connects
+	// with NATS.
+	Bus  *bus.Bus
+	NATS bus.ConnectConfig
+
+	// Keys are the age identities that decrypt the clusters' secrets files (default: the environment, as
+	// sops reads it: SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, the sops default key file).
+	Keys secrets.KeySource
+	// PlanOnly makes a planner that plans dry runs and records apply requests, and never takes a lease nor
+	// drives a cluster: what proxops diff runs in its own process, so a diff never carries on an apply an
+	// earlier command left open.
+	PlanOnly bool
+	// LocalSecrets lets a secrets-file outside the repository (an absolute or ~ path) be read from this
+	// host's disk. A deployed planner leaves it off: its secrets come from the tree only.
+	LocalSecrets bool
+
+	// ObserveTimeout bounds one node's observe (default 1 min); a node that does not answer in time
+	// rejects its cluster's plan.
+	ObserveTimeout time.Duration
+	// LeaseTTL is the proxops_leases bucket's TTL (default 30 s); the lease is renewed every third of it.
+	LeaseTTL time.Duration
+	// SweepInterval is how often every cluster's state is looked at besides the change notifications
+	// (default 5 s).
+	SweepInterval time.Duration
+	// Tick is how often a running plan re-checks its cluster's state and its confirmations (default 1 s).
+	Tick time.Duration
+	// StaleResult is how long an operation may be in flight before its outcome is also looked up in
+	// proxops_ops, in case its result message was lost (default 20 s).
+	StaleResult time.Duration
+	// Concurrency bounds the repository events handled at once (default 4); clusters of one event are
+	// planned in parallel.
+	Concurrency int
+
+	// Registry receives the planner's Prometheus metrics (optional).
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		host, _ := os.Hostname()
+		c.Name = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.Keys == nil {
+		c.Keys = secrets.FromEnvironment(os.LookupEnv)
+	}
+	if c.ObserveTimeout <= 0 {
+		c.ObserveTimeout = DefaultObserveTimeout
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.Tick <= 0 {
+		c.Tick = DefaultTick
+	}
+	if c.StaleResult <= 0 {
+		c.StaleResult = DefaultStaleResult
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate checks the configuration once, before anything connects.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Bus == nil && c.NATS.URL == "" {
+		errs = append(errs, errors.New("no NATS server: give --nats-url"))
+	}
+	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < time.Second) {
+		errs = append(errs, fmt.Errorf("lease ttl %s: want at least 1s", c.LeaseTTL))
+	}
+	if c.ObserveTimeout < 0 {
+		errs = append(errs, fmt.Errorf("observe timeout %s: must be positive", c.ObserveTimeout))
+	}
+	return errors.Join(errs...)
+}

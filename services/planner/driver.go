@@ -1,0 +1,300 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/wire"
+)
+
+// driver drives one cluster while this planner holds its lease: it plans the newest wanted event, runs the
+// plan, and carries on an open run another planner left.
+type driver struct {
+	p       *planner
+	cluster string
+	lease   *bus.Lease
+	log     *slog.Logger
+	filter  string
+	wake    chan struct{}
+
+	// lastSeq is where this driver last saw the cluster's plan subjects end.
+	lastSeq uint64
+
+	cancel   context.CancelFunc
+	lostOnce sync.Once
+	isLost   bool
+	lostMu   sync.Mutex
+}
+
+func newDriver(p *planner, cluster string, lease *bus.Lease) *driver {
+	filter, _ := bus.PlanFilter(cluster)
+	return &driver{p: p, cluster: cluster, lease: lease, filter: filter, wake: make(chan struct{}, 1),
+		log: p.log.With("cluster", cluster)}
+}
+
+// notify asks the driver to look at its cluster's state again.
+func (d *driver) notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// lost stops the driver at once: the lease is no longer this planner's.
+func (d *driver) lost(err error) {
+	d.lostOnce.Do(func() {
+		d.lostMu.Lock()
+		d.isLost = true
+		d.lostMu.Unlock()
+		d.log.Warn("lease lost; stopped driving the cluster", "err", err)
+		if d.cancel != nil {
+			d.cancel()
+		}
+	})
+}
+
+func (d *driver) leaseLost() bool {
+	d.lostMu.Lock()
+	defer d.lostMu.Unlock()
+	return d.isLost
+}
+
+func (d *driver) run(ctx context.Context) {
+	dctx, cancel := context.WithCancel(ctx)
+	d.cancel = cancel
+	defer cancel()
+	d.log.Info("driving cluster", "holder", d.lease.Holder())
+	var wg sync.WaitGroup
+	wg.Go(func() { d.renew(dctx) })
+	defer wg.Wait()
+	defer cancel()
+
+	backoff := 200 * time.Millisecond
+	ready := false
+	for dctx.Err() == nil {
+		var err error
+		if !ready {
+			if d.lastSeq, err = d.p.bus.LastSequence(dctx, bus.StreamPlans, d.filter); err == nil {
+				ready = true
+			}
+		}
+		if err == nil {
+			var done bool
+			done, err = d.step(dctx)
+			if err == nil && done {
+				d.release(ctx)
+				return
+			}
+		}
+		if err == nil {
+			backoff = 200 * time.Millisecond
+			continue
+		}
+		if dctx.Err() != nil {
+			break
+		}
+		d.log.Warn("cluster step failed; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-dctx.Done():
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+	if !d.leaseLost() {
+		// Shutting down: let another planner take the cluster over at once.
+		d.release(ctx)
+	}
+}
+
+// release gives the lease up.
+func (d *driver) release(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := d.lease.Release(rctx); err != nil && !errors.Is(err, bus.ErrLeaseLost) {
+		d.log.Warn("release lease", "err", err)
+	}
+	d.log.Info("released cluster")
+}
+
+// renew keeps the lease alive every third of its TTL; when it cannot be renewed it stops the driver.
+func (d *driver) renew(ctx context.Context) {
+	every := max(d.p.cfg.LeaseTTL/3, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := d.lease.Renew(ctx)
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+		case errors.Is(err, bus.ErrLeaseLost):
+			d.lost(err)
+			return
+		case ctx.Err() != nil:
+			return
+		case time.Since(lastOK) > d.p.cfg.LeaseTTL*2/3:
+			// Not renewed for most of its life: it may expire before this planner hears back.
+			d.lost(fmt.Errorf("not renewed for %s: %w", time.Since(lastOK).Round(time.Millisecond), err))
+			return
+		default:
+			d.log.Warn("renew lease", "err", err)
+		}
+	}
+}
+
+// step does the next thing the cluster needs. done reports that nothing is left: the lease can go.
+func (d *driver) step(ctx context.Context) (done bool, err error) {
+	ctl, rev, err := d.p.readControl(ctx, d.cluster)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case ctl.RunID != "":
+		return false, d.resume(ctx, ctl, rev)
+	case ctl.Pending():
+		return false, d.start(ctx, ctl, rev)
+	default:
+		return true, nil
+	}
+}
+
+// start plans the newest wanted event under a new run and runs the plan. The run is recorded in the
+// control state before anything is published, so a planner that takes over knows where to look.
+func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64) error {
+	resultFilter, _ := bus.ResultFilter(d.cluster)
+	resultsSeq, err := d.p.bus.LastSequence(ctx, bus.StreamResults, resultFilter)
+	if err != nil {
+		return err
+	}
+	runID := newID("r")
+	ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = runID, ctl.WantSeq, d.lastSeq, resultsSeq
+	if _, err := d.p.writeControl(ctx, ctl, rev); err != nil {
+		if errors.Is(err, bus.ErrRevisionMismatch) || errors.Is(err, bus.ErrExists) {
+			return nil // changed meanwhile: look again
+		}
+		return err
+	}
+	ev := ctl.Want
+	log := d.log.With("run_id", runID, "event_id", ev.EventID, "commit", ev.Commit)
+	log.Info("planning", "trigger", string(ev.Trigger))
+	out, err := d.p.compute(ctx, ev, d.cluster)
+	if err != nil {
+		return err
+	}
+	info := runInfo(ev, d.cluster, runID)
+	if out.rejection != nil {
+		d.p.metrics.plans.WithLabelValues("rejected_" + out.rejection.Reason).Inc()
+		log.Warn("plan rejected; nothing is applied", "reason", out.rejection.Reason, "diagnostics", len(out.rejection.Diagnostics))
+		if err := d.publish(ctx, runID, bus.PlanRejected, plan.Rejected{RunInfo: info, Rejection: *out.rejection}); err != nil {
+			return err
+		}
+		return d.done(ctx, runID)
+	}
+	now, _, err := d.p.readControl(ctx, d.cluster)
+	if err != nil {
+		return err
+	}
+	info.PlanID = out.plan.ID
+	info.Suspended = out.suspended || now.Suspended
+	planned := plan.Planned{RunInfo: info, Plan: out.plan}
+	d.p.countPlan(out.plan)
+	if err := d.publish(ctx, runID, bus.PlanPlanned, planned); err != nil {
+		return err
+	}
+	log.Info("plan published", "plan_id", out.plan.ID, "operations", len(out.plan.Operations), "held", out.plan.Held,
+		"suspended", info.Suspended)
+	return d.execute(ctx, planned, ctl, false)
+}
+
+// resume carries on the run the control state names, from its events on the streams: finished or
+// rejected, the run is closed; planned, it is reloaded with its results and continued; never published,
+// it is dropped and the event planned afresh.
+func (d *driver) resume(ctx context.Context, ctl wire.ClusterControl, rev uint64) error {
+	var planned *plan.Planned
+	closed, held := false, false
+	err := d.p.bus.ReadStream(ctx, bus.StreamPlans, d.filter, ctl.RunPlansSeq+1, func(m *bus.Message) error {
+		ev := bus.PlanEvent(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+		switch ev {
+		case bus.PlanPlanned:
+			pl, err := wire.DecodePlanned(ctx, m.Decode)
+			if err != nil {
+				return err
+			}
+			if pl.RunID == ctl.RunID {
+				planned = &pl
+			}
+		case bus.PlanHeld:
+			h, err := wire.DecodeHeld(ctx, m.Decode)
+			if err != nil {
+				return err
+			}
+			held = held || h.RunID == ctl.RunID
+		case bus.PlanFinished:
+			f, err := wire.DecodeFinished(ctx, m.Decode)
+			if err != nil {
+				return err
+			}
+			closed = closed || f.RunID == ctl.RunID
+		case bus.PlanRejected:
+			r, err := wire.DecodeRejected(ctx, m.Decode)
+			if err != nil {
+				return err
+			}
+			closed = closed || r.RunID == ctl.RunID
+		}
+		if m.Sequence > d.lastSeq {
+			d.lastSeq = m.Sequence
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reload run %s: %w", ctl.RunID, err)
+	}
+	switch {
+	case closed:
+		return d.done(ctx, ctl.RunID)
+	case planned == nil:
+		d.log.Info("run was never published; planning afresh", "run_id", ctl.RunID)
+		ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = "", 0, 0, 0
+		if _, err := d.p.writeControl(ctx, ctl, rev); err != nil && !errors.Is(err, bus.ErrRevisionMismatch) {
+			return err
+		}
+		return nil
+	}
+	d.p.metrics.takeovers.Inc()
+	d.log.Info("carrying on an open run", "run_id", ctl.RunID, "plan_id", planned.PlanID)
+	return d.execute(ctx, *planned, ctl, held)
+}
+
+// done closes the run in the control state: its event is handled.
+func (d *driver) done(ctx context.Context, runID string) error {
+	for range 20 {
+		ctl, rev, err := d.p.readControl(ctx, d.cluster)
+		if err != nil {
+			return err
+		}
+		if ctl.RunID != runID {
+			return nil
+		}
+		ctl.DoneSeq = max(ctl.DoneSeq, ctl.RunWantSeq)
+		ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = "", 0, 0, 0
+		if _, err := d.p.writeControl(ctx, ctl, rev); err == nil {
+			return nil
+		} else if !errors.Is(err, bus.ErrRevisionMismatch) {
+			return err
+		}
+	}
+	return fmt.Errorf("close run %s: too many concurrent updates", runID)
+}

@@ -1,0 +1,305 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/wire"
+)
+
+// execute runs a published plan to its end: it waits for a confirmation when the plan is held, publishes
+// every ready operation to its node's work queue (<run>.<op> as message id, so a re-publication after a
+// takeover is stored once), takes results in, records ownership, supersedes what is not dispatched yet when
+// a newer event arrives, and publishes PlanFinished. Results already stored (a reloaded run) are read
+// first; the runner ignores duplicates and never dispatches an operation twice.
+func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.ClusterControl, heldPublished bool) error {
+	pl := planned.Plan
+	runID := planned.RunID
+	log := d.log.With("run_id", runID, "plan_id", pl.ID)
+	r, err := plan.NewRun(pl)
+	if err != nil {
+		// A plan the runner refuses is a defect; close the run as failed rather than leave it open.
+		log.Error("plan cannot be run", "err", err)
+		f := plan.Finished{Outcome: plan.OutcomeFailed}
+		return d.finish(ctx, planned, f, log)
+	}
+	if planned.DryRun || planned.Suspended {
+		f, _ := notApplied(pl)
+		return d.finish(ctx, planned, f, log)
+	}
+	for _, rec := range pl.Record {
+		if rec.After == "" {
+			d.recordOwned(ctx, runID, rec.Owned, log)
+		}
+	}
+	results := make(chan plan.Result, 256)
+	fctx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	go d.followResults(fctx, runID, ctl.RunResultsSeq+1, results)
+
+	held := pl.Held
+	if held {
+		if ok, err := d.confirmed(ctx, pl.ID, ctl.RunPlansSeq); err != nil {
+			return err
+		} else if ok {
+			held = false
+			log.Info("plan confirmed")
+		} else if !heldPublished {
+			h := plan.Held{RunInfo: planned.RunInfo, Reason: pl.HeldReason, Prunes: pl.HeldPrunes}
+			if err := d.publish(ctx, runID, bus.PlanHeld, h); err != nil {
+				return err
+			}
+			log.Warn("plan held until confirmed", "reason", pl.HeldReason, "prunes", len(pl.HeldPrunes))
+		}
+	}
+	superseded := false
+	since := map[string]time.Time{}
+	tick := time.NewTicker(d.p.cfg.Tick)
+	defer tick.Stop()
+	for {
+		if !held {
+			for _, op := range r.Ready() {
+				if err := d.dispatch(ctx, planned, op); err != nil {
+					return err
+				}
+				_ = r.Dispatched(op.ID)
+				since[op.ID] = time.Now()
+				log.Debug("operation dispatched", "op_id", op.ID, "node", op.Node, "vmid", op.VMID, "action", string(op.Action))
+			}
+		}
+		if r.Done() {
+			break
+		}
+		look := false
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case res := <-results:
+			d.take(ctx, r, pl, runID, res, since, log)
+		case <-d.wake:
+			look = true
+		case <-tick.C:
+			look = true
+			d.lookUpStale(ctx, r, pl, runID, since, log)
+		}
+		if !look {
+			continue
+		}
+		// A newer event supersedes what is not dispatched yet.
+		now, _, err := d.p.readControl(ctx, d.cluster)
+		if err == nil && !superseded && now.WantSeq > ctl.RunWantSeq {
+			superseded = true
+			r.Supersede()
+			log.Info("superseded by a newer event; operations in flight finish", "event_id", now.Want.EventID,
+				"in_flight", len(r.InFlight()))
+		}
+		if held && !superseded {
+			if ok, err := d.confirmed(ctx, pl.ID, ctl.RunPlansSeq); err == nil && ok {
+				held = false
+				log.Info("plan confirmed")
+			}
+		}
+	}
+	return d.finish(ctx, planned, r.Finished(), log)
+}
+
+// dispatch publishes one operation on its node's work queue.
+func (d *driver) dispatch(ctx context.Context, planned plan.Planned, op plan.Operation) error {
+	op.RunID, op.PlanID = planned.RunID, planned.PlanID
+	subject, err := bus.OpSubject(d.cluster, op.Node)
+	if err != nil {
+		return err
+	}
+	m, err := wire.OperationToProto(op)
+	if err != nil {
+		return err
+	}
+	if d.leaseLost() {
+		return context.Canceled
+	}
+	if _, err := d.p.bus.Publish(ctx, subject, m, bus.WithMsgID(op.RunID+"."+op.ID)); err != nil {
+		return err
+	}
+	d.p.metrics.dispatched.Inc()
+	return nil
+}
+
+// take feeds one result of the run to the runner and records what its success makes ProxOps'.
+func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID string, res plan.Result, since map[string]time.Time, log *slog.Logger) {
+	if !r.Observe(res) || !res.Status.Final() {
+		return
+	}
+	delete(since, res.OpID)
+	d.p.metrics.results.WithLabelValues(string(res.Status)).Inc()
+	l := log.With("op_id", res.OpID, "vmid", res.VMID, "action", string(res.Action), "node", res.Node)
+	if res.Status != plan.StatusSucceeded {
+		l.Warn("operation did not succeed", "status", string(res.Status), "class", string(res.ErrorClass), "message", res.Message)
+		return
+	}
+	l.Info("operation succeeded", "already_done", res.AlreadyDone, "upid", res.UPID)
+	if res.Action == plan.ActionDelete && res.VMID > 0 {
+		d.forgetOwned(ctx, res.VMID, l)
+	}
+	for _, rec := range pl.Record {
+		if rec.After != res.OpID {
+			continue
+		}
+		o := rec.Owned
+		if o.Fingerprint == "" {
+			o.Fingerprint = res.Fingerprint
+		}
+		if o.Fingerprint == "" {
+			l.Warn("guest not recorded as owned: its result carries no identity fingerprint; it is never pruned until recorded")
+			continue
+		}
+		d.recordOwned(ctx, runID, o, l)
+	}
+}
+
+// followResults sends the run's results from sequence from on, following the stream; it picks up again
+// after a failure where it stopped.
+func (d *driver) followResults(ctx context.Context, runID string, from uint64, out chan<- plan.Result) {
+	filter, _ := bus.ResultFilter(d.cluster)
+	for ctx.Err() == nil {
+		err := d.p.bus.Follow(ctx, bus.StreamResults, []string{filter}, from, func(m *bus.Message, _ time.Time) error {
+			from = m.Sequence + 1
+			res, err := wire.DecodeResult(ctx, m.Decode)
+			if err != nil {
+				d.log.Warn("undecodable result ignored", "seq", m.Sequence, "err", err)
+				return nil
+			}
+			if res.RunID != runID {
+				return nil
+			}
+			select {
+			case out <- res:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.Warn("following results failed; picking up again", "err", err, "from_seq", from)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// lookUpStale reads the executor's journal of operations in flight for long: an outcome recorded there
+// whose result message never arrived is taken as the result, so no run waits forever on a lost message.
+func (d *driver) lookUpStale(ctx context.Context, r *plan.Run, pl plan.Plan, runID string, since map[string]time.Time, log *slog.Logger) {
+	for _, id := range r.InFlight() {
+		at, ok := since[id]
+		if !ok {
+			since[id] = time.Now()
+			continue
+		}
+		if time.Since(at) < d.p.cfg.StaleResult {
+			continue
+		}
+		since[id] = time.Now()
+		key, err := bus.OpKey(runID, id)
+		if err != nil {
+			continue
+		}
+		m := wire.NewOperationRecord()
+		if _, err := d.p.bus.GetProto(ctx, bus.BucketOps, key, m); err != nil {
+			continue
+		}
+		rec, err := wire.OperationRecordFromProto(m)
+		if err != nil || !rec.Status.Final() {
+			continue
+		}
+		i := slices.IndexFunc(pl.Operations, func(o plan.Operation) bool { return o.ID == id })
+		if i < 0 {
+			continue
+		}
+		op := pl.Operations[i]
+		log.Info("outcome taken from the operation journal", "op_id", id, "status", string(rec.Status))
+		d.take(ctx, r, pl, runID, plan.Result{RunID: runID, OpID: id, PlanID: pl.ID, Cluster: d.cluster, Node: op.Node,
+			VMID: op.VMID, GuestType: op.GuestType, Ref: op.Ref, Action: op.Action, Status: rec.Status, Message: rec.Message,
+			UPID: rec.UPID, Fingerprint: rec.Fingerprint}, since, log)
+	}
+}
+
+// confirmed reports whether a confirmation of the plan's content id arrived since the run started.
+func (d *driver) confirmed(ctx context.Context, planID string, from uint64) (bool, error) {
+	subject, err := bus.ConfirmSubject(d.cluster)
+	if err != nil {
+		return false, err
+	}
+	found := false
+	err = d.p.bus.ReadStream(ctx, bus.StreamPlans, subject, from+1, func(m *bus.Message) error {
+		c, err := wire.DecodeConfirmation(ctx, m.Decode)
+		if err != nil {
+			d.log.Warn("undecodable confirmation ignored", "seq", m.Sequence, "err", err)
+			return nil
+		}
+		if c.PlanID == planID && c.Cluster == d.cluster {
+			found = true
+		}
+		return nil
+	})
+	return found, err
+}
+
+// finish publishes the run's end and closes it.
+func (d *driver) finish(ctx context.Context, planned plan.Planned, f plan.Finished, log *slog.Logger) error {
+	if planned.DryRun || planned.Suspended {
+		f.Outcome = plan.OutcomeNotApplied
+	}
+	fr := plan.FinishedRun{RunInfo: planned.RunInfo, Finished: f, At: time.Now().UTC()}
+	if err := d.publish(ctx, planned.RunID, bus.PlanFinished, fr); err != nil {
+		return err
+	}
+	d.p.metrics.runs.WithLabelValues(string(f.Outcome)).Inc()
+	log.Info("run finished", "outcome", string(f.Outcome), "succeeded", f.Succeeded, "failed", f.Failed,
+		"skipped", f.Skipped, "superseded", f.Superseded)
+	return d.done(ctx, planned.RunID)
+}
+
+// recordOwned stores a guest in the ownership inventory.
+func (d *driver) recordOwned(ctx context.Context, runID string, o plan.Owned, log *slog.Logger) {
+	key, err := bus.OwnedKey(d.cluster, o.VMID)
+	if err != nil {
+		log.Warn("ownership record not written", "vmid", o.VMID, "err", err)
+		return
+	}
+	m, err := wire.OwnedGuestToProto(wire.OwnedGuest{Cluster: d.cluster, Owned: o, RunID: runID, RecordedAt: time.Now().UTC()})
+	if err != nil {
+		log.Warn("ownership record not written", "vmid", o.VMID, "err", err)
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		_, err = d.p.bus.PutProto(ctx, bus.BucketOwned, key, m)
+		if err == nil || attempt >= 4 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	if err != nil {
+		log.Error("ownership record not written; the guest is never pruned until recorded", "vmid", o.VMID, "err", err)
+		return
+	}
+	log.Debug("guest recorded as owned", "vmid", o.VMID, "ref", o.Ref)
+}
+
+// forgetOwned removes a deleted guest from the ownership inventory.
+func (d *driver) forgetOwned(ctx context.Context, vmid int, log *slog.Logger) {
+	key, err := bus.OwnedKey(d.cluster, vmid)
+	if err != nil {
+		return
+	}
+	if err := d.p.bus.DeleteKey(ctx, bus.BucketOwned, key); err != nil && !errors.Is(err, bus.ErrNotFound) {
+		log.Warn("ownership record of a deleted guest not removed", "vmid", vmid, "err", err)
+	}
+}
