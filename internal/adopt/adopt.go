@@ -45,6 +45,8 @@ type Input struct {
 	Templates map[int]string
 	// Keys is the cluster's secrets file; nil when the cluster has none.
 	Keys KeyStore
+	// Adopted are the files adoption wrote for the cluster before; one it does not write again is reported.
+	Adopted []string
 }
 
 // Result is a cluster's adoption.
@@ -66,7 +68,10 @@ type Result struct {
 // Manifest is one file adoption writes.
 type Manifest struct {
 	// Path is <kind root>/<cluster>/<name>.yaml.
-	Path     string
+	Path string
+	Kind manifest.Kind
+	Name string
+	// Resource is the manifest as built (nil when the result came over the wire: Content is the file).
 	Resource *manifest.Resource
 	// Node and VMID name the guest it was adopted from; Volid the file (artifacts, with Node the first node
 	// holding it).
@@ -183,6 +188,15 @@ func Adopt(in Input) (Result, error) {
 		return Result{}, err
 	}
 	slices.SortFunc(r.res.Manifests, func(a, b Manifest) int { return cmp.Compare(a.Path, b.Path) })
+	written := map[string]bool{}
+	for _, m := range r.res.Manifests {
+		written[m.Path] = true
+	}
+	for _, p := range in.Adopted {
+		if !written[p] {
+			r.warn("%s was adopted earlier and nothing live maps to it any more (gone, renamed, or now declared elsewhere): delete it and its composition entry if it is not needed", p)
+		}
+	}
 	slices.SortFunc(r.res.Skipped, func(a, b Skipped) int {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.VMID, b.VMID), cmp.Compare(a.Volid, b.Volid),
 			cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Reason, b.Reason))
@@ -282,6 +296,7 @@ func (r *run) emit(m Manifest, from string) error {
 		return err
 	}
 	m.Content = content
+	m.Kind, m.Name = m.Resource.Kind, m.Resource.Metadata.Name
 	r.res.Manifests = append(r.res.Manifests, m)
 	return nil
 }

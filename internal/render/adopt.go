@@ -35,7 +35,7 @@ func AdoptionText(a Adoption) string {
 	}
 	line("cluster %s (read-only)", r.Cluster)
 	for _, m := range r.Manifests {
-		line("wrote %s (%s)", m.Path, m.Resource.Kind)
+		line("wrote %s (%s)", m.Path, m.Kind)
 	}
 	for _, g := range r.Gaps {
 		line("gap %s: %s=%s — %s", gapObject(g), g.Key, oneLine(g.Value), g.Note)
@@ -113,7 +113,7 @@ func skippedObject(s adopt.Skipped) string {
 func artifactCounts(r adopt.Result) string {
 	n := map[manifest.Kind]int{}
 	for _, m := range r.Manifests {
-		n[m.Resource.Kind]++
+		n[m.Kind]++
 	}
 	var parts []string
 	for _, k := range []manifest.Kind{manifest.KindISO, manifest.KindCTTemplate, manifest.KindDiskImage} {
@@ -193,7 +193,7 @@ func NewAdoptionJSON(a Adoption) AdoptionJSON {
 		Census: adoptionCensusDoc{SSHKeyGuests: r.Census.SSHKeyGuests, SSHKeySets: r.Census.SSHKeySets,
 			SSHKeyRefs: r.Census.SSHKeyRefs, SSHKeysPVE: r.Census.SSHKeysPVE, Passwords: r.Census.Passwords}}
 	for _, m := range r.Manifests {
-		doc.Manifests = append(doc.Manifests, AdoptedJSON{Path: m.Path, Kind: string(m.Resource.Kind), Name: m.Resource.Metadata.Name,
+		doc.Manifests = append(doc.Manifests, AdoptedJSON{Path: m.Path, Kind: string(m.Kind), Name: m.Name,
 			Node: m.Node, VMID: m.VMID, Volid: m.Volid, Complete: m.Complete(), Incomplete: m.Incomplete})
 	}
 	for _, g := range r.Gaps {
