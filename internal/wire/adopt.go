@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	adoptv1 "github.com/proxops/proxops/internal/gen/proxops/adopt/v1"
 	"github.com/proxops/proxops/internal/adopt"
+	adoptv1 "github.com/proxops/proxops/internal/gen/proxops/adopt/v1"
 	"github.com/proxops/proxops/internal/manifest"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	adoptv1 "github.com/proxops/proxops/internal/gen/proxops/adopt/v1"
 	"github.com/proxops/proxops/internal/adopt"
+	adoptv1 "github.com/proxops/proxops/internal/gen/proxops/adopt/v1"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/wire"
