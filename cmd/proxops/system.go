@@ -17,6 +17,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/executor"
 	"github.com/proxops/proxops/services/planner"
 	"github.com/proxops/proxops/services/watcher"
@@ -94,6 +95,9 @@ type systemConfig struct {
 	Executors []executorSpec
 	// Planner tunes the planner (Bus, Logger and Registry are filled in).
 	Planner planner.Config
+	// Adopter, when set, runs the adopter too (Bus and Logger are filled in): gap reports, and the adoption
+	// requests of proxops adopt.
+	Adopter *adopter.Config
 	// LeaseTTL is the plan lease TTL the buckets are provisioned with (default bus.DefaultLeaseTTL).
 	LeaseTTL time.Duration
 	Logger   *slog.Logger
@@ -190,6 +194,15 @@ func startSystem(ctx context.Context, cfg systemConfig) (*system, error) {
 		if err := s.waitConsumer(ctx, durable); err != nil {
 			return fail(fmt.Errorf("executor %s/%s: %w", e.Cluster, e.Node, err))
 		}
+	}
+	if cfg.Adopter != nil {
+		ab, err := connect("adopter")
+		if err != nil {
+			return fail(err)
+		}
+		acfg := *cfg.Adopter
+		acfg.Bus, acfg.Logger = ab, log.With("service", "adopter")
+		s.goRun("adopter", ab, func() error { return adopter.Run(rctx, acfg) })
 	}
 	pb, err := connect("planner")
 	if err != nil {
