@@ -95,6 +95,19 @@ var tokenNotes = map[string]string{
 	"ms-cert": "the Microsoft certificate of the EFI vars is kept as PVE has it",
 }
 
+// TokenNote is the note of one common unmodelled setting inside a modelled property string.
+type TokenNote struct{ Token, Note string }
+
+// TokenNotes lists the notes of the common unmodelled settings inside modelled property strings, by token.
+func TokenNotes() []TokenNote {
+	var out []TokenNote
+	for t, n := range tokenNotes {
+		out = append(out, TokenNote{Token: t, Note: n})
+	}
+	slices.SortFunc(out, func(a, b TokenNote) int { return cmp.Compare(a.Token, b.Token) })
+	return out
+}
+
 // noteFor explains a gap: a whole key, or a token of a modelled key.
 func noteFor(t inventory.GuestType, key, token string) string {
 	if token != "" {

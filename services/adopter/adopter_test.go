@@ -30,6 +30,7 @@ import (
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/pvewire"
+	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/testcorpus"
 	"github.com/proxops/proxops/internal/wire"
@@ -384,9 +385,12 @@ func TestAdoptionOverNATSReadsOnlyAndNeverCarriesSecrets(t *testing.T) {
 	for _, m := range res.Manifests {
 		all.Write(m.Content)
 	}
-	for _, g := range res.Gaps {
-		all.WriteString(g.Value + g.Note)
+	all.WriteString(render.AdoptionText(render.Adoption{Result: res, CompositionFile: "clusters/lab/resources.yaml"}))
+	js, err := render.AdoptionJSONBytes(render.Adoption{Result: res})
+	if err != nil {
+		t.Fatal(err)
 	}
+	all.Write(js)
 	// (PROXOPS_OPS, a work queue, cannot be browsed; operations are in the results and dead letters.)
 	for _, stream := range []string{bus.StreamRepo, bus.StreamPlans, bus.StreamResults, bus.StreamInventory,
 		bus.StreamGaps, bus.StreamStatus, bus.StreamDLQ, "KV_" + bus.BucketOwned, "KV_" + bus.BucketStatus, "OBJ_" + bus.ObjectBlobs} {
