@@ -198,13 +198,14 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	return s.permissions(), nil
 }
 
-// AdopterPermissions: consume inventories, publish gap reports, read ownership and trees, serve adoption
-// requests and observe any node for them.
+// AdopterPermissions: consume inventories, read and publish gap reports, read ownership and trees, serve
+// adoption requests and observe any node for them.
 func AdopterPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleAdopter))
 	s.consume(StreamInventory, ConsumerAdopterInventory, FilterInventory)
 	s.read(StreamInventory)
+	s.read(StreamGaps)
 	s.publish(FilterGaps, subjectObserve+".>")
 	s.subscribe(FilterAdopt)
 	s.responses = true

@@ -149,15 +149,22 @@ func (a *adopter) report(ctx context.Context, cluster string) error {
 	if err != nil {
 		return fmt.Errorf("gap report of %s: %w", cluster, err)
 	}
-	a.mu.Lock()
-	same := bytes.Equal(a.published[cluster], data)
-	a.mu.Unlock()
-	if same {
-		return nil
-	}
 	subject, err := bus.GapSubject(cluster)
 	if err != nil {
 		return err
+	}
+	a.mu.Lock()
+	last, known := a.published[cluster]
+	a.mu.Unlock()
+	if !known {
+		// After a restart, the report already on the stream counts as published.
+		last = a.lastPublished(ctx, subject)
+	}
+	if bytes.Equal(last, data) {
+		a.mu.Lock()
+		a.published[cluster] = data
+		a.mu.Unlock()
+		return nil
 	}
 	if _, err := a.bus.Publish(ctx, subject, m); err != nil {
 		return fmt.Errorf("publish the gap report of %s: %w", cluster, err)
@@ -167,6 +174,23 @@ func (a *adopter) report(ctx context.Context, cluster string) error {
 	a.mu.Unlock()
 	a.log.Info("gap report published", "cluster", cluster, "gaps", len(rep.Gaps))
 	return nil
+}
+
+// lastPublished returns the report stored on a gap subject in its deterministic encoding, or nil.
+func (a *adopter) lastPublished(ctx context.Context, subject string) []byte {
+	m, err := a.bus.LastMessage(ctx, bus.StreamGaps, subject)
+	if err != nil {
+		return nil
+	}
+	rep, err := wire.DecodeGapReport(ctx, m.Decode)
+	if err != nil {
+		return nil
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(wire.GapReportToProto(rep))
+	if err != nil {
+		return nil
+	}
+	return data
 }
 
 // managed reads the ownership inventory of a cluster: vmid → the Kind/name the guest was recorded as.

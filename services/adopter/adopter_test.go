@@ -18,12 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/adopt"
 	"github.com/proxops/proxops/internal/bus"
-	"github.com/proxops/proxops/internal/bustest"
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
@@ -74,16 +74,45 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 	}
 }
 
-// env is a provisioned NATS server, the simulator behind loopback HTTP, and services started on them.
+// env is a provisioned NATS server, the simulator behind loopback HTTP, and services started on them. With
+// users, every service connects as its deployment user (its own permissions).
 type env struct {
-	t   *testing.T
-	nat *bustest.Env
-	sim *pvesim.Sim
-	srv *httptest.Server
+	t      *testing.T
+	server *bus.Server
+	admin  *bus.Bus
+	sim    *pvesim.Sim
+	srv    *httptest.Server
+	users  bool
+	cliBus *bus.Bus
 }
 
-func newEnv(t *testing.T, spec pvesim.Spec) *env {
+func newEnv(t *testing.T, spec pvesim.Spec) *env { return newEnvUsers(t, spec, false) }
+
+func newEnvUsers(t *testing.T, spec pvesim.Spec, withUsers bool) *env {
 	t.Helper()
+	var users []bus.User
+	if withUsers {
+		services, err := bus.ServiceUsers([]bus.ClusterNodes{{Cluster: cluster, Nodes: []string{"pve1", "pve2"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range services {
+			users = append(users, bus.User{Name: u.Name, Password: "pw-" + u.Name, Permissions: u.Permissions})
+		}
+	}
+	server, err := bus.StartServer(testContext(t), bus.ServerConfig{Dir: t.TempDir(), Users: users})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(server.Shutdown)
+	admin, err := server.Connect(bus.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	if _, err := admin.Provision(testContext(t), bus.ProvisionConfig{}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
 	spec.Seed = 3
 	sim, err := pvesim.New(spec)
 	if err != nil {
@@ -91,15 +120,33 @@ func newEnv(t *testing.T, spec pvesim.Spec) *env {
 	}
 	srv := httptest.NewServer(sim)
 	t.Cleanup(func() { srv.Close(); sim.WaitTasks() })
-	return &env{t: t, nat: bustest.Start(t), sim: sim, srv: srv}
+	return &env{t: t, server: server, admin: admin, sim: sim, srv: srv, users: withUsers}
 }
 
-func (e *env) run(what string, fn func(context.Context) error) {
+// connect opens a connection as a service would: as its deployment user when the env has users.
+func (e *env) connect(user string) *bus.Bus {
+	e.t.Helper()
+	var b *bus.Bus
+	var err error
+	if e.users {
+		b, err = e.server.ConnectUser(user, "pw-"+user, bus.Options{APITimeout: 3 * time.Second})
+	} else {
+		b, err = e.server.Connect(bus.Options{})
+	}
+	if err != nil {
+		e.t.Fatalf("connect as %s: %v", user, err)
+	}
+	e.t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// run runs a service until the returned stop is called or the test ends.
+func (e *env) run(what string, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()
 	var once sync.Once
-	e.t.Cleanup(func() {
+	stop = func() {
 		once.Do(func() {
 			cancel()
 			select {
@@ -111,29 +158,44 @@ func (e *env) run(what string, fn func(context.Context) error) {
 				e.t.Errorf("%s did not stop", what)
 			}
 		})
-	})
+	}
+	e.t.Cleanup(stop)
+	return stop
 }
 
 func (e *env) startExecutor(node string) {
-	cfg := executor.Config{Cluster: cluster, Node: node, Replica: "exec-" + node, Bus: e.nat.Connect(e.t),
+	user, _ := bus.ExecutorUser(cluster, node)
+	cfg := executor.Config{Cluster: cluster, Node: node, Replica: "exec-" + node, Bus: e.connect(user),
 		PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
 			ReadBackoff: time.Millisecond},
 		Logger: testLogger(e.t).With("executor", node)}
 	e.run("executor "+node, func(ctx context.Context) error { return executor.Run(ctx, cfg) })
 	durable, _ := bus.ExecutorConsumer(cluster, node)
 	eventually(e.t, 20*time.Second, "executor of "+node, func() bool {
-		_, err := e.nat.Bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
+		_, err := e.admin.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
 		return err == nil
 	})
 }
 
-func (e *env) startAdopter(keys secrets.KeySource) {
-	cfg := adopter.Config{Bus: e.nat.Connect(e.t), Keys: keys, ObserveTimeout: 20 * time.Second, Logger: testLogger(e.t)}
-	e.run("adopter", func(ctx context.Context) error { return adopter.Run(ctx, cfg) })
-	eventually(e.t, 20*time.Second, "the adopter's consumer", func() bool {
-		_, err := e.nat.Bus.JetStream().Consumer(testContext(e.t), bus.StreamInventory, bus.ConsumerAdopterInventory)
-		return err == nil
+func (e *env) startAdopter(keys secrets.KeySource) (stop func()) {
+	cfg := adopter.Config{Bus: e.connect("adopter"), Keys: keys, ObserveTimeout: 20 * time.Second, Logger: testLogger(e.t)}
+	stop = e.run("adopter", func(ctx context.Context) error { return adopter.Run(ctx, cfg) })
+	eventually(e.t, 20*time.Second, "the adopter serving", func() bool {
+		// An empty request is refused with an error reply: the adopter is there.
+		subject, _ := bus.AdoptSubject(cluster)
+		_, err := e.admin.Conn().Request(subject, nil, 200*time.Millisecond)
+		return !errors.Is(err, nats.ErrNoResponders)
 	})
+	return stop
+}
+
+// cli is the operator's connection (the cli user when the env has users).
+func (e *env) cli() *bus.Bus {
+	e.t.Helper()
+	if e.cliBus == nil {
+		e.cliBus = e.connect("cli")
+	}
+	return e.cliBus
 }
 
 // observe asks a node's executors for an inventory, as the planner does; the executor publishes it.
@@ -142,17 +204,30 @@ func (e *env) observe(node string) {
 	subject, _ := bus.ObserveSubject(cluster, node)
 	req := wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: "test-" + node})
 	_, err := wire.DecodeNodeInventory(testContext(e.t), func(ctx context.Context, into proto.Message) error {
-		return e.nat.Bus.Request(ctx, subject, req, into)
+		return e.cli().Request(ctx, subject, req, into)
 	})
 	if err != nil {
 		e.t.Fatalf("observe %s: %v", node, err)
 	}
 }
 
+// inventoriesHandled waits until the adopter has handled every inventory on the stream.
+func (e *env) inventoriesHandled() {
+	e.t.Helper()
+	eventually(e.t, 20*time.Second, "the adopter to handle every inventory", func() bool {
+		c, err := e.admin.JetStream().Consumer(testContext(e.t), bus.StreamInventory, bus.ConsumerAdopterInventory)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(testContext(e.t))
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+}
+
 // gapReport reads the last gap report of the cluster, with its stream sequence.
 func (e *env) gapReport() (inventory.GapReport, uint64, bool) {
 	subject, _ := bus.GapSubject(cluster)
-	m, err := e.nat.Bus.LastMessage(testContext(e.t), bus.StreamGaps, subject)
+	m, err := e.admin.LastMessage(testContext(e.t), bus.StreamGaps, subject)
 	if err != nil {
 		return inventory.GapReport{}, 0, false
 	}
@@ -203,7 +278,7 @@ func (e *env) recordOwned(vmid int, ref, node, fingerprint string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.nat.Bus.PutProto(testContext(e.t), bus.BucketOwned, key, m); err != nil {
+	if _, err := e.admin.PutProto(testContext(e.t), bus.BucketOwned, key, m); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -224,7 +299,7 @@ func TestGapReportsFollowInventoriesIntoTheStatusReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	statusCfg := status.Config{Bus: e.nat.Connect(t), Registry: prometheus.NewRegistry(), Listener: ln, Logger: testLogger(t)}
+	statusCfg := status.Config{Bus: e.connect("status"), Registry: prometheus.NewRegistry(), Listener: ln, Logger: testLogger(t)}
 	e.run("status", func(ctx context.Context) error { return status.Run(ctx, statusCfg) })
 
 	e.observe("pve1")
@@ -267,7 +342,7 @@ func TestGapReportsFollowInventoriesIntoTheStatusReport(t *testing.T) {
 
 	// The same inventory again publishes nothing new; a new unmodelled key does.
 	e.observe("pve2")
-	time.Sleep(300 * time.Millisecond) // nothing to wait for: this checks that nothing comes
+	e.inventoriesHandled()
 	if _, s, _ := e.gapReport(); s != seq {
 		t.Fatalf("an unchanged set of gaps was published again (sequence %d → %d)", seq, s)
 	}
@@ -308,7 +383,7 @@ func (e *env) storeTree(files map[string]string) string {
 		snap.Files = append(snap.Files, event.File{Path: p, Content: []byte(c)})
 	}
 	snap.Sort()
-	if _, err := e.nat.Bus.PutObjectIfAbsent(testContext(e.t), bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
+	if _, err := e.cli().PutObjectIfAbsent(testContext(e.t), bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
 		e.t.Fatal(err)
 	}
 	return snap.Tree
@@ -317,7 +392,7 @@ func (e *env) storeTree(files map[string]string) string {
 func (e *env) adopt(req wire.AdoptRequest) (adopt.Result, error) {
 	subject, _ := bus.AdoptSubject(req.Cluster)
 	_, res, err := wire.DecodeAdoptResult(testContext(e.t), func(ctx context.Context, into proto.Message) error {
-		return e.nat.Bus.Request(ctx, subject, wire.AdoptRequestToProto(req), into)
+		return e.cli().Request(ctx, subject, wire.AdoptRequestToProto(req), into)
 	})
 	return res, err
 }
@@ -394,7 +469,7 @@ func TestAdoptionOverNATSReadsOnlyAndNeverCarriesSecrets(t *testing.T) {
 	// (PROXOPS_OPS, a work queue, cannot be browsed; operations are in the results and dead letters.)
 	for _, stream := range []string{bus.StreamRepo, bus.StreamPlans, bus.StreamResults, bus.StreamInventory,
 		bus.StreamGaps, bus.StreamStatus, bus.StreamDLQ, "KV_" + bus.BucketOwned, "KV_" + bus.BucketStatus, "OBJ_" + bus.ObjectBlobs} {
-		err := e.nat.Bus.ReadStream(testContext(t), stream, ">", 1, func(m *bus.Message) error {
+		err := e.admin.ReadStream(testContext(t), stream, ">", 1, func(m *bus.Message) error {
 			all.Write(m.Data)
 			return nil
 		})
@@ -409,5 +484,41 @@ func TestAdoptionOverNATSReadsOnlyAndNeverCarriesSecrets(t *testing.T) {
 		if strings.Contains(all.String(), secret) {
 			t.Errorf("%q found in adoption output or on a stream", secret)
 		}
+	}
+}
+
+// Under a deployment's per-service NATS users the adopter does all of its work with its own permissions (a
+// denied call would be a timeout): it reads the inventories, publishes gap reports, serves the CLI's
+// adoption request and observes through the executors. A restarted adopter does not publish a report that
+// is already on the stream.
+func TestAdopterWorksUnderItsOwnNATSPermissions(t *testing.T) {
+	e := newEnvUsers(t, labSpec(), true)
+	e.startExecutor("pve1")
+	e.startExecutor("pve2")
+	stop := e.startAdopter(&secrets.AgeKeys{})
+	e.observe("pve1")
+	e.observe("pve2")
+	var seq uint64
+	eventually(t, 20*time.Second, "a gap report of both nodes", func() bool {
+		rep, s, ok := e.gapReport()
+		seq = s
+		return ok && len(rep.Gaps) == 3
+	})
+	tree := e.storeTree(map[string]string{
+		"clusters/lab/config.yaml":    "pve:\n  clusters:\n    lab:\n      base-url: " + e.srv.URL + "\n      nodes: [pve1, pve2]\n",
+		"clusters/lab/resources.yaml": "resources: []\n",
+	})
+	res, err := e.adopt(wire.AdoptRequest{Cluster: cluster, RequestID: "r2", Tree: tree})
+	if err != nil || len(res.Manifests) != 5 {
+		t.Fatalf("adoption under the cli's and the adopter's permissions: %d manifests, %v", len(res.Manifests), err)
+	}
+
+	stop()
+	e.startAdopter(&secrets.AgeKeys{})
+	e.observe("pve1")
+	e.observe("pve2")
+	e.inventoriesHandled()
+	if _, s, _ := e.gapReport(); s != seq {
+		t.Fatalf("a restarted adopter published an unchanged report again (sequence %d → %d)", seq, s)
 	}
 }
