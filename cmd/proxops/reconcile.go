@@ -168,7 +168,7 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 			return err
 		}
 		defer lock.release()
-		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, Logger: cliLogger(errOut, opts.logLevel),
+		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: !apply, Warnings: errOut, Logger: cliLogger(errOut, opts.logLevel),
 			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, selected, opts.pve),
 			// A diff never carries on an apply an earlier command left open on the data directory.
 			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply}}

@@ -359,3 +359,30 @@ func loadForTest(t *testing.T, root string) (*repo.Repository, fs.FS) {
 	}
 	return repo.Load(snap.FS()), snap.FS()
 }
+
+// A cluster whose PVE cannot be reached is rejected (its executor cannot serve: a warning says why); the
+// other clusters are planned and printed first.
+func TestUnreachableClusterIsRejectedAndTheOthersPlanned(t *testing.T) {
+	e := newDemoEnv(t)
+	if err := os.MkdirAll(filepath.Join(e.repo, "clusters", "dark"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"clusters/dark/config.yaml":    "pve:\n  clusters:\n    dark:\n      base-url: http://127.0.0.1:1\n      nodes: [pve1]\n",
+		"clusters/dark/resources.yaml": "resources: []\n",
+	}
+	for p, c := range files {
+		if err := os.WriteFile(filepath.Join(e.repo, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.commit("a cluster nobody can reach")
+	out, errOut, code := e.run("diff")
+	if code != 1 || !strings.Contains(errOut, "warning: executor dark/pve1") {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	demo, dark := strings.Index(out, "=== demo ==="), strings.Index(out, "=== dark ===\nABORTED: pve inventory read failed")
+	if demo < 0 || dark < demo || !strings.Contains(out, "VM/web-01") {
+		t.Fatalf("diff output:\n%s", out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -93,6 +94,9 @@ type systemConfig struct {
 	WatcherConfig *watcher.Config
 	// Executors are the executors to run, one per cluster and node.
 	Executors []executorSpec
+	// ObserveOnly runs the executors for observes only: nothing is applied, not even an operation an
+	// interrupted apply left queued (diff).
+	ObserveOnly bool
 	// Planner tunes the planner (Bus, Logger and Registry are filled in).
 	Planner planner.Config
 	// Adopter, when set, runs the adopter too (Bus and Logger are filled in): gap reports, and the adoption
@@ -100,6 +104,8 @@ type systemConfig struct {
 	Adopter *adopter.Config
 	// LeaseTTL is the plan lease TTL the buckets are provisioned with (default bus.DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// Warnings receives the problems a person should see (an executor that cannot serve); nil for none.
+	Warnings io.Writer
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 }
@@ -189,10 +195,31 @@ func startSystem(ctx context.Context, cfg systemConfig) (*system, error) {
 			// Each executor's series carry its cluster and node, so they share one registry.
 			Registry: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": e.Cluster, "node": e.Node}, cfg.Registry),
 			Logger:   log.With("service", "executor")}
-		durable, _ := bus.ExecutorConsumer(e.Cluster, e.Node)
-		s.goRun("executor "+e.Cluster+"/"+e.Node, eb, func() error { return executor.Run(rctx, ecfg) })
-		if err := s.waitConsumer(ctx, durable); err != nil {
-			return fail(fmt.Errorf("executor %s/%s: %w", e.Cluster, e.Node, err))
+		ecfg.ObserveOnly = cfg.ObserveOnly
+		ready := make(chan struct{})
+		ecfg.OnReady = func() { close(ready) }
+		// An executor that cannot serve (PVE unreachable, refused credentials) stops only its cluster: the
+		// planner rejects that cluster's plan for want of an answer, the other clusters go on.
+		exited := make(chan error, 1)
+		name := e.Cluster + "/" + e.Node
+		s.wg.Go(func() {
+			defer func() { _ = eb.Close() }()
+			err := executor.Run(rctx, ecfg)
+			if err != nil {
+				s.log.Error("executor stopped", "executor", name, "err", err)
+			}
+			exited <- err
+		})
+		select {
+		case <-ready:
+		case err := <-exited:
+			if cfg.Warnings != nil {
+				fmt.Fprintf(cfg.Warnings, "warning: executor %s: %v\n", name, err)
+			}
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(time.Minute):
+			return fail(fmt.Errorf("executor %s: not serving after a minute", name))
 		}
 	}
 	if cfg.Adopter != nil {
@@ -250,30 +277,6 @@ func (s *system) failed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return errors.Join(s.errs...)
-}
-
-// waitConsumer waits until a node's executor consumer exists (the executor is serving), or a service
-// failed.
-func (s *system) waitConsumer(ctx context.Context, durable string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := s.failed(); err != nil {
-			return err
-		}
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := s.bus.JetStream().Consumer(actx, bus.StreamOps, durable)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not serving after 30s: %w", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // stop stops the services (operations in flight get their grace period, leases are released) and then the

@@ -68,6 +68,14 @@ type Config struct {
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
 
+	// ObserveOnly serves observe requests and applies nothing: operations stay queued for an executor that
+	// applies them. proxops diff runs its executors this way, so a diff never writes to PVE, not even an
+	// operation an interrupted apply left in the work queue.
+	ObserveOnly bool
+	// OnReady, when set, is called once the executor serves: observe subscribed and, unless ObserveOnly, the
+	// node's consumer in place. An in-process caller waits on it before sending work.
+	OnReady func()
+
 	// Fault is a test hook called at named points ("submitted": PVE accepted a request whose UPID is not
 	// recorded yet). Nil in production.
 	Fault func(point string)

@@ -92,6 +92,15 @@ func (e *executor) run(ctx context.Context) error {
 		return err
 	}
 	defer svc.Stop()
+	if e.cfg.ObserveOnly {
+		e.log.Info("executor ready (observe only: no operation is applied)", "pve_version", e.pve.Version())
+		if e.cfg.OnReady != nil {
+			e.cfg.OnReady()
+		}
+		<-ctx.Done()
+		e.log.Info("executor stopped")
+		return nil
+	}
 	if err := e.bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: durable, Filter: opSubject,
 		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: 1000,
 		Description: "operations for " + e.cfg.Cluster + "/" + e.cfg.Node}); err != nil {
@@ -111,6 +120,9 @@ func (e *executor) run(ctx context.Context) error {
 	})
 	defer stop()
 	e.log.Info("executor ready", "pve_version", e.pve.Version(), "concurrency", e.cfg.Concurrency)
+	if e.cfg.OnReady != nil {
+		e.cfg.OnReady()
+	}
 	err = e.bus.Consume(ctx, bus.StreamOps, durable, bus.ConsumeOptions{Concurrency: e.cfg.Concurrency, MaxWait: 2 * time.Second},
 		func(_ context.Context, d *bus.Delivery) error { return e.handle(work, d) })
 	e.log.Info("executor stopped")

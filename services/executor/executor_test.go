@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
@@ -117,4 +118,34 @@ func requestInventory(t *testing.T, e *env, subject string, req proto.Message) (
 	return wire.DecodeNodeInventory(testContext(t), func(ctx context.Context, into proto.Message) error {
 		return e.bus.Request(ctx, subject, req, into)
 	})
+}
+
+// An observe-only executor answers observes and leaves operations queued: nothing is written to PVE.
+func TestObserveOnlyExecutorAppliesNothing(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	cfg := e.config()
+	cfg.ObserveOnly = true
+	ready := make(chan struct{})
+	cfg.OnReady = func() { close(ready) }
+	e.run(cfg)
+	select {
+	case <-ready:
+	case <-testContext(t).Done():
+		t.Fatal("observe-only executor never ready")
+	}
+	subject, _ := bus.ObserveSubject(cluster, "pve1")
+	inv, err := requestInventory(t, e, subject, wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: "pve1", RequestID: "r"}))
+	if err != nil || inv.Error != "" {
+		t.Fatalf("observe: %v %s", err, inv.Error)
+	}
+	e.dispatch(plan.Operation{Node: "pve1", VMID: 150, GuestType: inventory.QEMU, Action: plan.ActionCreate,
+		Values: kvs("memory", "512"), Precondition: plan.Precondition{ExpectAbsent: true}})
+	time.Sleep(500 * time.Millisecond)
+	if e.sim.Exists(150) || len(e.results()) != 0 {
+		t.Fatal("an observe-only executor applied an operation")
+	}
+	durable, _ := bus.ExecutorConsumer(cluster, "pve1")
+	if _, err := e.bus.JetStream().Consumer(testContext(t), bus.StreamOps, durable); err == nil {
+		t.Fatal("an observe-only executor created the node's consumer")
+	}
 }

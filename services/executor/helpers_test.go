@@ -75,8 +75,25 @@ func (e *env) config() executor.Config {
 	}
 }
 
-// start runs an executor until the test ends.
+// start runs an executor until the test ends and waits until it consumes operations.
 func (e *env) start(cfg executor.Config) {
+	e.t.Helper()
+	done := e.run(cfg)
+	// Ready once the node's consumer exists.
+	durable, _ := bus.ExecutorConsumer(cfg.Cluster, cfg.Node)
+	eventually(e.t, 20*time.Second, "executor consumer", func() bool {
+		select {
+		case err := <-done:
+			e.t.Fatalf("executor stopped: %v", err)
+		default:
+		}
+		_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
+		return err == nil
+	})
+}
+
+// run runs an executor until the test ends; the channel gets Run's error if it stops before.
+func (e *env) run(cfg executor.Config) <-chan error {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -92,17 +109,7 @@ func (e *env) start(cfg executor.Config) {
 			e.t.Error("executor did not stop")
 		}
 	})
-	// Ready once the node's consumer exists.
-	durable, _ := bus.ExecutorConsumer(cfg.Cluster, cfg.Node)
-	eventually(e.t, 20*time.Second, "executor consumer", func() bool {
-		select {
-		case err := <-done:
-			e.t.Fatalf("executor stopped: %v", err)
-		default:
-		}
-		_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
-		return err == nil
-	})
+	return done
 }
 
 var seq struct {
