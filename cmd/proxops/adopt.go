@@ -125,7 +125,10 @@ func runAdopt(ctx context.Context, out, errOut io.Writer, opts adoptOptions) err
 			return err
 		}
 		defer lock.release()
-		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, Logger: cliLogger(errOut, opts.logLevel),
+		// Read-only: the executors only observe (an operation an interrupted apply left queued stays queued),
+		// the planner only plans.
+		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: true, Warnings: errOut,
+			Logger:    cliLogger(errOut, opts.logLevel),
 			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, []string{name}, opts.pve),
 			Planner:   planner.Config{PlanOnly: true, LocalSecrets: true},
 			Adopter:   &adopter.Config{Keys: secretsKeys(), LocalSecrets: true}}
