@@ -18,6 +18,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/executor"
 	"github.com/proxops/proxops/services/planner"
 	"github.com/proxops/proxops/services/watcher"
@@ -101,6 +102,9 @@ type systemConfig struct {
 	ObserveOnly bool
 	// Planner tunes the planner (Bus, Logger and Registry are filled in).
 	Planner planner.Config
+	// Adopter, when set, runs the adopter too (Bus and Logger are filled in): gap reports, and the adoption
+	// requests of proxops adopt.
+	Adopter *adopter.Config
 	// LeaseTTL is the plan lease TTL the buckets are provisioned with (default bus.DefaultLeaseTTL).
 	LeaseTTL time.Duration
 	// Warnings receives the problems a person should see (an executor that cannot serve); nil for none.
@@ -155,6 +159,11 @@ func startSystem(ctx context.Context, cfg systemConfig) (*system, error) {
 	// Executors first: the planner's first observe finds them serving.
 	for _, e := range cfg.Executors {
 		if _, err := s.startExecutor(ctx, e); err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.Adopter != nil {
+		if err := s.startAdopter(*cfg.Adopter); err != nil {
 			return fail(err)
 		}
 	}
@@ -295,6 +304,17 @@ func (s *system) startExecutor(ctx context.Context, e executorSpec) (*runningExe
 		r.stop()
 		return nil, fmt.Errorf("executor %s: not serving after a minute", name)
 	}
+}
+
+// startAdopter runs the adopter: gap reports from the executors' inventories, and adoption requests.
+func (s *system) startAdopter(acfg adopter.Config) error {
+	ab, err := s.connect(s.rctx, "adopter")
+	if err != nil {
+		return err
+	}
+	acfg.Bus, acfg.Logger = ab, s.log.With("service", "adopter")
+	s.goRun("adopter", ab, func() error { return adopter.Run(s.rctx, acfg) })
+	return nil
 }
 
 // startPlanner runs the planner.

@@ -24,6 +24,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/wire"
+	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/planner"
 	"github.com/proxops/proxops/services/status"
 	"github.com/proxops/proxops/services/watcher"
@@ -223,6 +224,10 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	if uc.head != nil {
 		// The executors of the committed head, before the planner carries on a run an earlier up left open.
 		set.prepare(ctx, *uc.head, nil, true)
+	}
+	if err := sys.startAdopter(adopter.Config{Keys: secretsKeys(), LocalSecrets: true, Process: uc.src.Process}); err != nil {
+		_ = ln.Close()
+		return err
 	}
 	if err := sys.startPlanner(); err != nil {
 		_ = ln.Close()
