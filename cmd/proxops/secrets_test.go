@@ -77,7 +77,8 @@ func findNeedles(t *testing.T, where, text string, needles map[string]string) {
 // S3: an end-to-end run of the demo, whose PVE token, SSH keys and password come from its SOPS file, leaves
 // no decrypted value in the process's log (at debug level), in any message of any stream, KV bucket or
 // object store (save the tree snapshots, which hold the encrypted file), in any plan rendering (text and
-// JSON), in the status reports, the page or the metrics: the values reached PVE and nothing else.
+// JSON), in the status reports, the page or the metrics, nor in the adoption report and the manifests
+// adoption writes: the values reached PVE and nothing else.
 func TestSecretsAppearNowhereButInPVE(t *testing.T) {
 	e := newDemoEnv(t)
 	needles := readDemoPlaintext(t, "secrets.plain.yaml").needles()
@@ -103,6 +104,30 @@ func TestSecretsAppearNowhereButInPVE(t *testing.T) {
 		out, errOut, _ := runCommand(t, append(args, "--data-dir", e.data)...)
 		renderings["proxops "+strings.Join(args, " ")] = out + errOut
 	}
+	// Adoption through the running up: the report, and the manifests it writes into the work tree.
+	for _, args := range [][]string{{"adopt", "--cluster", "demo"}, {"adopt", "--cluster", "demo", "--output", "json"}} {
+		out, errOut, code := e.run(args...)
+		if code != 0 {
+			t.Fatalf("proxops %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+		}
+		renderings["proxops "+strings.Join(args, " ")] = out + errOut
+	}
+	err := filepath.WalkDir(e.repo, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Name() == ".git" {
+			if err == nil {
+				err = filepath.SkipDir
+			}
+			return err
+		}
+		// sim.yaml is the simulated PVE's own configuration (it holds the token PVE accepts).
+		if !d.IsDir() && d.Name() != "sim.yaml" {
+			renderings["the work tree's "+p] = string(mustRead(t, p))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, path := range []string{"/status", "/status/demo", "/", "/metrics", "/healthz"} {
 		_, body := get(t, "http://"+addr+path)
 		renderings["GET "+path] = string(body)
@@ -111,6 +136,9 @@ func TestSecretsAppearNowhereButInPVE(t *testing.T) {
 		t.Fatalf("stop: exit %d\n%s", code, u.errOut)
 	}
 	renderings["the log of proxops up"] = u.errOut.String() + u.out.String()
+	if adopted := renderings["proxops adopt --cluster demo --output json"]; !strings.Contains(adopted, "web-02") {
+		t.Fatalf("the adoption report does not cover web-02:\n%s", adopted)
+	}
 	if !strings.Contains(renderings["proxops diff"], "VM/web-02") {
 		t.Fatalf("the diff shows no change:\n%s", renderings["proxops diff"])
 	}
