@@ -232,3 +232,55 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return data
 }
+
+// The token of a remote repository: a cluster's secrets file (next to the configuration) over
+// PROXOPS_GIT_TOKEN over git.token; two clusters with different tokens are a conflict.
+func TestGitTokenPrecedence(t *testing.T) {
+	root := repoRoot(t)
+	etc := t.TempDir()
+	if err := os.WriteFile(filepath.Join(etc, "lab.sops.yaml"), mustRead(t, filepath.Join(root, "internal", "secrets", "testdata", "valid.sops.yaml")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SOPS_AGE_KEY", "")
+	t.Setenv("SOPS_AGE_KEY_FILE", filepath.Join(root, "internal", "secrets", "testdata", "age", "lab.agekey"))
+	cluster := func(name, ref string) string {
+		return "    " + name + ":\n      base-url: https://" + name + ".example.invalid:8006\n      secrets-file: lab.sops.yaml\n" +
+			"      secrets:\n        git:\n          token: " + ref + "\n"
+	}
+	cases := []struct {
+		name, config, env, want, wantErr string
+	}{
+		{name: "git.token", config: "git:\n  token: yaml-token\n", want: "yaml-token"},
+		{name: "PROXOPS_GIT_TOKEN over git.token", config: "git:\n  token: yaml-token\n", env: "env-token", want: "env-token"},
+		{name: "the secrets file over both", config: "git:\n  token: yaml-token\npve:\n  clusters:\n" + cluster("lab", "proxops-git-token"),
+			env: "env-token", want: "glpat-lab-Hq83tK2mWx9vPz"},
+		{name: "two clusters, one token", config: "pve:\n  clusters:\n" + cluster("lab", "proxops-git-token") + cluster("edge", "proxops-git-token"),
+			want: "glpat-lab-Hq83tK2mWx9vPz"},
+		{name: "two clusters, two tokens", config: "pve:\n  clusters:\n" + cluster("lab", "proxops-git-token") + cluster("edge", "proxops-token"),
+			wantErr: "git token conflict: clusters edge and lab"},
+		{name: "a missing entry fails closed", config: "pve:\n  clusters:\n" + cluster("lab", "nope"), env: "env-token",
+			wantErr: "pve.clusters.lab.secrets.git.token"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(etc, "proxops.yaml")
+			cfg, diags := repo.ParseConfigFile(file, []byte(c.config))
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			got, err := gitToken(t.Context(), cfg, lookupIn(map[string]string{envGitToken: c.env}))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err = %v, want %q", err, c.wantErr)
+				}
+				if strings.Contains(err.Error(), "glpat") {
+					t.Fatalf("the error shows a token: %v", err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("token %q, err %v; want %q", got, err, c.want)
+			}
+		})
+	}
+}

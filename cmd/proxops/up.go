@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/planner"
@@ -134,9 +136,8 @@ func resolveUp(ctx context.Context, opts upOptions) (upConfig, error) {
 		}
 	}
 	if src.URL != "" {
-		uc.gitToken = uc.cfg.Git.Token
-		if t := os.Getenv(envGitToken); t != "" {
-			uc.gitToken = t
+		if uc.gitToken, err = gitToken(ctx, uc.cfg, os.LookupEnv); err != nil {
+			return uc, err
 		}
 	}
 	natsURL := opts.nats.url
@@ -152,6 +153,42 @@ func resolveUp(ctx context.Context, opts upOptions) (upConfig, error) {
 			Password: os.Getenv("PROXOPS_NATS_PASSWORD"), TLSCA: opts.nats.ca, TLSCert: opts.nats.cert, TLSKey: opts.nats.key}
 	}
 	return uc, nil
+}
+
+// gitToken is the token of a remote repository, with the predecessor's precedence: a cluster's secrets
+// file (secrets.git.token; the file must be on this host, since the repository is not fetched yet) over
+// PROXOPS_GIT_TOKEN over git.token. Clusters whose files hold different tokens are an error: there is one
+// repository.
+func gitToken(ctx context.Context, cfg *repo.Config, lookup func(string) (string, bool)) (string, error) {
+	token := cfg.Git.Token
+	if v, ok := lookup(envGitToken); ok && v != "" {
+		token = v
+	}
+	decryptor := secrets.NewDecryptor(secretsKeys())
+	from := ""
+	for _, name := range cfg.ClusterNames() {
+		cc := cfg.PVE.Clusters[name]
+		if cc.Secrets == nil || cc.Secrets.Git.Token == "" {
+			continue
+		}
+		file := cc.SecretsPath()
+		if !filepath.IsAbs(file) && !strings.HasPrefix(file, "~") {
+			return "", fmt.Errorf("pve.clusters.%s.secrets.git.token: the secrets file %s is in the repository, which cannot be fetched before the token is known; keep it next to the configuration file", name, file)
+		}
+		store, err := readSecrets(ctx, decryptor, nil, "", file)
+		if err != nil {
+			return "", fmt.Errorf("pve.clusters.%s.secrets.git.token: %w", name, err)
+		}
+		v, err := store.Secret(cc.Secrets.Git.Token)
+		if err != nil {
+			return "", fmt.Errorf("pve.clusters.%s.secrets.git.token: %w", name, err)
+		}
+		if from != "" && v.Reveal() != token {
+			return "", fmt.Errorf("git token conflict: clusters %s and %s take different git tokens from their secrets files, and there is one repository", from, name)
+		}
+		token, from = v.Reveal(), name
+	}
+	return token, nil
 }
 
 // watcherConfig is the watcher's configuration for up.
