@@ -285,16 +285,41 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	log.Info("proxops up running", "status_addr", ln.Addr().String(), "data_dir", uc.dataDir, "repo", sys.watcher.Repo(),
 		"branch", uc.branch, "version", bi.Version)
 
-	first, err := startupReconcile(ctx, sys, pub, log)
-	if err != nil {
-		return err
+	type started struct {
+		first firstReconcile
+		err   error
 	}
-	if !opts.once {
+	begun := make(chan started, 1)
+	go func() {
+		first, err := startupReconcile(ctx, sys, pub, log)
+		begun <- started{first, err}
+	}()
+	failed := time.NewTicker(time.Second)
+	defer failed.Stop()
+	var first firstReconcile
+	for waiting := true; waiting; {
 		select {
 		case <-ctx.Done():
-		case <-sys.rctx.Done():
+			return stop()
+		case <-failed.C:
+			// A service that stops on its own stops up: the unit's restart brings it back whole.
+			if err := sys.failed(); err != nil {
+				_ = stop()
+				return err
+			}
+		case st := <-begun:
+			if st.err != nil {
+				if ctx.Err() != nil {
+					return stop()
+				}
+				_ = stop()
+				return st.err
+			}
+			first, waiting = st.first, !opts.once
+			if !opts.once {
+				begun = nil
+			}
 		}
-		return stop()
 	}
 	res, err := followFirstReconcile(ctx, sys, first, plansFrom)
 	if err == nil {

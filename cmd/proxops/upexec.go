@@ -88,6 +88,7 @@ func (s *executorSet) prepare(ctx context.Context, snap event.TreeSnapshot, clus
 		names = r.ClusterNames()
 	}
 	env := s.env()
+	complete := true
 	for _, name := range names {
 		if bus.ValidateCluster(name) != nil {
 			continue
@@ -112,13 +113,15 @@ func (s *executorSet) prepare(ctx context.Context, snap event.TreeSnapshot, clus
 			}
 		}
 		if cs.problem != nil {
-			s.log.Warn("cluster executors: problem", "cluster", name, "err", cs.problem)
+			// Tried again with the next event of this tree (a drift tick, a request).
+			complete = false
+			s.log.Warn("a cluster's executors cannot be set up", "cluster", name, "err", cs.problem)
 		}
 		for _, spec := range cs.specs(holder) {
 			s.ensure(ctx, spec)
 		}
 	}
-	if applied {
+	if applied && complete {
 		s.prepared = snap.Tree
 	}
 }
