@@ -52,9 +52,14 @@ fuzz-smoke:
 bench:
 	@scripts/bench.sh $(BENCHTIME)
 
-# The main job: apply the example repository to a simulated cluster, then show that it converged.
+# The main job: run ProxOps (proxops up --once) on the example repository against a simulated cluster, then
+# show that it converged.
 demo: build
 	@scripts/demo.sh
+
+# The same, left running until Ctrl-C: proxops up with its status page on http://127.0.0.1:9494/.
+demo-live: build
+	@scripts/demo.sh --live
 
 clean:
 	rm -rf bin

@@ -11,6 +11,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0
+	github.com/proxops/proxops/services/adopter v0.0.0-00010101000000-000000000000
 	github.com/sirupsen/logrus v1.9.4
 	github.com/spf13/cobra v1.10.2
 	go.yaml.in/yaml/v3 v3.0.6
@@ -145,6 +146,7 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/proxops/proxops/services/executor v0.0.0-00010101000000-000000000000
 	github.com/proxops/proxops/services/planner v0.0.0-00010101000000-000000000000
+	github.com/proxops/proxops/services/status v0.0.0-00010101000000-000000000000
 	github.com/proxops/proxops/services/watcher v0.0.0-00010101000000-000000000000
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/ryanuber/go-glob v1.0.0 // indirect
@@ -185,3 +187,7 @@ replace github.com/proxops/proxops/services/planner => ./services/planner
 replace github.com/proxops/proxops/services/executor => ./services/executor
 
 replace github.com/proxops/proxops/services/watcher => ./services/watcher
+
+replace github.com/proxops/proxops/services/adopter => ./services/adopter
+
+replace github.com/proxops/proxops/services/status => ./services/status

@@ -3,10 +3,19 @@
 #
 # It starts `proxops sim` with examples/demo/sim.yaml on a free loopback port, copies examples/demo into a
 # temporary git repository (its base-url rewritten to the simulator's port, then committed: proxops plans
-# committed trees), runs `proxops apply` on a temporary data directory, then `proxops diff --exit-code` to
-# show the cluster converged. It exits 0 only when the diff is empty. Nothing leaves the machine: the
-# simulator serves the artifacts' download URLs from examples/demo/files.
+# committed trees), runs `proxops up --once` on a temporary data directory (every service in one process:
+# it reconciles once and exits 0 when the cluster converged), then `proxops diff --exit-code` to show the
+# cluster converged, and prints `proxops status`. It exits 0 only when the diff is empty. Nothing leaves
+# the machine: the simulator serves the artifacts' download URLs from examples/demo/files.
+#
+# With --live it runs `proxops up` instead, until Ctrl-C, and prints the status page's address.
+#
+# The demo cluster's PVE token, SSH keys and password are in a SOPS file encrypted to a throwaway TEST key,
+# internal/secrets/testdata/demo/demo.agekey: a public key for the demo only, never for anything real.
 set -euo pipefail
+
+live=0
+[[ "${1:-}" == "--live" ]] && live=1
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${PROXOPS:-$root/bin/proxops}
@@ -46,14 +55,40 @@ git -C "$work/repo" add -A
 git -C "$work/repo" -c user.name=demo -c user.email=demo@proxops.invalid commit -q -m "demo cluster"
 echo "==> demo repository committed at $work/repo"
 
-# The simulator's token for the demo (examples/demo/sim.yaml); in single-host mode the executors take PVE
-# credentials from the environment.
-export PROXOPS_PVE_TOKEN_VALUE='root@pam!demo=6d1c2f0a-7b3e-4c59-8a21-0e9f4d3b2c10'
+# The cluster's credentials are in clusters/demo/secrets.sops.yaml; proxops decrypts it in-process with this
+# age key. It is a throwaway TEST key, committed for the demo: never use it for anything real.
+export SOPS_AGE_KEY_FILE="$root/internal/secrets/testdata/demo/demo.agekey"
+unset SOPS_AGE_KEY PROXOPS_PVE_TOKEN_VALUE PROXOPS_PVE_TOKEN PROXOPS_PVE_USER PROXOPS_PVE_PASSWORD
+echo "==> age key: $SOPS_AGE_KEY_FILE (a throwaway test key, for the demo only)"
 
-echo "==> proxops apply"
-"$bin" apply --repo "$work/repo" --data-dir "$work/data"
+if [[ $live == 1 ]]; then
+	echo "==> proxops up (Ctrl-C stops it); the status page's address follows"
+	"$bin" up --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:9494 2>"$work/up.log" &
+	uppid=$!
+	trap 'kill -INT "$uppid" 2>/dev/null || true; wait "$uppid" 2>/dev/null || true; cleanup' EXIT
+	trap 'exit 0' INT TERM
+	for _ in $(seq 100); do
+		grep -q 'status page at' "$work/up.log" 2>/dev/null && break
+		if ! kill -0 "$uppid" 2>/dev/null; then cat "$work/up.log" >&2; exit 1; fi
+		sleep 0.1
+	done
+	echo "==> status page: http://127.0.0.1:9494/ (JSON at /status, metrics at /metrics); logs in $work/up.log"
+	echo "    try: $bin status --data-dir $work/data"
+	wait "$uppid"
+	exit 0
+fi
+
+echo "==> proxops up --once"
+"$bin" up --once --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/up.log" || {
+	echo "demo: proxops up --once did not converge; its log:" >&2
+	tail -n 50 "$work/up.log" >&2
+	exit 1
+}
 echo
 echo "==> proxops diff --exit-code"
 "$bin" diff --exit-code --repo "$work/repo" --data-dir "$work/data"
+echo
+echo "==> proxops status"
+"$bin" status --data-dir "$work/data"
 echo
 echo "==> converged: PVE matches git"

@@ -92,8 +92,12 @@ creation_rules:
     age: ${demo}
 RULES
 (cd "$td/demo" && "$sops" encrypt --filename-override secrets.sops.yaml secrets.plain.yaml) > "$td/demo/secrets.sops.yaml"
+# The same file after a token rotation (committed over secrets.sops.yaml by the rotation tests).
+(cd "$td/demo" && "$sops" encrypt --filename-override secrets.sops.yaml rotated.plain.yaml) > "$td/demo/rotated.sops.yaml"
+# The demo repository carries the cluster's secrets file.
+cp "$td/demo/secrets.sops.yaml" "$root/examples/demo/clusters/demo/secrets.sops.yaml"
 
-for f in "$td"/*.sops.yaml "$td/demo/secrets.sops.yaml"; do
+for f in "$td"/*.sops.yaml "$td/demo/secrets.sops.yaml" "$td/demo/rotated.sops.yaml"; do
   if ! grep -q '^sops:' "$f"; then echo "not encrypted: $f" >&2; exit 1; fi
 done
 echo "fixtures written under ${td#"$root"/}"

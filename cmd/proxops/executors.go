@@ -32,60 +32,104 @@ func localExecutors(ctx context.Context, w io.Writer, r *repo.Repository, fsys f
 	env := secrets.PVEEnvironment(os.LookupEnv)
 	var out []executorSpec
 	for _, name := range clusters {
-		c := r.Cluster(name)
-		if c == nil || c.Config == nil || r.ClusterDiagnostics(name).HasErrors() {
+		cs, ok := setupCluster(ctx, r, fsys, root, name, flags, decryptor, env)
+		switch {
+		case !ok || cs.secretsBroken:
+			// Not plannable, or its secrets file cannot be read: the planner rejects the cluster with the
+			// diagnostics; no executor is needed.
+			continue
+		case cs.problem != nil:
+			fmt.Fprintf(w, "warning: cluster %s: %v\n", name, cs.problem)
 			continue
 		}
-		cc := c.Config
-		var store *secrets.Store
-		if cc.SecretsFile != "" {
-			s, err := readSecrets(ctx, decryptor, fsys, root, cc.SecretsPath())
-			if err != nil {
-				// The planner rejects the cluster with the secrets diagnostic; no executor is needed.
-				continue
-			}
-			store = s
-		}
-		auth, err := secrets.ResolvePVECredentials(credentialInput(r.Config, cc, store, env, flags))
-		if err != nil {
-			fmt.Fprintf(w, "warning: cluster %s: %v\n", name, err)
-			continue
-		}
-		pc := pve.Config{BaseURL: cc.BaseURL, TaskTimeout: r.Config.Reconcile.TaskTimeout}
-		if id, secret, ok := auth.APIToken(); ok {
-			pc.TokenID, pc.TokenSecret = id.Reveal(), secret.Reveal()
-		} else {
-			pc.User, pc.Password = auth.User.Reveal(), auth.Password.Reveal()
-		}
-		pc.Insecure = cc.Insecure != nil && *cc.Insecure
-		caFile := cc.CAFile
-		if caFile == "" {
-			caFile = r.Config.PVE.CAFile
-		}
-		if caFile != "" {
-			if pc.CAFile, err = localPath(root, caFile); err != nil {
-				fmt.Fprintf(w, "warning: cluster %s: ca-file: %v\n", name, err)
-				continue
-			}
-		}
-		nodes := cc.Nodes
-		if len(nodes) == 0 {
-			if nodes, err = listNodes(ctx, pc); err != nil {
-				fmt.Fprintf(w, "warning: cluster %s: cannot list its nodes (it has no allowlist): %v\n", name, err)
-				continue
-			}
-		}
-		var resolver pve.SecretResolver
-		if store != nil {
-			resolver = executor.StoreSecrets(store)
-		}
-		for _, n := range nodes {
-			out = append(out, executorSpec{Cluster: name, Node: n, AllowedNodes: cc.Nodes, PVE: pc, RepoBaseURL: cc.BaseURL,
-				Secrets: resolver, Concurrency: r.Config.Executor.Concurrency, StorageConcurrency: r.Config.Executor.StorageConcurrency,
-				LockWait: r.Config.Reconcile.LockWait})
-		}
+		out = append(out, cs.specs(nil)...)
 	}
 	return out
+}
+
+// clusterSetup is what one cluster's executors need, as a tree and this host's environment say.
+type clusterSetup struct {
+	name string
+	// endpoint is the PVE endpoint without credentials.
+	endpoint pve.Config
+	creds    executor.Credentials
+	// problem is why the cluster cannot have working executors (credentials, CA file, node list); its text
+	// never carries a secret. nodes may still be known.
+	problem error
+	// secretsBroken: the secrets file cannot be decrypted (the planner rejects the cluster).
+	secretsBroken      bool
+	nodes, allowed     []string
+	baseURL            string
+	concurrency        int
+	storageConcurrency int
+	lockWait           time.Duration
+}
+
+// specs are the cluster's executors: with the credentials of the setup, or from source when it is set.
+func (c clusterSetup) specs(source executor.CredentialSource) []executorSpec {
+	var out []executorSpec
+	for _, n := range c.nodes {
+		spec := executorSpec{Cluster: c.name, Node: n, AllowedNodes: c.allowed, PVE: c.creds.Apply(c.endpoint),
+			RepoBaseURL: c.baseURL, Secrets: c.creds.Secrets, Concurrency: c.concurrency,
+			StorageConcurrency: c.storageConcurrency, LockWait: c.lockWait, Credentials: source}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// setupCluster works out one cluster's executors from a tree (the repository r read from fsys, whose
+// work tree is root). ok is false for a cluster the tree cannot plan (no configuration, errors).
+func setupCluster(ctx context.Context, r *repo.Repository, fsys fs.FS, root, name string, flags pveFlags,
+	decryptor *secrets.Decryptor, env map[string]string) (cs clusterSetup, ok bool) {
+	c := r.Cluster(name)
+	if c == nil || c.Config == nil || r.ClusterDiagnostics(name).HasErrors() {
+		return cs, false
+	}
+	cc := c.Config
+	cs = clusterSetup{name: name, allowed: cc.Nodes, nodes: cc.Nodes, baseURL: cc.BaseURL,
+		concurrency: r.Config.Executor.Concurrency, storageConcurrency: r.Config.Executor.StorageConcurrency,
+		lockWait: r.Config.Reconcile.LockWait,
+		endpoint: pve.Config{BaseURL: cc.BaseURL, TaskTimeout: r.Config.Reconcile.TaskTimeout, Insecure: cc.Insecure != nil && *cc.Insecure}}
+	caFile := cc.CAFile
+	if caFile == "" {
+		caFile = r.Config.PVE.CAFile
+	}
+	if caFile != "" {
+		p, err := localPath(root, caFile)
+		if err != nil {
+			cs.problem = fmt.Errorf("ca-file: %w", err)
+			return cs, true
+		}
+		cs.endpoint.CAFile = p
+	}
+	var store *secrets.Store
+	if cc.SecretsFile != "" {
+		s, err := readSecrets(ctx, decryptor, fsys, root, cc.SecretsPath())
+		if err != nil {
+			cs.secretsBroken, cs.problem = true, err
+			return cs, true
+		}
+		store = s
+	}
+	auth, err := secrets.ResolvePVECredentials(credentialInput(r.Config, cc, store, env, flags))
+	if err != nil {
+		cs.problem = err
+		return cs, true
+	}
+	if id, secret, ok := auth.APIToken(); ok {
+		cs.creds.TokenID, cs.creds.TokenSecret = id.Reveal(), secret.Reveal()
+	} else {
+		cs.creds.User, cs.creds.Password = auth.User.Reveal(), auth.Password.Reveal()
+	}
+	if store != nil {
+		cs.creds.Secrets = executor.StoreSecrets(store)
+	}
+	if len(cs.nodes) == 0 {
+		if cs.nodes, err = listNodes(ctx, cs.creds.Apply(cs.endpoint)); err != nil {
+			cs.problem = fmt.Errorf("cannot list its nodes (it has no allowlist): %w", err)
+		}
+	}
+	return cs, true
 }
 
 // credentialInput gathers one cluster's credential sources: proxops.yaml's pve block with the flags over

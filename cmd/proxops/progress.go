@@ -189,8 +189,12 @@ func (r *reporter) result(res plan.Result) {
 		r.jsonOp(res, string(res.Status), elapsed)
 		after := elapsed.Round(time.Second)
 		id := ""
-		if res.VMID > 0 {
+		switch {
+		case res.VMID > 0:
 			id = fmt.Sprintf(" [vmid %d]", res.VMID)
+		case res.Node != "":
+			// An artifact downloads on each node that needs it: say which.
+			id = " on " + res.Node
 		}
 		switch res.Status {
 		case plan.StatusSucceeded:

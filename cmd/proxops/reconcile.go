@@ -41,6 +41,8 @@ type reconcileOptions struct {
 	timeout  time.Duration
 	pve      pveFlags
 	logLevel string
+	global   globalOptions
+	cmd      *cobra.Command
 
 	// diff
 	exitCode bool
@@ -60,6 +62,8 @@ func (o *reconcileOptions) flags(cmd *cobra.Command) {
 	f.StringVar(&o.pve.user, "pve-user", "", "PVE user (user@realm); PROXOPS_PVE_USER wins")
 	f.StringVar(&o.pve.tokenID, "pve-token-id", "", "PVE API token name (its secret from PROXOPS_PVE_TOKEN)")
 	f.StringVar(&o.logLevel, "log-level", "", "log the services of this process to stderr at this level (debug, info, warn, error)")
+	o.global.register(f, globalFlagSet{gitPath: true})
+	o.cmd = cmd
 }
 
 func newDiffCommand() *cobra.Command {
@@ -121,15 +125,19 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	if remoteApply && opts.worktree {
 		return errors.New("apply --nats applies the deployed system's own repository; a local work tree can only be previewed (diff --nats --worktree)")
 	}
-	root, err := repositoryRoot(opts.repo)
+	src, err := resolveSource(opts.global, opts.repo, os.LookupEnv)
 	if err != nil {
 		return err
 	}
+	if src.URL != "" {
+		return reconcileURLMode(ctx, out, errOut, opts, src, apply)
+	}
+	root := src.Root
 	var snap event.TreeSnapshot
 	if opts.worktree {
 		snap, err = watcher.SnapshotWorktree(ctx, root)
 	} else {
-		snap, err = watcher.SnapshotBranch(ctx, root, "")
+		snap, err = watcher.SnapshotBranch(ctx, root, src.Branch)
 		if err != nil {
 			err = fmt.Errorf("%w (commit the manifests, or plan the work tree with --worktree)", err)
 		}
@@ -137,10 +145,15 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	if err != nil {
 		return err
 	}
-	r := repo.Load(snap.FS())
+	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: src.Process})
 	selected, err := selectClusters(r, opts.clusters)
 	if err != nil {
 		return err
+	}
+	if opts.cmd != nil {
+		if opts.nats.dataDir, err = dataDir(opts.cmd.Flags(), opts.nats.dataDir, r.Config, os.LookupEnv); err != nil {
+			return err
+		}
 	}
 
 	var b *bus.Bus
@@ -171,7 +184,7 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: !apply, Warnings: errOut, Logger: cliLogger(errOut, opts.logLevel),
 			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, selected, opts.pve),
 			// A diff never carries on an apply an earlier command left open on the data directory.
-			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply}}
+			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply, Process: src.Process}}
 		if sys, err = startSystem(ctx, cfg); err != nil {
 			return err
 		}
@@ -182,7 +195,8 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		}()
 		b = sys.bus
 	}
-	req := reconcileRequest{bus: b, sys: sys, apply: apply, yes: opts.yes, clusters: opts.clusters, timeout: opts.timeout}
+	req := reconcileRequest{bus: b, sys: sys, apply: apply, yes: opts.yes, clusters: opts.clusters, timeout: opts.timeout,
+		process: src.Process}
 	if !remoteApply {
 		req.tree = snap.Tree
 		if _, err := b.PutObjectIfAbsent(ctx, bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
@@ -208,23 +222,41 @@ func cliLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
-// repositoryRoot returns --repo, or the repository containing the current directory.
-func repositoryRoot(flag string) (string, error) {
-	if flag == "" {
-		cwd, err := os.Getwd()
-		if err != nil {
-			return "", err
+// reconcileURLMode is diff and apply for a remote repository (--git-url, git.url): the proxops up that
+// follows it (on the data directory, or --nats) is asked to plan, or apply, the commit it has.
+func reconcileURLMode(ctx context.Context, out, errOut io.Writer, opts reconcileOptions, src source, apply bool) error {
+	if opts.worktree {
+		return errors.New("--worktree plans a local work tree; a remote repository (--git-url, git.url) has none")
+	}
+	var b *bus.Bus
+	var err error
+	if opts.nats.url != "" {
+		b, err = opts.nats.connectRemote(ctx)
+	} else {
+		var dir string
+		if dir, err = dataDir(opts.cmd.Flags(), opts.nats.dataDir, src.effectiveConfig(nil), os.LookupEnv); err != nil {
+			return err
 		}
-		return repo.Discover(cwd)
+		lock, lerr := lockDataDir(dir)
+		switch {
+		case lerr == nil:
+			lock.release()
+			return fmt.Errorf("a remote repository is planned by the proxops up that follows it, and none runs on %s: start proxops up --git-url %s there, or give its --data-dir or --nats", dir, src.URL)
+		case !errors.Is(lerr, errDataDirBusy):
+			return lerr
+		}
+		b, err = connectUp(ctx, dir)
 	}
-	info, err := os.Stat(flag)
 	if err != nil {
-		return "", fmt.Errorf("--repo: %w", err)
+		return err
 	}
-	if !info.IsDir() {
-		return "", fmt.Errorf("--repo %s is not a directory", flag)
+	defer func() { _ = b.Close() }()
+	req := reconcileRequest{bus: b, apply: apply, yes: opts.yes, clusters: opts.clusters, timeout: opts.timeout, process: src.Process}
+	res, err := req.run(ctx, newReporter(out, errOut, opts, apply))
+	if err != nil {
+		return err
 	}
-	return flag, nil
+	return res.exit(out, opts, apply)
 }
 
 // selectClusters returns the clusters to reconcile: --cluster (each must exist), or every cluster.
@@ -254,6 +286,8 @@ type reconcileRequest struct {
 	// tree is the stored snapshot to reconcile; empty asks for the deployed watcher's current commit.
 	tree    string
 	timeout time.Duration
+	// process is laid over the announced tree's proxops.yaml to find its clusters (--config, flags).
+	process *repo.Config
 }
 
 // clusterRun is what came back for one cluster.
@@ -283,7 +317,9 @@ type item struct {
 	held        *plan.Held
 	finished    *plan.FinishedRun
 	result      *plan.Result
-	err         error
+	// seq is the stream sequence of a result.
+	seq uint64
+	err error
 }
 
 func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileResult, error) {
@@ -341,7 +377,7 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 			if err != nil {
 				return item{}, false
 			}
-			return item{result: &r}, true
+			return item{result: &r, seq: m.Sequence}, true
 		})
 	}
 
@@ -359,9 +395,24 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 	defer answered.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	// Results and plan events come on two streams: a run's end can be read before its last results. Once
+	// every cluster is done, the results published by then are read too, so every operation's end is shown.
+	resultsSeen, drainTo, drainUntil := resultsFrom, uint64(0), time.Time{}
 	for {
 		if res.names != nil && res.complete(q.apply, q.yes) {
-			return res, nil
+			if !q.apply {
+				return res, nil
+			}
+			if drainTo == 0 {
+				last, err := q.bus.LastSequence(ctx, bus.StreamResults, bus.FilterResults)
+				if err != nil {
+					return res, nil
+				}
+				drainTo, drainUntil = max(last, 1), time.Now().Add(5*time.Second)
+			}
+			if resultsSeen >= drainTo || time.Now().After(drainUntil) {
+				return res, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -435,6 +486,7 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 				res.cluster(it.finished.Cluster).finished = it.finished
 				rep.finished(*it.finished)
 			case it.result != nil:
+				resultsSeen = max(resultsSeen, it.seq)
 				r := *it.result
 				if _, ok := runs[r.RunID]; ok {
 					rep.result(r)
@@ -457,7 +509,7 @@ func (q reconcileRequest) clusterNames(ctx context.Context, ev event.RepoChanged
 		if err != nil {
 			return nil, fmt.Errorf("read the announced tree %s: %w", ev.Tree, err)
 		}
-		names = repo.Load(snap.FS()).ClusterNames()
+		names = repo.LoadWith(snap.FS(), repo.LoadOptions{Process: q.process}).ClusterNames()
 	}
 	var out []string
 	for _, n := range names {

@@ -49,6 +49,13 @@ func repoRoot(t *testing.T) string {
 
 func newDemoEnv(t *testing.T) *demoEnv {
 	t.Helper()
+	return newDemoEnvWith(t, nil)
+}
+
+// newDemoEnvWith is newDemoEnv with the simulator's spec changed by edit (after the fast task durations
+// every test uses are set).
+func newDemoEnvWith(t *testing.T, edit func(*pvesim.Spec)) *demoEnv {
+	t.Helper()
 	root := repoRoot(t)
 	spec, err := pvesim.LoadSpec(filepath.Join(root, "examples", "demo", "sim.yaml"))
 	if err != nil {
@@ -58,6 +65,9 @@ func newDemoEnv(t *testing.T) *demoEnv {
 		spec.Mirrors[u] = filepath.Join(root, p)
 	}
 	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond)}
+	if edit != nil {
+		edit(&spec)
+	}
 	sim, err := pvesim.New(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +85,9 @@ func newDemoEnv(t *testing.T) *demoEnv {
 	e.commit("demo cluster")
 	t.Setenv("PROXOPS_PVE_TOKEN_VALUE", demoToken)
 	t.Setenv("PROXOPS_PVE_USER", "")
+	// The demo cluster's credentials are in its SOPS file, encrypted to this throwaway test key.
 	t.Setenv("SOPS_AGE_KEY", "")
-	t.Setenv("SOPS_AGE_KEY_FILE", "")
+	t.Setenv("SOPS_AGE_KEY_FILE", filepath.Join(root, "internal", "secrets", "testdata", "demo", "demo.agekey"))
 	t.Setenv("HOME", t.TempDir())
 	return e
 }

@@ -113,29 +113,66 @@ func runStatus(ctx context.Context, w io.Writer, opts statusOptions) error {
 			return fmt.Errorf("--cluster: %w", err)
 		}
 	}
-	cfg, err := statusConnection(opts)
-	if err != nil {
-		return err
-	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
-	b, err := bus.Connect(ctx, cfg, bus.Options{})
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	defer func() { _ = b.Close() }()
-	statuses, err := readStatuses(ctx, b, opts.clusters)
-	if err != nil {
+	var statuses []report.ClusterStatus
+	if stopped, err := readStoppedStatuses(ctx, opts, &statuses); err != nil {
 		return err
+	} else if !stopped {
+		cfg, err := statusConnection(opts)
+		if err != nil {
+			return err
+		}
+		b, err := bus.Connect(ctx, cfg, bus.Options{})
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		defer func() { _ = b.Close() }()
+		if statuses, err = readStatuses(ctx, b, opts.clusters); err != nil {
+			return err
+		}
 	}
 	view := render.StatusView{Clusters: statuses}
 	if opts.output == "json" {
 		return render.StatusJSON(w, view)
 	}
 	return render.StatusText(w, view)
+}
+
+// readStoppedStatuses reads the last reports of a data directory that no process holds (a proxops up that
+// stopped, or up --once that finished) from its store. stopped is false when the data directory is held
+// (read through its proxops up) or has no store, or with --nats.
+func readStoppedStatuses(ctx context.Context, opts statusOptions, into *[]report.ClusterStatus) (stopped bool, err error) {
+	if len(opts.nats) > 0 || opts.creds != "" || opts.user != "" {
+		return false, nil
+	}
+	if _, err := os.Stat(filepath.Join(opts.dataDir, "jetstream")); err != nil {
+		return false, nil
+	}
+	lock, err := lockDataDir(opts.dataDir)
+	if errors.Is(err, errDataDirBusy) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer lock.release()
+	_ = os.Remove(filepath.Join(opts.dataDir, bus.ClientInfoFile))
+	srv, err := bus.StartServer(ctx, bus.ServerConfig{Dir: opts.dataDir, SyncAlways: true})
+	if err != nil {
+		return false, fmt.Errorf("status: %w", err)
+	}
+	defer srv.Shutdown()
+	b, err := srv.Connect(bus.Options{})
+	if err != nil {
+		return false, fmt.Errorf("status: %w", err)
+	}
+	defer func() { _ = b.Close() }()
+	*into, err = readStatuses(ctx, b, opts.clusters)
+	return true, err
 }
 
 // readStatuses reads the reports of the proxops_status bucket, all of them or the clusters named.

@@ -18,6 +18,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/executor"
 	"github.com/proxops/proxops/services/planner"
 	"github.com/proxops/proxops/services/watcher"
@@ -84,6 +85,9 @@ type systemConfig struct {
 	Listen bool
 	// Memory keeps the store in memory (tests of the assembly only).
 	Memory bool
+	// NATS, when set, is a deployed system to join as a client instead of starting a server (proxops up
+	// --nats); it must be provisioned already.
+	NATS *bus.ConnectConfig
 	// Repo is the local repository the watcher follows; Branch its branch ("" for the default).
 	Repo   string
 	Branch string
@@ -98,6 +102,9 @@ type systemConfig struct {
 	ObserveOnly bool
 	// Planner tunes the planner (Bus, Logger and Registry are filled in).
 	Planner planner.Config
+	// Adopter, when set, runs the adopter too (Bus and Logger are filled in): gap reports, and the adoption
+	// requests of proxops adopt.
+	Adopter *adopter.Config
 	// LeaseTTL is the plan lease TTL the buckets are provisioned with (default bus.DefaultLeaseTTL).
 	LeaseTTL time.Duration
 	// Warnings receives the problems a person should see (an executor that cannot serve); nil for none.
@@ -117,133 +124,233 @@ type executorSpec struct {
 	Concurrency        int
 	StorageConcurrency int
 	LockWait           time.Duration
+	// Credentials, when set, gives the executor its credentials and secret resolver afresh (proxops up).
+	Credentials executor.CredentialSource
 }
 
 // system is ProxOps running in this process.
 type system struct {
+	cfg     systemConfig
 	server  *bus.Server
 	bus     *bus.Bus
 	watcher *watcher.Watcher
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	log     *slog.Logger
+	// rctx is the services' context: cancelled by stop.
+	rctx   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    *slog.Logger
 
 	mu   sync.Mutex
 	errs []error
 }
 
-// startSystem starts the embedded server on the data directory, provisions it, and runs the planner, the
-// watcher and the executors until stop. The server fsyncs every write (SyncAlways): a single host has no
+// startSystem starts the embedded server on the data directory, provisions it, and runs the executors, the
+// planner and the watcher until stop. The server fsyncs every write (SyncAlways): a single host has no
 // replicas to fall back on.
 func startSystem(ctx context.Context, cfg systemConfig) (*system, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	dir := cfg.DataDir
-	if !cfg.Listen {
-		// A client info file left by a proxops up that is gone would point other commands at nothing.
-		_ = os.Remove(filepath.Join(dir, bus.ClientInfoFile))
-	}
-	srv, err := bus.StartServer(ctx, bus.ServerConfig{Dir: dir, SyncAlways: !cfg.Memory, Listen: cfg.Listen,
-		Logger: log.With("component", "nats")})
+	s, err := newSystem(ctx, cfg)
 	if err != nil {
 		return nil, err
-	}
-	b, err := srv.Connect(bus.Options{Logger: log})
-	if err != nil {
-		srv.Shutdown()
-		return nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
-	_, err = b.Provision(pctx, bus.ProvisionConfig{Memory: cfg.Memory, LeaseTTL: cfg.LeaseTTL})
-	cancel()
-	if err != nil {
-		_ = b.Close()
-		srv.Shutdown()
-		return nil, err
-	}
-	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &system{server: srv, bus: b, cancel: stop, log: log}
-	connect := func(name string) (*bus.Bus, error) {
-		c, err := srv.Connect(bus.Options{Logger: log.With("connection", name)})
-		if err != nil {
-			return nil, fmt.Errorf("connect %s: %w", name, err)
-		}
-		return c, nil
 	}
 	fail := func(err error) (*system, error) {
-		s.stop()
+		_ = s.stop()
 		return nil, err
 	}
 	// Executors first: the planner's first observe finds them serving.
 	for _, e := range cfg.Executors {
-		eb, err := connect("executor-" + e.Cluster + "-" + e.Node)
-		if err != nil {
+		if _, err := s.startExecutor(ctx, e); err != nil {
 			return fail(err)
 		}
-		ecfg := executor.Config{Cluster: e.Cluster, Node: e.Node, Replica: "local-" + e.Node, AllowedNodes: e.AllowedNodes,
-			Bus: eb, PVE: e.PVE, RepoBaseURL: e.RepoBaseURL, Secrets: e.Secrets, Concurrency: e.Concurrency,
-			StorageConcurrency: e.StorageConcurrency, LockWait: e.LockWait,
-			// Each executor's series carry its cluster and node, so they share one registry.
-			Registry: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": e.Cluster, "node": e.Node}, cfg.Registry),
-			Logger:   log.With("service", "executor")}
-		ecfg.ObserveOnly = cfg.ObserveOnly
-		ready := make(chan struct{})
-		ecfg.OnReady = func() { close(ready) }
-		// An executor that cannot serve (PVE unreachable, refused credentials) stops only its cluster: the
-		// planner rejects that cluster's plan for want of an answer, the other clusters go on.
-		exited := make(chan error, 1)
-		name := e.Cluster + "/" + e.Node
-		s.wg.Go(func() {
-			defer func() { _ = eb.Close() }()
-			err := executor.Run(rctx, ecfg)
-			if err != nil {
-				s.log.Error("executor stopped", "executor", name, "err", err)
-			}
-			exited <- err
-		})
-		select {
-		case <-ready:
-		case err := <-exited:
-			if cfg.Warnings != nil {
-				fmt.Fprintf(cfg.Warnings, "warning: executor %s: %v\n", name, err)
-			}
-		case <-ctx.Done():
-			return fail(ctx.Err())
-		case <-time.After(time.Minute):
-			return fail(fmt.Errorf("executor %s: not serving after a minute", name))
+	}
+	if cfg.Adopter != nil {
+		if err := s.startAdopter(*cfg.Adopter); err != nil {
+			return fail(err)
 		}
 	}
-	pb, err := connect("planner")
-	if err != nil {
-		return fail(err)
-	}
-	pcfg := cfg.Planner
-	pcfg.Bus, pcfg.Registry, pcfg.Logger = pb, cfg.Registry, log.With("service", "planner")
-	if pcfg.LeaseTTL == 0 {
-		pcfg.LeaseTTL = cfg.LeaseTTL
-	}
-	s.goRun("planner", pb, func() error { return planner.Run(rctx, pcfg) })
-	wb, err := connect("watcher")
-	if err != nil {
+	if err := s.startPlanner(); err != nil {
 		return fail(err)
 	}
 	wcfg := watcher.Config{Path: cfg.Repo, Branch: cfg.Branch, RequestsOnly: cfg.RequestsOnly, DriftInterval: -1}
 	if cfg.WatcherConfig != nil {
 		wcfg = *cfg.WatcherConfig
 	}
-	w, err := watcher.New(wcfg, watcher.BusDeps(wb, cfg.Registry, log.With("service", "watcher")))
-	if err != nil {
-		_ = wb.Close()
+	if err := s.startWatcher(wcfg, nil); err != nil {
 		return fail(err)
 	}
-	s.watcher = w
-	s.goRun("watcher", wb, func() error { return w.Run(rctx) })
 	return s, nil
+}
+
+// newSystem starts the embedded server (or joins cfg.NATS) and provisions it; no service runs yet.
+func newSystem(ctx context.Context, cfg systemConfig) (*system, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Logger = log
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &system{cfg: cfg, log: log}
+	if cfg.NATS != nil {
+		b, err := bus.Connect(ctx, *cfg.NATS, bus.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		s.bus = b
+	} else {
+		dir := cfg.DataDir
+		if !cfg.Listen {
+			// A client info file left by a proxops up that is gone would point other commands at nothing.
+			_ = os.Remove(filepath.Join(dir, bus.ClientInfoFile))
+		}
+		srv, err := bus.StartServer(ctx, bus.ServerConfig{Dir: dir, SyncAlways: !cfg.Memory, Listen: cfg.Listen,
+			Logger: log.With("component", "nats")})
+		if err != nil {
+			return nil, err
+		}
+		b, err := srv.Connect(bus.Options{Logger: log})
+		if err != nil {
+			srv.Shutdown()
+			return nil, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err = b.Provision(pctx, bus.ProvisionConfig{Memory: cfg.Memory, LeaseTTL: cfg.LeaseTTL})
+		cancel()
+		if err != nil {
+			_ = b.Close()
+			srv.Shutdown()
+			return nil, err
+		}
+		s.server, s.bus = srv, b
+	}
+	s.rctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return s, nil
+}
+
+// connect opens a connection of its own for one service.
+func (s *system) connect(ctx context.Context, name string) (*bus.Bus, error) {
+	var c *bus.Bus
+	var err error
+	if s.server != nil {
+		c, err = s.server.Connect(bus.Options{Logger: s.log.With("connection", name)})
+	} else {
+		nc := *s.cfg.NATS
+		nc.Name = "proxops-up-" + name
+		c, err = bus.Connect(ctx, nc, bus.Options{Logger: s.log.With("connection", name)})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// runningExecutor is an executor started by startExecutor.
+type runningExecutor struct {
+	spec   executorSpec
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// stop stops the executor (its operations in flight get their grace period) and waits for it.
+func (r *runningExecutor) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// startExecutor runs one executor and waits until it serves. An executor that cannot serve (PVE
+// unreachable, refused credentials) stops only its cluster: the planner rejects that cluster's plan for want
+// of an answer, the other clusters go on; it is reported on cfg.Warnings and nil is returned.
+func (s *system) startExecutor(ctx context.Context, e executorSpec) (*runningExecutor, error) {
+	cfg := s.cfg
+	name := e.Cluster + "/" + e.Node
+	eb, err := s.connect(ctx, "executor-"+e.Cluster+"-"+e.Node)
+	if err != nil {
+		return nil, err
+	}
+	ecfg := executor.Config{Cluster: e.Cluster, Node: e.Node, Replica: "local-" + e.Node, AllowedNodes: e.AllowedNodes,
+		Bus: eb, PVE: e.PVE, RepoBaseURL: e.RepoBaseURL, Secrets: e.Secrets, Credentials: e.Credentials,
+		Concurrency: e.Concurrency, StorageConcurrency: e.StorageConcurrency, LockWait: e.LockWait,
+		// Each executor's series carry its cluster and node, so they share one registry.
+		Registry: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": e.Cluster, "node": e.Node}, cfg.Registry),
+		Logger:   s.log.With("service", "executor")}
+	ecfg.ObserveOnly = cfg.ObserveOnly
+	ready := make(chan struct{})
+	ecfg.OnReady = func() { close(ready) }
+	exited := make(chan error, 1)
+	ectx, cancel := context.WithCancel(s.rctx)
+	r := &runningExecutor{spec: e, cancel: cancel, done: make(chan struct{})}
+	s.wg.Go(func() {
+		defer close(r.done)
+		defer func() { _ = eb.Close() }()
+		err := executor.Run(ectx, ecfg)
+		if err != nil {
+			s.log.Error("executor stopped", "executor", name, "err", err)
+		}
+		exited <- err
+	})
+	select {
+	case <-ready:
+		return r, nil
+	case err := <-exited:
+		cancel()
+		if cfg.Warnings != nil {
+			fmt.Fprintf(cfg.Warnings, "warning: executor %s: %v\n", name, err)
+		}
+		return nil, nil
+	case <-ctx.Done():
+		r.stop()
+		return nil, ctx.Err()
+	case <-time.After(time.Minute):
+		r.stop()
+		return nil, fmt.Errorf("executor %s: not serving after a minute", name)
+	}
+}
+
+// startAdopter runs the adopter: gap reports from the executors' inventories, and adoption requests.
+func (s *system) startAdopter(acfg adopter.Config) error {
+	ab, err := s.connect(s.rctx, "adopter")
+	if err != nil {
+		return err
+	}
+	acfg.Bus, acfg.Logger = ab, s.log.With("service", "adopter")
+	s.goRun("adopter", ab, func() error { return adopter.Run(s.rctx, acfg) })
+	return nil
+}
+
+// startPlanner runs the planner.
+func (s *system) startPlanner() error {
+	pb, err := s.connect(s.rctx, "planner")
+	if err != nil {
+		return err
+	}
+	pcfg := s.cfg.Planner
+	pcfg.Bus, pcfg.Registry, pcfg.Logger = pb, s.cfg.Registry, s.log.With("service", "planner")
+	if pcfg.LeaseTTL == 0 {
+		pcfg.LeaseTTL = s.cfg.LeaseTTL
+	}
+	s.goRun("planner", pb, func() error { return planner.Run(s.rctx, pcfg) })
+	return nil
+}
+
+// startWatcher runs the watcher; wrap, when set, wraps its publisher (proxops up prepares the executors
+// of a tree before its event is published).
+func (s *system) startWatcher(wcfg watcher.Config, wrap func(watcher.Publisher) watcher.Publisher) error {
+	wb, err := s.connect(s.rctx, "watcher")
+	if err != nil {
+		return err
+	}
+	deps := watcher.BusDeps(wb, s.cfg.Registry, s.log.With("service", "watcher"))
+	if wrap != nil {
+		deps.Publisher = wrap(deps.Publisher)
+	}
+	w, err := watcher.New(wcfg, deps)
+	if err != nil {
+		_ = wb.Close()
+		return err
+	}
+	s.watcher = w
+	s.goRun("watcher", wb, func() error { return w.Run(s.rctx) })
+	return nil
 }
 
 // goRun runs one service until the system stops; its error is kept for stop.
@@ -272,7 +379,9 @@ func (s *system) stop() error {
 	s.cancel()
 	s.wg.Wait()
 	_ = s.bus.Close()
-	s.server.Shutdown()
+	if s.server != nil {
+		s.server.Shutdown()
+	}
 	return s.failed()
 }
 

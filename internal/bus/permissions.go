@@ -198,13 +198,17 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	return s.permissions(), nil
 }
 
-// AdopterPermissions: consume inventories, publish gap reports, read ownership and trees.
+// AdopterPermissions: consume inventories, read and publish gap reports, read ownership and trees, serve
+// adoption requests and observe any node for them.
 func AdopterPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleAdopter))
 	s.consume(StreamInventory, ConsumerAdopterInventory, FilterInventory)
 	s.read(StreamInventory)
-	s.publish(FilterGaps)
+	s.read(StreamGaps)
+	s.publish(FilterGaps, subjectObserve+".>")
+	s.subscribe(FilterAdopt)
+	s.responses = true
 	s.objRead(ObjectTrees)
 	s.objWrite(ObjectBlobs)
 	s.kvRead(BucketOwned)
@@ -228,12 +232,13 @@ func StatusPermissions() Permissions {
 }
 
 // CLIPermissions: the operator's tool manages JetStream (provisioning, inspection), asks for reconciles,
-// confirms held plans and stores work-tree snapshots; it cannot publish plans or operations.
+// confirms held plans, asks for adoptions and stores work-tree snapshots; it cannot publish plans or
+// operations.
 func CLIPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleCLI))
 	s.publish("$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O.>", "$KV.>")
-	s.publish(SubjectReconcileRequest, FilterConfirms, subjectObserve+".>")
+	s.publish(SubjectReconcileRequest, FilterConfirms, subjectObserve+".>", FilterAdopt)
 	return s.permissions()
 }
 

@@ -29,6 +29,7 @@ const (
 	subjectGap       = "proxops.v1.gap"
 	subjectStatus    = "proxops.v1.status"
 	subjectDLQ       = "proxops.v1.dlq"
+	subjectAdopt     = "proxops.v1.adopt"
 )
 
 // Subject filters covering every cluster (and node): what the streams store.
@@ -42,6 +43,7 @@ const (
 	FilterGaps      = subjectGap + ".*"
 	FilterStatus    = subjectStatus + ".*"
 	FilterDLQ       = subjectDLQ + ".*.*"
+	FilterAdopt     = subjectAdopt + ".*"
 )
 
 // Streams.
@@ -99,6 +101,9 @@ const (
 
 // QueueExecutors is the queue group a node's executors serve observe requests in.
 const QueueExecutors = "executors"
+
+// QueueAdopters is the queue group the adopters serve adoption requests in.
+const QueueAdopters = "adopters"
 
 // Headers. Nats-* headers are the server's and never invented here.
 const (
@@ -202,6 +207,9 @@ func ConfirmSubject(cluster string) (string, error) { return clusterSubject(subj
 
 // GapSubject is proxops.v1.gap.<cluster>.
 func GapSubject(cluster string) (string, error) { return clusterSubject(subjectGap, cluster) }
+
+// AdoptSubject is proxops.v1.adopt.<cluster> (request/reply): adoption on request.
+func AdoptSubject(cluster string) (string, error) { return clusterSubject(subjectAdopt, cluster) }
 
 // StatusSubject is proxops.v1.status.<cluster>.
 func StatusSubject(cluster string) (string, error) { return clusterSubject(subjectStatus, cluster) }

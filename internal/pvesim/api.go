@@ -120,6 +120,14 @@ func (s *Sim) SetRunning(vmid int, running bool) error {
 	return nil
 }
 
+// SetToken creates an API token, or gives an existing one a new secret: a rotation, after which the old
+// secret is refused at once.
+func (s *Sim) SetToken(id, secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[id] = secret
+}
+
 // Requests returns a copy of the request log, oldest first (secrets redacted).
 func (s *Sim) Requests() []RequestLogEntry {
 	s.mu.Lock()

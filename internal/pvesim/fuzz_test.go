@@ -59,6 +59,13 @@ func FuzzValidateParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		params := map[string]value{"node": {s: "pve1"}, k1: {s: v1}, k2: {s: v2}}
 		for k := range validateParams(m, "qemu", params) {
+			if _, given := params[k]; given {
+				continue
+			}
+			if _, given := params[""]; given && k == "_root" {
+				continue // an error about an empty parameter name is keyed _root
+			}
+			// An error about a sub-key of a property string is keyed <param>.<sub-key>.
 			base := strings.SplitN(k, ".", 2)[0]
 			if _, given := params[base]; !given && base != "vmid" {
 				t.Fatalf("error for %q, which was not given", k)

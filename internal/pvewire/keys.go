@@ -82,8 +82,27 @@ type Gap struct {
 // Redacted replaces a secret value in a gap.
 const Redacted = "<redacted>"
 
-// secretKeys are keys whose values are never shown.
-var secretKeys = set("cipassword", "sshkeys", "password", "sshkey", "keyfile", "secret")
+// secretKeys are keys whose values are never shown; so is any key that contains one of secretWords.
+var (
+	secretKeys  = set("cipassword", "sshkeys", "password", "sshkey", "keyfile", "secret")
+	secretWords = []string{"token", "secret", "password"}
+)
+
+// IsSecretKey reports whether the value of a config key (or of a property-string token) may be a secret and
+// is never shown: cipassword, sshkeys, password, sshkey, keyfile, secret, and any key containing token,
+// secret or password.
+func IsSecretKey(key string) bool {
+	k := strings.ToLower(key)
+	if secretKeys[k] {
+		return true
+	}
+	for _, w := range secretWords {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // modelledTokens lists, per kind of property string, the tokens the model covers; any other token of a
 // modelled key is a gap. Tokens PVE derives (size, media on a CD drive) count as covered.
@@ -102,6 +121,8 @@ var modelledTokens = map[string]map[string]bool{
 	"rootfs":   set("volume", "size"),
 	"mp":       set("volume", "size", "mp", "ro", "backup", "acl", "quota", "shared", "mountoptions"),
 	"features": set("nesting", "keyctl", "fuse"),
+	"machine":  set("type"),
+	"memory":   set("current"),
 }
 
 // Gaps lists a guest's live settings the manifest model does not cover, sorted by key and token: every key
@@ -118,13 +139,16 @@ func Gaps(g inventory.Guest) []Gap {
 		case IsBookkeeping(g.Type, k):
 			continue
 		case !IsModelled(g.Type, k):
-			if secretKeys[k] {
+			if IsSecretKey(k) {
 				v = Redacted
 			}
 			out = append(out, Gap{Key: k, Value: v})
 			continue
 		}
 		for _, t := range unmodelledTokens(g.Type, k, v) {
+			if IsSecretKey(k) || IsSecretKey(t.Key) {
+				t.Value = Redacted
+			}
 			out = append(out, Gap{Key: k, Token: t.Key, Value: t.Value})
 		}
 	}
@@ -171,6 +195,10 @@ func unmodelledTokens(t inventory.GuestType, key, value string) Props {
 			kind, p = "vga", ParseProps(value, "type")
 		case key == "boot":
 			kind, p = "boot", ParseProps(value, "legacy")
+		case key == "machine":
+			kind, p = "machine", ParseProps(value, "type")
+		case key == "memory":
+			kind, p = "memory", ParseProps(value, "current")
 		default:
 			return nil
 		}
@@ -196,3 +224,35 @@ func (g Gap) String() string {
 	b.WriteString(g.Value)
 	return b.String()
 }
+
+// ModelledKeys lists the config keys of a guest type the manifest model covers, sorted; ModelledPrefixes the
+// prefixes of its indexed keys (scsi for scsi0, scsi1, ...).
+func ModelledKeys(t inventory.GuestType) []string {
+	if t == inventory.LXC {
+		return sortedKeys(lxcModelled)
+	}
+	return sortedKeys(qemuModelled)
+}
+
+// ModelledPrefixes lists the prefixes of the indexed config keys a guest type's model covers, sorted.
+func ModelledPrefixes(t inventory.GuestType) []string {
+	p := qemuModelledPrefixes
+	if t == inventory.LXC {
+		p = lxcModelledPrefixes
+	}
+	out := slices.Clone(p)
+	slices.Sort(out)
+	return out
+}
+
+// BookkeepingKeys lists PVE's own bookkeeping keys of a guest type, sorted; BookkeepingPrefixes the
+// prefixes of indexed ones (unused0, unused1, ...).
+func BookkeepingKeys(t inventory.GuestType) []string {
+	if t == inventory.LXC {
+		return sortedKeys(lxcBookkeeping)
+	}
+	return sortedKeys(qemuBookkeeping)
+}
+
+// BookkeepingPrefixes lists the prefixes of indexed bookkeeping keys, sorted.
+func BookkeepingPrefixes() []string { return slices.Clone(bookkeepingPrefixes) }

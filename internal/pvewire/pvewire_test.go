@@ -318,3 +318,52 @@ spec:
 		t.Error("a clone's config carries start")
 	}
 }
+
+// A VM whose config has no cpu key runs PVE's default type (kvm64, cortex-a57 on aarch64): a manifest naming
+// that type matches it, any other type is written.
+func TestAbsentCPUKeyIsPVEsDefaultType(t *testing.T) {
+	vm := func(typ string) pvewire.Desired {
+		return pvewire.Desired{Resource: manifest.Resolve(&manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindVM,
+			Metadata: manifest.Metadata{Name: "web"}, Spec: &manifest.VMSpec{Node: "pve1", VMID: 100, CPU: manifest.VMCPU{Type: typ, Cores: 1},
+				Memory: "512MiB"}})}
+	}
+	for _, tc := range []struct {
+		typ   string
+		live  map[string]string
+		write bool
+	}{
+		{"kvm64", map[string]string{"name": "web"}, false},
+		{"host", map[string]string{"name": "web"}, true},
+		{"cortex-a57", map[string]string{"name": "web", "arch": "aarch64"}, false},
+		{"kvm64", map[string]string{"name": "web", "arch": "aarch64"}, true},
+	} {
+		d, err := pvewire.QEMU(vm(tc.typ), tc.live, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrote := slices.ContainsFunc(d.Changes, func(c pvewire.Change) bool { return c.Key == "cpu" })
+		if wrote != tc.write {
+			t.Errorf("type %s on %v: cpu written %v, want %v", tc.typ, tc.live, wrote, tc.write)
+		}
+	}
+}
+
+// Settings inside the machine and memory values that the model does not cover are gaps; so is any key or
+// token whose name says it holds a secret, with its value redacted.
+func TestGapsCoverMachineTokensAndRedactSecretLookingKeys(t *testing.T) {
+	g := inventory.Guest{Type: inventory.QEMU, Config: []inventory.Entry{
+		{Key: "machine", Value: "q35,viommu=intel", HasValue: true},
+		{Key: "memory", Value: "current=2048,max=8192", HasValue: true},
+		{Key: "vendor_api_token", Value: "abc", HasValue: true},
+		{Key: "my-secret-thing", Value: "def", HasValue: true},
+		{Key: "net0", Value: "virtio,bridge=vmbr0,password=ghi", HasValue: true},
+	}}
+	var got []string
+	for _, x := range pvewire.Gaps(g) {
+		got = append(got, x.String())
+	}
+	want := []string{"machine.viommu=intel", "memory.max=8192", "my-secret-thing=<redacted>", "net0.password=<redacted>", "vendor_api_token=<redacted>"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("gaps (-want +got):\n%s", d)
+	}
+}

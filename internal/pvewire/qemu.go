@@ -586,17 +586,29 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 	return x.d, nil
 }
 
-func (x *differ) qemuCPU(s *manifest.VMSpec) {
-	live, ok := x.get("cpu")
-	if !ok {
-		x.setString("cpu", "spec.cpu.type", cpuValue(s))
-		return
+// DefaultCPUType is the processor type qemu-server runs a VM with when its config has no cpu key: kvm64, or
+// cortex-a57 for an aarch64 VM (CPUConfig get_default_cpu_type).
+func DefaultCPUType(arch string) string {
+	if arch == "aarch64" {
+		return "cortex-a57"
 	}
-	p := ParseProps(live, "cputype")
+	return "kvm64"
+}
+
+func (x *differ) qemuCPU(s *manifest.VMSpec) {
 	var hidden *bool
 	if s.Options != nil {
 		hidden = s.Options.Hidden
 	}
+	live, ok := x.get("cpu")
+	if !ok {
+		// An absent key runs PVE's default type, which a manifest naming that type already matches.
+		if s.CPU.Type != DefaultCPUType(x.live["arch"]) || manifest.IsTrue(hidden) {
+			x.setString("cpu", "spec.cpu.type", cpuValue(s))
+		}
+		return
+	}
+	p := ParseProps(live, "cputype")
 	if p.Value("cputype") == s.CPU.Type && (hidden == nil || propBool(p, "hidden", false) == *hidden) {
 		return
 	}

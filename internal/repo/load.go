@@ -118,7 +118,12 @@ type parsed struct {
 // diagnostic.
 func Load(fsys fs.FS) *Repository {
 	l := &loader{fsys: fsys, repo: &Repository{}}
+	return l.load()
+}
+
+func (l *loader) load() *Repository {
 	l.loadProcessConfig()
+	l.repo.Config = Overlay(l.repo.Config, l.process)
 	l.loadClusters()
 	l.scanKindRoots()
 	files := l.compose()
@@ -134,6 +139,8 @@ func Load(fsys fs.FS) *Repository {
 type loader struct {
 	fsys fs.FS
 	repo *Repository
+	// process is laid over proxops.yaml (LoadOptions.Process); its clusters replace the repository's.
+	process *Config
 	// entries are each cluster's composition files in listed order, after path checks.
 	entries map[string][]listed
 	// kindFiles are the manifest files found under kind roots (not directly in them), sorted.
@@ -225,7 +232,8 @@ func (l *loader) loadClusters() {
 		l.repo.Clusters = append(l.repo.Clusters, c)
 		dir := ClustersDir + "/" + name
 		info, hasDir := dirs[name]
-		if info.hasConfig {
+		_, fromProcess := l.processClusters()[name]
+		if info.hasConfig && !fromProcess {
 			c.Config = l.loadClusterConfig(c, dir+"/"+ClusterConfigFile)
 			if ic, ok := inline[name]; ok && c.Config != nil {
 				clusterError(c, ProcessConfigFile, ic.Pos, "", "pve.clusters."+name,
@@ -252,6 +260,14 @@ func (l *loader) loadClusters() {
 	if len(l.repo.Clusters) == 0 {
 		l.repoError("", yamldecode.Pos{}, "no clusters: add clusters/<name>/config.yaml (the PVE endpoint and nodes) and clusters/<name>/resources.yaml (the manifests it consumes)")
 	}
+}
+
+// processClusters are the clusters the process configuration declares (they replace the repository's).
+func (l *loader) processClusters() map[string]*ClusterConfig {
+	if l.process == nil {
+		return nil
+	}
+	return l.process.PVE.Clusters
 }
 
 // loadClusterConfig reads clusters/<name>/config.yaml, which must declare exactly pve.clusters.<name>.

@@ -79,13 +79,14 @@ func (e Event) Cluster() string {
 	return ""
 }
 
-// Preview reports whether an event belongs to an operator's preview (`proxops diff --nats`): a work-tree
-// snapshot (no commit) or a dry run someone requested. Previews never change a cluster's status.
+// Preview reports whether an event belongs to an operator's preview (`proxops diff`): a dry run someone
+// requested, of a commit or of a work tree. Previews never change a cluster's status. A work tree that is
+// applied (`proxops apply --worktree`) is no preview: what it does to PVE shows.
 func (e Event) Preview() bool {
 	var info *plan.RunInfo
 	switch {
 	case e.Repo != nil:
-		return e.Repo.Commit == "" || (e.Repo.DryRun && e.Repo.RequestID != "")
+		return e.Repo.DryRun && e.Repo.RequestID != ""
 	case e.Planned != nil:
 		info = &e.Planned.RunInfo
 	case e.Rejected != nil:
@@ -93,7 +94,7 @@ func (e Event) Preview() bool {
 	default:
 		return false
 	}
-	return info.Commit == "" || (info.DryRun && info.RequestID != "")
+	return info.DryRun && info.RequestID != ""
 }
 
 // concerns reports whether the event is about the cluster.

@@ -378,6 +378,27 @@ func TestPreviewsNeverChangeAClustersStatus(t *testing.T) {
 	}
 }
 
+// A work tree applied (apply --worktree: a snapshot without a commit, not a dry run) is what PVE becomes:
+// its plan and run show in the report, unlike a preview of the same tree.
+func TestAnAppliedWorkTreeChangesTheStatus(t *testing.T) {
+	h := newHistory()
+	e := h.repo("c1", event.TriggerWebhook)
+	r := runInfo("alpha", "c1", "run-1", e)
+	base := fold("alpha", e, h.planned(r, plan.Plan{Resources: declared}), h.finished(r, plan.OutcomeSucceeded))
+
+	wt := h.repo("", event.TriggerManual)
+	wt.Repo.RequestID = "req-2"
+	wr := runInfo("alpha", "", "run-2", wt)
+	wr.RequestID = "req-2"
+	s := base
+	for _, ev := range []report.Event{wt, h.planned(wr, plan.Plan{Resources: declared, Operations: []plan.Operation{configureDB}})} {
+		s, _ = report.Apply(s, ev)
+	}
+	if s.Report.Counters.Plans != base.Report.Counters.Plans+1 || s.Report.Phase == base.Report.Phase {
+		t.Fatalf("an applied work tree left the report as it was: phase %s, plans %d", s.Report.Phase, s.Report.Counters.Plans)
+	}
+}
+
 func TestRevisionCountsChangesOfTheReportOnly(t *testing.T) {
 	h := newHistory()
 	e := h.repo("c1", event.TriggerWebhook)

@@ -41,6 +41,11 @@ type Config struct {
 	RepoBaseURL string
 	// Secrets resolves the secret references operations carry (nil: operations with references fail).
 	Secrets pve.SecretResolver
+	// Credentials, when set, is asked before every observe and operation for the PVE credentials and the
+	// secret resolver to use; they replace PVE's credentials and Secrets (the endpoint stays PVE's). An
+	// executor with a credential source serves even when it cannot connect at start: each observe and
+	// operation connects again and reports what failed.
+	Credentials CredentialSource
 
 	// Concurrency bounds the operations run at once by this replica (executor.concurrency, default 4).
 	Concurrency int

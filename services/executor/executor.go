@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/wire"
@@ -37,11 +38,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
+	defer m.unregister(cfg.Registry)
 	pcfg := cfg.PVE
 	pcfg.Metrics = m
-	client, err := pve.New(ctx, pcfg, log)
-	if err != nil {
+	clients := &pveClients{cfg: pcfg, source: cfg.Credentials, log: log}
+	version := ""
+	client, err := clients.connect(ctx, cfg.Secrets)
+	switch {
+	case err == nil:
+		version = client.Version()
+	case cfg.Credentials == nil || ctx.Err() != nil:
 		return err
+	default:
+		// Credentials that come and go with the repository: serve anyway, and try again on every observe and
+		// operation (each failure is reported to whoever asked).
+		log.Warn("cannot connect to PVE yet; every observe and operation tries again", "err", err)
 	}
 	b := cfg.Bus
 	if b == nil {
@@ -61,7 +72,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", bus.BucketOps, err)
 	}
-	e := &executor{cfg: cfg, log: log, bus: b, pve: client, metrics: m, ops: ops, guests: map[int]*sync.Mutex{},
+	e := &executor{cfg: cfg, log: log, bus: b, pve: clients, version: version, metrics: m, ops: ops, guests: map[int]*sync.Mutex{},
 		storages: map[string]chan struct{}{}}
 	if msg := cfg.endpointMismatch(); msg != "" {
 		log.Error("endpoint mismatch: every operation and observe will be refused", "repo_base_url", cfg.RepoBaseURL)
@@ -73,7 +84,8 @@ type executor struct {
 	cfg     Config
 	log     *slog.Logger
 	bus     *bus.Bus
-	pve     *pve.Client
+	pve     *pveClients
+	version string
 	metrics *metrics
 	// ops is proxops_ops: operation records and guest guards.
 	ops jetstream.KeyValue
@@ -93,7 +105,7 @@ func (e *executor) run(ctx context.Context) error {
 	}
 	defer svc.Stop()
 	if e.cfg.ObserveOnly {
-		e.log.Info("executor ready (observe only: no operation is applied)", "pve_version", e.pve.Version())
+		e.log.Info("executor ready (observe only: no operation is applied)", "pve_version", e.version)
 		if e.cfg.OnReady != nil {
 			e.cfg.OnReady()
 		}
@@ -119,7 +131,7 @@ func (e *executor) run(ctx context.Context) error {
 		cancelWork()
 	})
 	defer stop()
-	e.log.Info("executor ready", "pve_version", e.pve.Version(), "concurrency", e.cfg.Concurrency)
+	e.log.Info("executor ready", "pve_version", e.version, "concurrency", e.cfg.Concurrency)
 	if e.cfg.OnReady != nil {
 		e.cfg.OnReady()
 	}
@@ -148,12 +160,17 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	if msg := e.refusal(req.Cluster, req.Node); msg != "" {
 		return nil, errors.New(msg)
 	}
-	n, err := e.pve.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
-		ContentStorages: req.ContentStorages, AllContent: req.AllContent})
+	var n inventory.Node
+	client, _, err := e.pve.current(ctx)
+	if err == nil {
+		n, err = client.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
+			ContentStorages: req.ContentStorages, AllContent: req.AllContent})
+	}
+	n.Cluster, n.Node = req.Cluster, req.Node
 	inv := wire.NodeInventory{Node: n, RequestID: req.RequestID, ObservedAt: time.Now().UTC()}
 	if err == nil && req.ListNodes {
 		// A cluster with an empty allowlist is observed on every node PVE lists; the planner learns them here.
-		inv.ClusterNodes, err = e.pve.Nodes(ctx)
+		inv.ClusterNodes, err = client.Nodes(ctx)
 	}
 	if err != nil {
 		e.log.Warn("observe failed", "err", err)
@@ -242,8 +259,14 @@ func (h *opRun) run(ctx context.Context) error {
 	lockSince := time.Time{}
 	delay := e.cfg.RetryBackoff
 	for {
-		out, err := e.pve.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: e.cfg.Secrets,
-			Progress: h.progress(ctx)})
+		var out pve.Outcome
+		client, secrets, err := e.pve.current(opCtx)
+		if err == nil {
+			out, err = client.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: secrets,
+				Progress: h.progress(ctx)})
+		} else {
+			err = &pve.Error{Class: plan.ErrorRetryable, Err: err}
+		}
 		if err == nil {
 			result := "succeeded"
 			if out.AlreadyDone {

@@ -41,6 +41,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// unregister removes the series from the registry, so an executor of the same node can start again in the
+// same process.
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.tasks, m.operations} {
+		reg.Unregister(c)
+	}
+}
+
 // Request implements pve.Metrics.
 func (m *metrics) Request(method, path, status string, d time.Duration) {
 	m.requests.WithLabelValues(method, path, status).Observe(d.Seconds())

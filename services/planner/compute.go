@@ -112,7 +112,7 @@ func (p *planner) repository(ctx context.Context, tree string) (*repo.Repository
 	if err != nil {
 		return nil, fmt.Errorf("tree %s: %w", tree, err)
 	}
-	r := repo.Load(snap.FS())
+	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: p.cfg.Process})
 	p.treeMu.Lock()
 	defer p.treeMu.Unlock()
 	if len(p.trees) >= 8 {

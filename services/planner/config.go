@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 )
 
@@ -41,6 +42,10 @@ type Config struct {
 	// drives a cluster: what proxops diff runs in its own process, so a diff never carries on an apply an
 	// earlier command left open.
 	PlanOnly bool
+	// Process is the process configuration of the command that runs this planner (proxops up --config,
+	// command-line flags), laid over every tree's proxops.yaml; its inline clusters replace the trees'
+	// cluster files (repo.LoadOptions). Nil for a planner that reads its trees only.
+	Process *repo.Config
 	// LocalSecrets lets a secrets-file outside the repository (an absolute or ~ path) be read from this
 	// host's disk. A deployed planner leaves it off: its secrets come from the tree only.
 	LocalSecrets bool

@@ -88,6 +88,23 @@ func SnapshotBranch(ctx context.Context, repoPath, branch string) (TreeSnapshot,
 	return snap, err
 }
 
+// CurrentBranch returns the branch HEAD points to in the local repository at repoPath (its work tree, a
+// directory below it, or its git directory). A detached HEAD is an error.
+func CurrentBranch(repoPath string) (string, error) {
+	repo, err := openLocal(repoPath)
+	if err != nil {
+		return "", err
+	}
+	ref, err := repo.Storer.Reference(plumbing.HEAD)
+	if err != nil {
+		return "", fmt.Errorf("repository %s: read HEAD: %w", repoPath, err)
+	}
+	if ref.Type() != plumbing.SymbolicReference || !ref.Target().IsBranch() {
+		return "", fmt.Errorf("repository %s: HEAD is detached (not on a branch)", repoPath)
+	}
+	return ref.Target().Short(), nil
+}
+
 // openLocal opens a local repository for reading.
 func openLocal(p string) (*git.Repository, error) {
 	repo, err := git.PlainOpenWithOptions(p, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})

@@ -182,3 +182,24 @@ func TestIsManifestPath(t *testing.T) {
 		}
 	}
 }
+
+// CurrentBranch names the branch HEAD points to, from the work tree or a directory below it, and refuses a
+// detached HEAD.
+func TestCurrentBranchNamesTheCheckedOutBranch(t *testing.T) {
+	repo := newWorkRepo(t, t.TempDir())
+	repo.write("vm/lab/a.yaml", "a\n")
+	commit := repo.commit("first")
+	for _, p := range []string{repo.dir, filepath.Join(repo.dir, "vm")} {
+		if b, err := watcher.CurrentBranch(p); err != nil || b != "main" {
+			t.Errorf("%s: branch %q, err %v", p, b, err)
+		}
+	}
+	runGit(t, repo.dir, "checkout", "-q", "-b", "release/2026")
+	if b, err := watcher.CurrentBranch(repo.dir); err != nil || b != "release/2026" {
+		t.Errorf("branch %q, err %v", b, err)
+	}
+	runGit(t, repo.dir, "checkout", "-q", "--detach", commit)
+	if _, err := watcher.CurrentBranch(repo.dir); err == nil || !strings.Contains(err.Error(), "detached") {
+		t.Errorf("detached HEAD: err %v", err)
+	}
+}

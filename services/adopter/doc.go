@@ -1,2 +1,0 @@
-// Package adopter turns live guests into manifests and reports unmodelled PVE keys as gaps.
-package adopter

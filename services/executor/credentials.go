@@ -1,0 +1,110 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/proxops/proxops/internal/pve"
+)
+
+// Credentials are the PVE credentials and the secret resolver an executor uses at one moment. Exactly one
+// of an API token (TokenID, TokenSecret) and a user with a password is set.
+type Credentials struct {
+	TokenID     string
+	TokenSecret string
+	User        string
+	Password    string
+	// Secrets resolves the secret references operations carry (nil: operations with references fail).
+	Secrets pve.SecretResolver
+}
+
+// String never shows a secret.
+func (c Credentials) String() string {
+	if c.TokenID != "" {
+		return "api token " + c.TokenID
+	}
+	return "user " + c.User
+}
+
+func (c Credentials) sameAuth(o Credentials) bool {
+	return c.TokenID == o.TokenID && c.TokenSecret == o.TokenSecret && c.User == o.User && c.Password == o.Password
+}
+
+// CredentialSource gives an executor its credentials afresh. An in-process executor whose credentials come
+// from the repository's secrets file uses one, so a rotated token that is committed is used by the next
+// observe and operation without a restart.
+type CredentialSource interface {
+	// Current returns the credentials to use now. Its errors never carry a secret.
+	Current(ctx context.Context) (Credentials, error)
+}
+
+// pveClients holds the executor's PVE client, and replaces it when the credential source hands out other
+// credentials. The endpoint (base URL, CA, TLS settings) never changes.
+type pveClients struct {
+	cfg    pve.Config
+	source CredentialSource
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	client  *pve.Client
+	creds   Credentials
+	secrets pve.SecretResolver
+}
+
+// credentialsOf are the credentials of a static configuration.
+func credentialsOf(c pve.Config, secrets pve.SecretResolver) Credentials {
+	return Credentials{TokenID: c.TokenID, TokenSecret: c.TokenSecret, User: c.User, Password: c.Password, Secrets: secrets}
+}
+
+// Apply returns cfg (an endpoint) with these credentials.
+func (c Credentials) Apply(cfg pve.Config) pve.Config {
+	cfg.TokenID, cfg.TokenSecret, cfg.User, cfg.Password = c.TokenID, c.TokenSecret, c.User, c.Password
+	return cfg
+}
+
+// current returns the client and secret resolver to use now, connecting again when the credentials changed.
+func (p *pveClients) current(ctx context.Context) (*pve.Client, pve.SecretResolver, error) {
+	if p.source == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.client, p.secrets, nil
+	}
+	creds, err := p.source.Current(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pve credentials: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client != nil && creds.sameAuth(p.creds) {
+		p.secrets = creds.Secrets
+		return p.client, p.secrets, nil
+	}
+	client, err := pve.New(ctx, creds.Apply(p.cfg), p.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.client != nil {
+		p.log.Info("pve credentials changed; connected with the new ones", "principal", client.Principal())
+	}
+	p.client, p.creds, p.secrets = client, creds, creds.Secrets
+	return client, p.secrets, nil
+}
+
+// connect makes the first client: with the source's credentials when there is a source, else with the
+// static configuration's.
+func (p *pveClients) connect(ctx context.Context, secrets pve.SecretResolver) (*pve.Client, error) {
+	if p.source != nil {
+		c, _, err := p.current(ctx)
+		return c, err
+	}
+	client, err := pve.New(ctx, p.cfg, p.log)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.client, p.creds, p.secrets = client, credentialsOf(p.cfg, secrets), secrets
+	p.mu.Unlock()
+	return client, nil
+}
