@@ -68,7 +68,9 @@ type Bus struct {
 	js   jetstream.JetStream
 	opts Options
 	log  *slog.Logger
-	own  bool
+	// followStallCheck is how often a silent follower checks its stream (tests shorten it).
+	followStallCheck time.Duration
+	own              bool
 
 	mu      sync.Mutex
 	kvs     map[string]jetstream.KeyValue
@@ -100,6 +102,7 @@ func newBus(nc *nats.Conn, opts Options, own bool) (*Bus, error) {
 	return &Bus{
 		nc: nc, js: js, opts: opts, log: opts.Logger, own: own,
 		kvs: map[string]jetstream.KeyValue{}, objects: map[string]jetstream.ObjectStore{},
+		followStallCheck: followStallCheck,
 	}, nil
 }
 

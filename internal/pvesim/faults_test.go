@@ -103,6 +103,17 @@ func TestLockTimeoutAndTaskFaults(t *testing.T) {
 	if c.sim.Running(100) {
 		t.Fatal("a failed task must not do its work")
 	}
+	// A failed create leaves no guest behind (PVE deletes the config file the API call wrote with lock: create).
+	if err := c.sim.SetFaults(pvesim.Faults{TaskFailureRate: 1, TaskTypes: []string{"qmcreate", "vzcreate"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, st := c.taskOf("POST", "/nodes/pve1/qemu", form("vmid", "101")); st != "injected task failure" {
+		t.Fatalf("injected create failure: %q", st)
+	}
+	if c.sim.Exists(101) {
+		cfg, _ := c.sim.Config(101)
+		t.Fatalf("a failed create left guest 101 behind: %v", cfg)
+	}
 	if err := c.sim.SetFaults(pvesim.Faults{Errors: []pvesim.ErrorFault{{Rate: 2}}}); err == nil {
 		t.Fatal("a rate above 1 must be refused")
 	}

@@ -249,7 +249,13 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	start := c.str("start") == "1"
 	haManaged := c.str("ha-managed") == "1"
 	handed = true
-	return s.spawn(&taskSpec{node: nodeName, typ: "vzcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, work: func(l taskLog) error {
+	// A worker that fails before it finished the container (the lock is still there) leaves nothing.
+	onFail := func() {
+		if s.guests[vmid] == g && g.conf()["lock"] == "create" {
+			delete(s.guests, vmid)
+		}
+	}
+	return s.spawn(&taskSpec{node: nodeName, typ: "vzcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, onFail: onFail, work: func(l taskLog) error {
 		g := s.guests[vmid]
 		conf := g.conf()
 		for _, a := range allocs {

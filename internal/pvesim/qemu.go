@@ -261,7 +261,14 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 	start := c.str("start") == "1"
 	haManaged := c.str("ha-managed") == "1"
 	handed = true
-	return s.spawn(&taskSpec{node: nodeName, typ: "qmcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, work: func(l taskLog) error {
+	// A worker that fails before it finished the guest (the lock is still there) leaves nothing: PVE deletes
+	// the config file.
+	onFail := func() {
+		if s.guests[vmid] == g && g.conf()["lock"] == "create" {
+			delete(s.guests, vmid)
+		}
+	}
+	return s.spawn(&taskSpec{node: nodeName, typ: "qmcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, onFail: onFail, work: func(l taskLog) error {
 		g := s.guests[vmid]
 		conf := g.conf()
 		var created []string

@@ -564,13 +564,38 @@ func (h *opRun) publish(ctx context.Context, r plan.Result) {
 		return
 	}
 	subject, _ := bus.ResultSubject(e.cfg.Cluster, e.cfg.Node)
-	var opts []bus.PublishOption
-	if r.Status.Final() {
-		opts = append(opts, bus.WithMsgID(h.op.RunID+"."+h.op.ID+".final"))
+	if !r.Status.Final() {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := e.bus.Publish(pctx, subject, msg); err != nil {
+			h.log().Warn("publish progress", "status", string(r.Status), "err", err)
+		}
+		return
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// A final result is what the planner waits for. While NATS elects new leaders (a server lost) a publish
+	// fails for a few seconds; it is tried again, under its message id so it is stored once, for up to
+	// finalResultPatience before the delivery is settled. A result still not stored then is found by the
+	// planner in the operation journal, later.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalResultPatience)
 	defer cancel()
-	if _, err := e.bus.Publish(pctx, subject, msg, opts...); err != nil {
-		h.log().Warn("publish result", "status", string(r.Status), "err", err)
+	delay := 100 * time.Millisecond
+	for {
+		_, err := e.bus.Publish(pctx, subject, msg, bus.WithMsgID(h.op.RunID+"."+h.op.ID+".final"))
+		if err == nil {
+			return
+		}
+		if pctx.Err() != nil {
+			h.log().Warn("publish result", "status", string(r.Status), "err", err)
+			return
+		}
+		h.log().Info("publish result failed; trying again", "status", string(r.Status), "err", err, "retry_in", delay)
+		if sleepCtx(pctx, delay) != nil {
+			h.log().Warn("publish result", "status", string(r.Status), "err", err)
+			return
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
 }
+
+// finalResultPatience bounds the attempts to store one final result.
+const finalResultPatience = 30 * time.Second

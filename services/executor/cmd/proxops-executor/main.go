@@ -81,6 +81,7 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.StringVar(&cfg.RepoBaseURL, "repo-base-url", "", "the base-url the repository declares for the cluster; refused when it differs from --pve-url")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once (executor.concurrency)")
 	fs.IntVar(&cfg.StorageConcurrency, "storage-concurrency", 1, "clones or downloads at once per storage (executor.storage-concurrency)")
+	fs.IntVar(&cfg.PVE.ObserveConcurrency, "observe-concurrency", 8, "per-guest config reads at once during one observe")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", 2*time.Hour, "how long to wait on a guest locked by a long PVE job (reconcile.lock-wait)")
 	fs.DurationVar(&cfg.PVE.TaskTimeout, "task-timeout", 30*time.Minute, "longest wait for one PVE task (reconcile.task-timeout)")
 	fs.DurationVar(&cfg.PVE.TaskPollMin, "task-poll", 250*time.Millisecond, "first interval between task status polls")
@@ -104,6 +105,9 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	cfg.NATS.Password = getenv("PROXOPS_NATS_PASSWORD")
 	cfg.OwnEndpoint = true
 	cfg.PVE.TaskPollMax = max(5*time.Second, cfg.PVE.TaskPollMin)
+	if cfg.PVE.ObserveConcurrency < 1 {
+		return cfg, "", fmt.Errorf("--observe-concurrency %d: want at least 1", cfg.PVE.ObserveConcurrency)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, "", err
 	}

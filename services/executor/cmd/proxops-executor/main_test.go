@@ -32,6 +32,13 @@ func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
 	if err != nil || cfg.PVE.TokenID != "env@pve!exec" || cfg.PVE.TokenSecret != "s3" {
 		t.Fatalf("user and token: %+v, %v", cfg.PVE, err)
 	}
+	if cfg.PVE.ObserveConcurrency != 8 {
+		t.Fatalf("default observe concurrency %d, want 8", cfg.PVE.ObserveConcurrency)
+	}
+	cfg, _, err = configure(ctx, append(base, "--observe-concurrency", "32"), env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31"}))
+	if err != nil || cfg.PVE.ObserveConcurrency != 32 {
+		t.Fatalf("--observe-concurrency 32: %d, %v", cfg.PVE.ObserveConcurrency, err)
+	}
 	cfg, _, err = configure(ctx, append(base, "--pve-user", "root@pam"), env(map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}))
 	if err != nil || cfg.PVE.User != "root@pam" || cfg.PVE.Password != "pw" || cfg.PVE.TokenID != "" {
 		t.Fatalf("ticket: %+v, %v", cfg.PVE, err)
@@ -41,13 +48,14 @@ func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"no credentials":       {base, nil, "no effective PVE user/token"},
-		"bad token value":      {base, map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "nope"}, "PROXOPS_PVE_TOKEN_VALUE"},
-		"token without id":     {base, map[string]string{"PROXOPS_PVE_TOKEN": "s3", "PROXOPS_PVE_USER": "u@pve"}, "pve.token-id"},
-		"ticket without user":  {base, map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}, "pve.user"},
-		"refs without a file":  {append(base, "--secrets-pve-token", "t"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}, "--secrets-file"},
-		"node off allowlist":   {append(base, "--allowed-nodes", "pve2,pve3"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "allowlist"},
-		"missing pve endpoint": {base[:6], map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "PVE endpoint"},
+		"no credentials":         {base, nil, "no effective PVE user/token"},
+		"bad token value":        {base, map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "nope"}, "PROXOPS_PVE_TOKEN_VALUE"},
+		"token without id":       {base, map[string]string{"PROXOPS_PVE_TOKEN": "s3", "PROXOPS_PVE_USER": "u@pve"}, "pve.token-id"},
+		"ticket without user":    {base, map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}, "pve.user"},
+		"refs without a file":    {append(base, "--secrets-pve-token", "t"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}, "--secrets-file"},
+		"node off allowlist":     {append(base, "--allowed-nodes", "pve2,pve3"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "allowlist"},
+		"missing pve endpoint":   {base[:6], map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "PVE endpoint"},
+		"no observe concurrency": {append(base, "--observe-concurrency", "0"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "--observe-concurrency"},
 	} {
 		if _, _, err := configure(ctx, tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
