@@ -256,6 +256,58 @@ func TestAnotherPlannerCarriesOnTheRunOfOneThatStopped(t *testing.T) {
 	}
 }
 
+// A planner that takes over an open run reads the results stored so far before it dispatches anything: an
+// operation that already succeeded is never published again (the duplicate window would hide a second
+// publication only for a while), which a plain subscriber on the work subjects sees.
+func TestResumedRunPublishesNoOperationAgain(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond),
+		"qmcreate": pvesim.Duration(400 * time.Millisecond), "qmstart": pvesim.Duration(400 * time.Millisecond)}
+	e := newEnv(t, spec)
+	opSubject, err := bus.OpSubject(cluster, "pve1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.bus.Conn().SubscribeSync(opSubject[:strings.LastIndexByte(opSubject, '.')+1] + "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := e.bus.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.startExecutors("pve1", "pve2", "pve3")
+	stopA := e.startPlanner(e.plannerConfig("a"))
+	files := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "d": 104})
+	chain(files, "a", "b", "c", "d")
+	ev := e.announce(files, false)
+	// The second create reaching PVE means the first one succeeded.
+	eventually(t, time.Minute, "the second create to reach PVE", func() bool { return e.creates() == 2 })
+	stopA()
+	e.startPlanner(e.plannerConfig("b"))
+	o := e.wait(ev, time.Minute)
+	f := o.last()
+	if f.Outcome != plan.OutcomeSucceeded || f.Succeeded != 4 {
+		t.Fatalf("run: %+v", f)
+	}
+	published := map[string]int{}
+	for {
+		m, err := sub.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		published[m.Header.Get("Nats-Msg-Id")]++
+	}
+	if len(published) != f.Succeeded {
+		t.Errorf("%d operations published for a run of %d: %v", len(published), f.Succeeded, published)
+	}
+	for id, n := range published {
+		if n != 1 {
+			t.Errorf("operation %s published %d times", id, n)
+		}
+	}
+}
+
 // The predecessor's example repository validates and composes, but its secrets file is encrypted to a key
 // that no longer exists: its plan is rejected with a diagnostic naming the file, and nothing is observed
 // or written.
