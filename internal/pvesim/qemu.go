@@ -299,7 +299,10 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 			}
 		}
 		if _, ok := conf["boot"]; !ok {
-			conf["boot"] = defaultBootOrder(conf)
+			// print_bootorder gives "" for no devices, and an empty boot is not written.
+			if order := defaultBootOrder(conf); order != "" {
+				conf["boot"] = order
+			}
 		}
 		conf["meta"] = fmt.Sprintf("creation-qemu=10.0.2,ctime=%d", time.Now().Unix())
 		delete(conf, "lock")
@@ -319,7 +322,8 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 }
 
 // defaultBootOrder is QemuServer.pm get_default_bootdevices: the first disk, the first cdrom, the first
-// NIC, in device order ide, sata, scsi, virtio.
+// NIC, in device order ide, sata, scsi, virtio, printed as print_bootorder does; "" when there is none
+// ("order=" alone is not a valid pve-qm-boot).
 func defaultBootOrder(conf map[string]string) string {
 	var disk, cd, net string
 	for _, bus := range []string{"ide", "sata", "scsi", "virtio"} {
@@ -349,6 +353,9 @@ func defaultBootOrder(conf map[string]string) string {
 		if d != "" {
 			order = append(order, d)
 		}
+	}
+	if len(order) == 0 {
+		return ""
 	}
 	return "order=" + strings.Join(order, ";")
 }
