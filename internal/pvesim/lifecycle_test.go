@@ -2,6 +2,7 @@ package pvesim_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -273,5 +274,29 @@ func TestLockCreateRefusesWritesDuringTheCreate(t *testing.T) {
 	}
 	if r := c.do("PUT", "/nodes/pve1/lxc/201/config", form("hostname", "later")); r.Status != 200 {
 		t.Fatalf("write after the clone: %d %s", r.Status, r.Message)
+	}
+}
+
+// A machine version newer than the node's QEMU (10.0), or a +pveN revision above what qemu-server knows for
+// that version, fails the start task with qemu-server's texts; known revisions start.
+func TestStartRefusesMachineVersionsTheNodeCannotRun(t *testing.T) {
+	c := cloneCluster(t, nil)
+	tests := []struct{ machine, want string }{
+		{"q35", "OK"},
+		{"pc-q35-10.0", "OK"},
+		{"pc-i440fx-4.1+pve2", "OK"},
+		{"pc-q35-9.2+pve1", "OK"},
+		{"pc-q35-10.1", "Installed QEMU version '10.0.2' is too old to run machine type 'pc-q35-10.1+pve0', please upgrade node 'pve1'"},
+		{"pc-q35-9.2+pve2", "Installed qemu-server (max feature level for 9.2 is pve1) is too old to run machine type 'pc-q35-9.2+pve2', please upgrade node 'pve1'"},
+		{"pc-i440fx-8.1+pve1", "Installed qemu-server (max feature level for 8.1 is pve0) is too old to run machine type 'pc-i440fx-8.1+pve1', please upgrade node 'pve1'"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.machine, func(t *testing.T) {
+			vmid := strconv.Itoa(100 + i)
+			c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", vmid, "machine", tc.machine))
+			if _, st := c.taskOf("POST", "/nodes/pve1/qemu/"+vmid+"/status/start", nil); st != tc.want {
+				t.Fatalf("start ended %q, want %q", st, tc.want)
+			}
+		})
 	}
 }
