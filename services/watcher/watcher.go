@@ -56,10 +56,11 @@ type Watcher struct {
 	red       redactor
 	keyPrefix string
 
-	kick    chan struct{}
-	manual  chan manualRequest
-	running atomic.Bool
-	addr    atomic.Pointer[string]
+	kick        chan struct{}
+	manual      chan manualRequest
+	running     atomic.Bool
+	addr        atomic.Pointer[string]
+	metricsAddr atomic.Pointer[string]
 
 	mu     sync.Mutex
 	status Status
@@ -178,6 +179,23 @@ func (w *Watcher) ListenAddr() string {
 	return ""
 }
 
+// MetricsAddr is the address the /metrics and /healthz server (Config.MetricsListen) listens on while Run
+// serves it, else "".
+func (w *Watcher) MetricsAddr() string {
+	if a := w.metricsAddr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// MetricsHandler serves /metrics and /healthz only.
+func (w *Watcher) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", w.serveHealth)
+	return mux
+}
+
 // Handler serves /metrics, /healthz and, when a webhook secret is set, the webhook endpoints
 // /webhook/github, /webhook/gitea (also /webhook/forgejo) and /webhook/gitlab.
 func (w *Watcher) Handler() http.Handler {
@@ -232,31 +250,58 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer cancel()
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	var srv *http.Server
-	if w.cfg.Listen != "" {
-		ln, err := net.Listen("tcp", w.cfg.Listen)
+	errc := make(chan error, 3)
+	var servers []*http.Server
+	serve := func(addr string, h http.Handler, what string) error {
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("watcher: listen on %s: %w", w.cfg.Listen, err)
+			return fmt.Errorf("watcher: listen on %s: %w", addr, err)
 		}
-		addr := ln.Addr().String()
-		w.addr.Store(&addr)
-		defer w.addr.Store(nil)
-		srv = &http.Server{
-			Handler:           w.Handler(),
+		srv := &http.Server{
+			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
 		}
-		w.log.Info("http server listening", "addr", addr, "webhooks", w.cfg.WebhookSecret != "")
+		servers = append(servers, srv)
 		wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("watcher: http server: %w", err)
+				errc <- fmt.Errorf("watcher: %s server: %w", what, err)
 				cancel()
 			}
 		})
+		bound := ln.Addr().String()
+		if what == "http" {
+			w.addr.Store(&bound)
+		} else {
+			w.metricsAddr.Store(&bound)
+		}
+		w.log.Info(what+" server listening", "addr", bound, "webhooks", what == "http" && w.cfg.WebhookSecret != "")
+		return nil
+	}
+	shutdown := func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		for _, srv := range servers {
+			_ = srv.Shutdown(sctx)
+		}
+	}
+	defer w.addr.Store(nil)
+	defer w.metricsAddr.Store(nil)
+	if w.cfg.Listen != "" {
+		if err := serve(w.cfg.Listen, w.Handler(), "http"); err != nil {
+			return err
+		}
+	}
+	if w.cfg.MetricsListen != "" && w.cfg.MetricsListen != w.cfg.Listen {
+		if err := serve(w.cfg.MetricsListen, w.MetricsHandler(), "metrics"); err != nil {
+			cancel()
+			shutdown()
+			wg.Wait()
+			return err
+		}
 	}
 	if w.deps.Requests != nil {
 		wg.Go(func() {
@@ -268,11 +313,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.loop(ctx)
 	cancel()
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
-		scancel()
-	}
+	shutdown()
 	wg.Wait()
 	select {
 	case err := <-errc:
