@@ -443,7 +443,7 @@ func (w *Watcher) sync(ctx context.Context, trigger Trigger, force bool) error {
 	defer cancel()
 	start := time.Now()
 	head, err := w.src.head(gctx)
-	w.m.gitDuration.WithLabelValues("list").Observe(time.Since(start).Seconds())
+	w.m.gitOp("list", time.Since(start), err)
 	if err != nil {
 		return &gitError{w.red.error(err)}
 	}
@@ -461,7 +461,7 @@ func (w *Watcher) sync(ctx context.Context, trigger Trigger, force bool) error {
 	if have != head {
 		start = time.Now()
 		have, err = w.src.fetch(gctx)
-		w.m.gitDuration.WithLabelValues("fetch").Observe(time.Since(start).Seconds())
+		w.m.gitOp("fetch", time.Since(start), err)
 		if err != nil {
 			return &gitError{w.red.error(err)}
 		}
@@ -607,6 +607,8 @@ func (w *Watcher) succeeded(commit plumbing.Hash) {
 	w.m.lastSuccess.Set(float64(now.Unix()))
 	w.m.consecutiveFailures.Set(0)
 	w.m.stale.Set(0)
+	w.m.std.DesiredStale.Set(0)
+	w.m.std.GitFetched(now)
 	w.mu.Lock()
 	w.status.LastSuccess = now
 	w.status.LastError = ""
@@ -621,6 +623,7 @@ func (w *Watcher) failed(err error) time.Duration {
 	var gerr *gitError
 	if errors.As(err, &gerr) {
 		w.m.fetchFailures.Inc()
+		w.m.std.DesiredStale.Set(1)
 	}
 	w.m.consecutiveFailures.Set(float64(w.failures))
 	w.m.stale.Set(1)

@@ -130,14 +130,16 @@ func TestWatcherProcessServesMetricsAndHealthWithoutAWebhook(t *testing.T) {
 		body = get(t, "http://"+addr+"/metrics")
 		return strings.Contains(body, want)
 	})
-	for _, series := range []string{"go_goroutines ", "proxops_watcher_stale 0"} {
+	for _, series := range []string{"go_goroutines ", "proxops_watcher_stale 0", "proxops_desired_stale 0", "proxops_git_last_fetch_age_seconds "} {
 		if !strings.Contains(body, series) {
 			t.Errorf("/metrics lacks %q", series)
 		}
 	}
-	if h := get(t, "http://"+addr+"/healthz"); !strings.Contains(h, `"ok":true`) || !strings.Contains(h, commit) {
-		t.Errorf("/healthz = %s; want ok with commit %s", h, commit)
-	}
+	// The commit counts as announced once its RepoChanged is stored, just after it was read.
+	waitUntil(t, "/healthz ok with the announced commit", done, &stderr, func() bool {
+		h := get(t, "http://"+addr+"/healthz")
+		return strings.Contains(h, `"ok":true`) && strings.Contains(h, commit)
+	})
 	if resp, err := http.Post("http://"+addr+"/webhook/github", "application/json", strings.NewReader("{}")); err == nil {
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
