@@ -71,7 +71,15 @@ type Watcher struct {
 	failures       int
 	lastAnnounce   time.Time
 	rejected       rejectedCommit
+	// gitStale and gitError: the last look at the repository failed (a bus failure does not count).
+	gitStale   bool
+	gitError   string
+	healthSent *SourceHealth
 }
+
+// healthRepeat is how often a stale SourceHealth is published again while the repository stays unreadable,
+// so it outlives the repository stream's retention.
+const healthRepeat = time.Hour
 
 // announcement is the last commit announced, kept in the KV across restarts.
 type announcement struct {
@@ -420,6 +428,14 @@ func (w *Watcher) attempt(ctx context.Context, trigger Trigger) time.Duration {
 	if ctx.Err() != nil {
 		return w.cfg.PollInterval
 	}
+	var gerr *gitError
+	switch {
+	case err == nil:
+		w.gitStale, w.gitError = false, ""
+	case errors.As(err, &gerr):
+		w.gitStale, w.gitError = true, err.Error()
+	}
+	defer w.reportHealth(ctx)
 	if err != nil {
 		return w.failed(err)
 	}
@@ -638,6 +654,34 @@ func (w *Watcher) failed(err error) time.Duration {
 	return wait
 }
 
+// reportHealth publishes the repository's health when it changed since the last publication (stale or not,
+// or the last good commit while stale), and again every healthRepeat while it stays stale.
+func (w *Watcher) reportHealth(ctx context.Context) {
+	if w.deps.Health == nil {
+		return
+	}
+	now := time.Now()
+	st := w.Status()
+	h := SourceHealth{Repo: w.repo, Branch: w.cfg.Branch, Stale: w.gitStale, LastError: w.gitError,
+		Commit: w.current.Commit, LastSuccess: st.LastSuccess, Failures: w.failures, At: now.UTC()}
+	if !h.Stale {
+		h.Failures = 0
+	}
+	if sent := w.healthSent; sent != nil && sent.Stale == h.Stale &&
+		(!h.Stale || (sent.Commit == h.Commit && now.Sub(sent.At) < healthRepeat)) {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
+	if err := w.deps.Health.PublishSourceHealth(hctx, h); err != nil {
+		w.log.Warn("cannot publish the repository's health; trying again after the next look", "stale", h.Stale,
+			"error", w.red.error(err))
+		return
+	}
+	w.healthSent = &h
+	w.log.Info("repository health published", "stale", h.Stale, "commit", h.Commit)
+}
+
 // backoff doubles from lo for each consecutive failure, up to hi.
 func backoff(failures int, lo, hi time.Duration) time.Duration {
 	d := lo
@@ -679,6 +723,7 @@ func (w *Watcher) startupFallback(ctx context.Context) {
 	w.setCurrent(ctx, w.current)
 	w.startupPending = false
 	w.log.Warn("announced the last good tree: the repository could not be read", "commit", w.current.Commit)
+	w.reportHealth(ctx)
 }
 
 // drift re-announces the current commit for the drift slot starting at slotStart, unless the commit was

@@ -564,10 +564,18 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 	if evs := bus.pub.forCommit(second); len(evs) != 0 {
 		t.Errorf("announced %+v while the remote was down", evs)
 	}
+	// One report when the source turned stale, however many polls failed since.
+	if hs := bus.pub.healthReports(); len(hs) != 2 || hs[0].Stale || !hs[1].Stale || hs[1].Commit != s.first || hs[1].LastError == "" {
+		t.Errorf("health reports while failing: %+v; want healthy, then stale on %s with the error", hs, s.first)
+	}
 
 	s.server.down.Store(false)
 	r.waitCommit(second, watcher.TriggerPoll)
 	waitFor(t, "recovery", func() bool { return !r.w.Status().Stale })
+	waitFor(t, "a healthy report", func() bool { return len(bus.pub.healthReports()) == 3 })
+	if h := bus.pub.healthReports()[2]; h.Stale || h.LastError != "" || h.Failures != 0 {
+		t.Errorf("health report after recovery: %+v", h)
+	}
 	if code, _ := r.get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after recovery = %d, want 200", code)
 	}
