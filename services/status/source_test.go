@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/render"
+	"github.com/proxops/proxops/services/status"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -107,6 +110,18 @@ func TestAWatcherThatCannotReadItsRepositoryMarksTheDesiredStateStale(t *testing
 		!strings.Contains(string(page), commit) {
 		t.Errorf("the page does not flag the stale desired state: %d\n%s", code, page)
 	}
+	// A client reading the bus (proxops status) finds the same and prints the predecessor's line.
+	sources, err := status.Sources(testContext(t), sys.bus)
+	if err != nil || len(sources) != 1 || !sources[0].Stale || sources[0].Commit != commit {
+		t.Fatalf("status.Sources = %+v, %v; want one stale source on %s", sources, err, commit)
+	}
+	var text bytes.Buffer
+	if err := render.StatusText(&text, render.StatusView{Sources: sources}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "DESIRED STATE IS STALE: "+w.Repo()+" (main) cannot be read; planning uses the last good commit "+commit) {
+		t.Errorf("status text:\n%s", text.String())
+	}
 
 	if err := os.Rename(moved, repoDir); err != nil {
 		t.Fatal(err)
@@ -120,5 +135,8 @@ func TestAWatcherThatCannotReadItsRepositoryMarksTheDesiredStateStale(t *testing
 	}
 	if code, page := sys.get("/"); code != http.StatusOK || strings.Contains(string(page), "Desired state is stale") {
 		t.Errorf("the page still flags the desired state as stale: %d", code)
+	}
+	if sources, err := status.Sources(testContext(t), sys.bus); err != nil || len(sources) != 1 || sources[0].Stale {
+		t.Errorf("status.Sources after recovery = %+v, %v", sources, err)
 	}
 }

@@ -10,7 +10,6 @@
 package status
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -480,14 +478,7 @@ func (s *service) publishSnapshot() {
 	for _, src := range sources {
 		processed[src.name] = s.processed[src.stream]
 	}
-	sources := make([]event.SourceHealth, 0, len(s.sources))
-	for _, h := range s.sources {
-		sources = append(sources, h)
-	}
-	slices.SortFunc(sources, func(a, b event.SourceHealth) int {
-		return cmp.Or(strings.Compare(a.Repo, b.Repo), strings.Compare(a.Branch, b.Branch))
-	})
-	s.snap.Store(&snapshot{ready: s.ready, statuses: s.fleet.Statuses(), sources: sources, processed: processed})
+	s.snap.Store(&snapshot{ready: s.ready, statuses: s.fleet.Statuses(), sources: sortSources(s.sources), processed: processed})
 }
 
 // observe counts what an event completed.
