@@ -134,12 +134,13 @@ func (s *permSet) permissions() Permissions {
 	return Permissions{Publish: norm(s.pub), Subscribe: norm(s.sub), AllowResponses: s.responses}
 }
 
-// WatcherPermissions: publish RepoChanged, store tree snapshots, remember webhook deliveries, consume
+// WatcherPermissions: publish RepoChanged and SourceHealth, store tree snapshots, remember webhook deliveries, consume
 // ReconcileRequest.
 func WatcherPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleWatcher))
 	s.publish(SubjectRepoChanged)
+	s.publish(SubjectRepoHealth)
 	s.consume(StreamRepo, ConsumerWatcherReconcile, SubjectReconcileRequest)
 	s.objWrite(ObjectTrees)
 	s.objWrite(ObjectBlobs)

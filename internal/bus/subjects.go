@@ -17,6 +17,8 @@ const (
 
 	// SubjectRepoChanged carries RepoChanged (watcher → planners).
 	SubjectRepoChanged = "proxops.v1.repo.changed"
+	// SubjectRepoHealth carries SourceHealth (watcher → status): whether the repository can be read.
+	SubjectRepoHealth = "proxops.v1.repo.health"
 	// SubjectReconcileRequest carries ReconcileRequest (CLI or operator → watcher).
 	SubjectReconcileRequest = "proxops.v1.reconcile.request"
 

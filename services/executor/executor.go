@@ -74,6 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e := &executor{cfg: cfg, log: log, bus: b, pve: clients, version: version, metrics: m, ops: ops, guests: map[int]*sync.Mutex{},
 		storages: map[string]chan struct{}{}}
+	m.readOnly(cfg.ObserveOnly || cfg.endpointMismatch() != "")
 	if msg := cfg.endpointMismatch(); msg != "" {
 		log.Error("endpoint mismatch: every operation and observe will be refused", "repo_base_url", cfg.RepoBaseURL)
 	}
@@ -182,6 +183,7 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 		return nil, cerr
 	}
 	if err == nil {
+		e.metrics.pveRead(time.Now())
 		subject, _ := bus.InventorySubject(e.cfg.Cluster, e.cfg.Node)
 		if _, perr := e.bus.Publish(ctx, subject, msg); perr != nil {
 			e.log.Warn("publish inventory", "err", perr)
@@ -225,6 +227,7 @@ func (h *opRun) run(ctx context.Context) error {
 		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
 		return h.d.Term(msg)
 	}
+	defer e.metrics.applying()()
 	stopBeat := h.heartbeat(ctx)
 	defer stopBeat()
 	// Apply runs under opCtx, which also ends when the guest guard is lost to another replica.

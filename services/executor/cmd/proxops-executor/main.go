@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -15,39 +17,59 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/services/executor"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, metricsListen, err := configure(ctx, os.Args[1:], os.LookupEnv)
+	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the executor until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
+// cannot run. Its /metrics carries the cluster and node on every ProxOps series, as in proxops up.
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, metricsListen, err := configure(ctx, args, lookup)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		log.Error("configuration", "err", err)
-		os.Exit(2)
+		return 2
 	}
 	cfg.Logger = log
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Registry = reg
+	if err := metrics.RegisterProcess(reg, metrics.BuildInfo{}); err != nil {
+		log.Error("executor", "err", err)
+		return 1
+	}
+	cfg.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.Cluster, "node": cfg.Node}, reg)
 	if metricsListen != "" {
-		srv := &http.Server{Addr: metricsListen, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		ln, err := net.Listen("tcp", metricsListen)
+		if err != nil {
+			log.Error("metrics server", "err", fmt.Errorf("listen on %s: %w", metricsListen, err))
+			return 1
+		}
+		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "err", err)
 			}
 		}()
 		defer func() { _ = srv.Close() }()
+		log.Info("metrics server listening", "addr", ln.Addr().String())
 	}
 	if err := executor.Run(ctx, cfg); err != nil {
 		log.Error("executor", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // configure builds the executor's configuration from flags, the environment (credentials, age keys) and
