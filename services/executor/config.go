@@ -47,7 +47,9 @@ type Config struct {
 	// operation connects again and reports what failed.
 	Credentials CredentialSource
 
-	// Concurrency bounds the operations run at once by this replica (executor.concurrency, default 4).
+	// Concurrency bounds the operations run at once on the node, across all its replicas
+	// (executor.concurrency, default 4): it is the node consumer's MaxAckPending, and each replica also
+	// runs at most this many itself. Replicas of a node should agree; the last one started sets the bound.
 	Concurrency int
 	// StorageConcurrency bounds clones and downloads per storage (executor.storage-concurrency, default 1).
 	StorageConcurrency int

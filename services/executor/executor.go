@@ -113,8 +113,12 @@ func (e *executor) run(ctx context.Context) error {
 		e.log.Info("executor stopped")
 		return nil
 	}
+	// executor.concurrency bounds the node, not each replica: the node's consumer hands out at most that
+	// many unacknowledged operations across all replicas. A replica configured differently from the one
+	// that set the consumer up takes it over with its own value (the last replica started wins), and says so.
+	e.warnConcurrencyChange(ctx, durable)
 	if err := e.bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: durable, Filter: opSubject,
-		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: 1000,
+		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: e.cfg.Concurrency,
 		Description: "operations for " + e.cfg.Cluster + "/" + e.cfg.Node}); err != nil {
 		return err
 	}
@@ -188,6 +192,20 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 		}
 	}
 	return msg, nil
+}
+
+// warnConcurrencyChange logs when the node's consumer exists with another concurrency than this replica's.
+func (e *executor) warnConcurrencyChange(ctx context.Context, durable string) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := e.bus.JetStream().Consumer(cctx, bus.StreamOps, durable)
+	if err != nil {
+		return
+	}
+	if was := c.CachedInfo().Config.MaxAckPending; was != e.cfg.Concurrency {
+		e.log.Warn("the node's concurrency changes to this replica's setting; give every replica of the node the same executor.concurrency",
+			"was", was, "now", e.cfg.Concurrency)
+	}
 }
 
 // handle applies one delivered operation and settles the delivery.

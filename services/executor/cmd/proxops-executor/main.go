@@ -79,7 +79,7 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.StringVar(&refs.Token, "secrets-pve-token", "", "entry holding the PVE API token secret")
 	fs.StringVar(&refs.Password, "secrets-pve-password", "", "entry holding the PVE password (ticket auth)")
 	fs.StringVar(&cfg.RepoBaseURL, "repo-base-url", "", "the base-url the repository declares for the cluster; refused when it differs from --pve-url")
-	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once (executor.concurrency)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once on the node, across its replicas (executor.concurrency)")
 	fs.IntVar(&cfg.StorageConcurrency, "storage-concurrency", 1, "clones or downloads at once per storage (executor.storage-concurrency)")
 	fs.IntVar(&cfg.PVE.ObserveConcurrency, "observe-concurrency", 8, "per-guest config reads at once during one observe")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", 2*time.Hour, "how long to wait on a guest locked by a long PVE job (reconcile.lock-wait)")
