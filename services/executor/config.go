@@ -83,8 +83,9 @@ type Config struct {
 	// node's consumer in place. An in-process caller waits on it before sending work.
 	OnReady func()
 
-	// Fault is a test hook called at named points ("submitted": PVE accepted a request whose UPID is not
-	// recorded yet). Nil in production.
+	// Fault is a test hook called at named points ("received": a delivery arrived, before anything is done
+	// with it, heartbeats included; "submitted": PVE accepted a request whose UPID is not recorded yet). Nil
+	// in production.
 	Fault func(point string)
 }
 

@@ -122,6 +122,13 @@ func (e *executor) run(ctx context.Context) error {
 		Description: "operations for " + e.cfg.Cluster + "/" + e.cfg.Node}); err != nil {
 		return err
 	}
+	// An operation whose deliveries all ran out with none settled (every replica that took it died or hung)
+	// is announced by the server; one of the node's replicas reports it failed and dead-letters it.
+	watcher, err := e.bus.OnMaxDeliveries(ctx, bus.StreamOps, durable, bus.QueueExecutors, e.exhausted)
+	if err != nil {
+		return err
+	}
+	defer watcher.Stop()
 	// Operations in flight get ShutdownGrace to finish once ctx ends.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -208,8 +215,64 @@ func (e *executor) warnConcurrencyChange(ctx context.Context, durable string) {
 	}
 }
 
+// exhausted settles an operation that ran out of deliveries without any delivery settling it: the last
+// one's ack wait expired with no heartbeat (its replica crashed or hung) or it was handed back. Unless its
+// journal says it finished, it is recorded and reported failed (class retryable: a later plan may try
+// again), then copied to the dead-letter stream and removed from the work queue, so no plan waits for it.
+// The node's replicas share the advisories; the final result's and the dead letter's message ids make a
+// repeat harmless.
+func (e *executor) exhausted(ctx context.Context, adv bus.MaxDeliveries) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalResultPatience+30*time.Second)
+	defer cancel()
+	log := e.log.With("stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
+	m, err := e.bus.StreamMessage(ctx, adv.Stream, adv.StreamSeq)
+	if errors.Is(err, bus.ErrNotFound) {
+		log.Info("operation out of deliveries was already settled")
+		return
+	}
+	if err != nil {
+		log.Error("read the operation that ran out of deliveries", "err", err)
+		return
+	}
+	reason := fmt.Sprintf("gave up after %d deliveries: none was settled (the replicas that took it stopped, "+
+		"or hung without heartbeats, for longer than the ack wait)", adv.Deliveries)
+	op, err := wire.DecodeOperation(ctx, m.Decode)
+	if err == nil {
+		h := &opRun{e: e, op: op, start: time.Now(), attempt: int(adv.Deliveries)}
+		j, jerr := loadJournal(ctx, e.bus, op, e.cfg.Replica, nil)
+		switch {
+		case jerr == nil && j.rec.Status.Final():
+			// It finished, but no acknowledgement reached the server: report the outcome once more.
+			h.publish(ctx, plan.Result{Status: j.rec.Status, Message: j.rec.Message, UPID: j.rec.UPID,
+				Fingerprint: j.rec.Fingerprint, AlreadyDone: true})
+			if rerr := m.Remove(ctx); rerr != nil {
+				log.Warn("remove a finished operation from the work queue", "err", rerr)
+			}
+			return
+		case jerr == nil:
+			if ferr := j.finish(ctx, plan.StatusFailed, reason, ""); ferr != nil {
+				h.log().Warn("record outcome", "err", ferr)
+			}
+		default:
+			h.log().Warn("read operation record", "err", jerr)
+		}
+		e.metrics.operation(string(op.Action), "dead_lettered")
+		h.log().Error("operation ran out of deliveries; dead-lettered", "reason", reason)
+		h.publish(ctx, plan.Result{Status: plan.StatusFailed, Message: reason, ErrorClass: plan.ErrorRetryable})
+	} else {
+		log.Error("undecodable operation ran out of deliveries; dead-lettered", "err", err)
+	}
+	subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
+	if err := m.DeadLetter(ctx, subject, reason); err != nil {
+		log.Error("dead-letter", "err", err)
+	}
+}
+
 // handle applies one delivered operation and settles the delivery.
 func (e *executor) handle(ctx context.Context, d *bus.Delivery) error {
+	if e.cfg.Fault != nil {
+		e.cfg.Fault("received")
+	}
 	op, err := wire.DecodeOperation(ctx, d.Decode)
 	if err != nil {
 		e.log.Error("undecodable operation", "stream_seq", d.StreamSequence(), "err", err)
