@@ -343,6 +343,15 @@ func (h *opRun) run(ctx context.Context) error {
 		var out pve.Outcome
 		client, secrets, err := e.pve.current(opCtx)
 		if err == nil {
+			if merr := secretsMismatch(h.op, secrets); merr != nil {
+				h.log().Warn("operation refused", "reason", merr)
+				e.metrics.operation(string(h.op.Action), "refused")
+				if jerr := j.finish(ctx, plan.StatusFailed, merr.Error(), ""); jerr != nil {
+					h.log().Warn("record outcome", "err", jerr)
+				}
+				h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: merr.Error()})
+				return h.d.Term(merr.Error())
+			}
 			out, err = client.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: secrets,
 				Progress: h.progress(ctx)})
 		} else {

@@ -111,20 +111,27 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	if err := cfg.Validate(); err != nil {
 		return cfg, "", err
 	}
-	var store *secrets.Store
+	env := secrets.PVEEnvironment(lookup)
 	if *secretsFile != "" {
-		data, err := os.ReadFile(*secretsFile)
+		// The file is read again on every observe and operation and decrypted again when it changed: a
+		// rotated token or cloud-init key is used without a restart. It must decrypt now, at start.
+		base := cfg
+		source := &executor.SecretsFile{Path: *secretsFile, Decryptor: secrets.NewDecryptor(secrets.FromEnvironment(lookup)),
+			Credentials: func(store *secrets.Store) (executor.Credentials, error) {
+				c := base
+				if err := pveCredentials(&c, secrets.AuthMode(*auth), refs, store, *user, *tokenID, env); err != nil {
+					return executor.Credentials{}, err
+				}
+				return executor.Credentials{TokenID: c.PVE.TokenID, TokenSecret: c.PVE.TokenSecret, User: c.PVE.User, Password: c.PVE.Password}, nil
+			}}
+		creds, err := source.Current(ctx)
 		if err != nil {
 			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
 		}
-		if store, err = secrets.Decrypt(ctx, *secretsFile, data, secrets.FromEnvironment(lookup)); err != nil {
-			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
-		}
-		cfg.Secrets = executor.StoreSecrets(store)
+		cfg.PVE, cfg.Secrets, cfg.Credentials = creds.Apply(cfg.PVE), creds.Secrets, source
 	} else if refs != (secrets.PVESecretRefs{}) {
 		return cfg, "", errors.New("--secrets-pve-* name entries of a secrets file: give --secrets-file")
-	}
-	if err := pveCredentials(&cfg, secrets.AuthMode(*auth), refs, store, *user, *tokenID, secrets.PVEEnvironment(lookup)); err != nil {
+	} else if err := pveCredentials(&cfg, secrets.AuthMode(*auth), refs, nil, *user, *tokenID, env); err != nil {
 		return cfg, "", err
 	}
 	if msg := fault(getenv("PROXOPS_EXECUTOR_TEST_FAULT")); msg != nil {
