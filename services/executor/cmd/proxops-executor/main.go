@@ -101,7 +101,7 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.StringVar(&refs.Token, "secrets-pve-token", "", "entry holding the PVE API token secret")
 	fs.StringVar(&refs.Password, "secrets-pve-password", "", "entry holding the PVE password (ticket auth)")
 	fs.StringVar(&cfg.RepoBaseURL, "repo-base-url", "", "the base-url the repository declares for the cluster; refused when it differs from --pve-url")
-	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once (executor.concurrency)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once on the node, across its replicas (executor.concurrency)")
 	fs.IntVar(&cfg.StorageConcurrency, "storage-concurrency", 1, "clones or downloads at once per storage (executor.storage-concurrency)")
 	fs.IntVar(&cfg.PVE.ObserveConcurrency, "observe-concurrency", 8, "per-guest config reads at once during one observe")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", 2*time.Hour, "how long to wait on a guest locked by a long PVE job (reconcile.lock-wait)")
@@ -133,20 +133,27 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	if err := cfg.Validate(); err != nil {
 		return cfg, "", err
 	}
-	var store *secrets.Store
+	env := secrets.PVEEnvironment(lookup)
 	if *secretsFile != "" {
-		data, err := os.ReadFile(*secretsFile)
+		// The file is read again on every observe and operation and decrypted again when it changed: a
+		// rotated token or cloud-init key is used without a restart. It must decrypt now, at start.
+		base := cfg
+		source := &executor.SecretsFile{Path: *secretsFile, Decryptor: secrets.NewDecryptor(secrets.FromEnvironment(lookup)),
+			Credentials: func(store *secrets.Store) (executor.Credentials, error) {
+				c := base
+				if err := pveCredentials(&c, secrets.AuthMode(*auth), refs, store, *user, *tokenID, env); err != nil {
+					return executor.Credentials{}, err
+				}
+				return executor.Credentials{TokenID: c.PVE.TokenID, TokenSecret: c.PVE.TokenSecret, User: c.PVE.User, Password: c.PVE.Password}, nil
+			}}
+		creds, err := source.Current(ctx)
 		if err != nil {
 			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
 		}
-		if store, err = secrets.Decrypt(ctx, *secretsFile, data, secrets.FromEnvironment(lookup)); err != nil {
-			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
-		}
-		cfg.Secrets = executor.StoreSecrets(store)
+		cfg.PVE, cfg.Secrets, cfg.Credentials = creds.Apply(cfg.PVE), creds.Secrets, source
 	} else if refs != (secrets.PVESecretRefs{}) {
 		return cfg, "", errors.New("--secrets-pve-* name entries of a secrets file: give --secrets-file")
-	}
-	if err := pveCredentials(&cfg, secrets.AuthMode(*auth), refs, store, *user, *tokenID, secrets.PVEEnvironment(lookup)); err != nil {
+	} else if err := pveCredentials(&cfg, secrets.AuthMode(*auth), refs, nil, *user, *tokenID, env); err != nil {
 		return cfg, "", err
 	}
 	if msg := fault(getenv("PROXOPS_EXECUTOR_TEST_FAULT")); msg != nil {
