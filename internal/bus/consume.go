@@ -328,23 +328,32 @@ func (d *Delivery) DeadLetter(ctx context.Context, subject, reason string) error
 		return fmt.Errorf("dead-letter %s#%d: already settled", d.Subject(), d.StreamSequence())
 	}
 	meta := d.meta()
+	if err := d.bus.deadLetter(ctx, meta.Stream, meta.Sequence.Stream, d.msg.Headers(), d.msg.Data(), subject, reason); err != nil {
+		return err
+	}
+	return d.Term(reason)
+}
+
+// deadLetter publishes the dead-letter copy of message seq of stream (its headers but the server's Nats-*
+// ones, and its body) under a message id naming its origin, so it is stored once.
+func (b *Bus) deadLetter(ctx context.Context, stream string, seq uint64, header nats.Header, data []byte, subject, reason string) error {
 	msg := nats.NewMsg(subject)
-	for k, v := range d.msg.Headers() {
+	for k, v := range header {
 		if len(k) >= 5 && k[:5] == "Nats-" {
 			continue
 		}
 		msg.Header[k] = v
 	}
-	from := meta.Stream + ":" + seqString(meta.Sequence.Stream)
+	from := stream + ":" + seqString(seq)
 	msg.Header.Set(HeaderDeadLetterFrom, from)
 	msg.Header.Set(HeaderDeadLetterReason, reason)
-	msg.Data = d.msg.Data()
-	actx, cancel := d.bus.api(ctx)
+	msg.Data = data
+	actx, cancel := b.api(ctx)
 	defer cancel()
-	if _, err := d.bus.js.PublishMsg(actx, msg, jetstream.WithMsgID("dlq:"+from)); err != nil {
-		return fmt.Errorf("dead-letter %s#%d: %w", d.Subject(), meta.Sequence.Stream, err)
+	if _, err := b.js.PublishMsg(actx, msg, jetstream.WithMsgID("dlq:"+from)); err != nil {
+		return fmt.Errorf("dead-letter %s#%d: %w", stream, seq, err)
 	}
-	return d.Term(reason)
+	return nil
 }
 
 // ReadStream calls fn with every message of a stream matching filter from sequence from (1 or 0: the

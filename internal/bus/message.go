@@ -216,6 +216,8 @@ type Message struct {
 	Header   nats.Header
 	Data     []byte
 	bus      *Bus
+	// stream is set on a message read with StreamMessage.
+	stream string
 }
 
 // Type is the message's Proxops-Type.

@@ -134,12 +134,13 @@ func (s *permSet) permissions() Permissions {
 	return Permissions{Publish: norm(s.pub), Subscribe: norm(s.sub), AllowResponses: s.responses}
 }
 
-// WatcherPermissions: publish RepoChanged, store tree snapshots, remember webhook deliveries, consume
+// WatcherPermissions: publish RepoChanged and SourceHealth, store tree snapshots, remember webhook deliveries, consume
 // ReconcileRequest.
 func WatcherPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleWatcher))
 	s.publish(SubjectRepoChanged)
+	s.publish(SubjectRepoHealth)
 	s.consume(StreamRepo, ConsumerWatcherReconcile, SubjectReconcileRequest)
 	s.objWrite(ObjectTrees)
 	s.objWrite(ObjectBlobs)
@@ -192,6 +193,11 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	s.consume(StreamOps, durable, op)
 	s.publish(result, inventory, dlq)
 	s.subscribe(observe)
+	// An operation that ran out of deliveries with none settled is announced by the server; the node's
+	// executors read it from the work queue, dead-letter it and remove it.
+	advisory, _ := MaxDeliveriesAdvisorySubject(StreamOps, durable)
+	s.subscribe(advisory)
+	s.publish("$JS.API.STREAM.INFO."+StreamOps, "$JS.API.STREAM.MSG.GET."+StreamOps, "$JS.API.STREAM.MSG.DELETE."+StreamOps)
 	s.responses = true
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketOps)

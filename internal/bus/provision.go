@@ -83,7 +83,7 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			Duplicates:  cfg.DuplicateWindow,
 		}
 	}
-	repo := base(StreamRepo, "repository events and reconcile requests", SubjectRepoChanged, SubjectReconcileRequest)
+	repo := base(StreamRepo, "repository events, source health and reconcile requests", SubjectRepoChanged, SubjectRepoHealth, SubjectReconcileRequest)
 	repo.MaxAge = 7 * day
 	plans := base(StreamPlans, "plans, rejections, holds, finished runs and confirmations", FilterPlans, FilterConfirms)
 	plans.MaxAge = 30 * day

@@ -17,6 +17,8 @@ const (
 
 	// SubjectRepoChanged carries RepoChanged (watcher → planners).
 	SubjectRepoChanged = "proxops.v1.repo.changed"
+	// SubjectRepoHealth carries SourceHealth (watcher → status): whether the repository can be read.
+	SubjectRepoHealth = "proxops.v1.repo.health"
 	// SubjectReconcileRequest carries ReconcileRequest (CLI or operator → watcher).
 	SubjectReconcileRequest = "proxops.v1.reconcile.request"
 
@@ -258,6 +260,15 @@ func ExecutorConsumer(cluster, node string) (string, error) {
 		return "", err
 	}
 	return consumerExecutorPrefix + cluster + "_" + node, nil
+}
+
+// MaxDeliveriesAdvisorySubject is where the server announces that a message of a stream ran out of
+// deliveries on a durable consumer: $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>.
+func MaxDeliveriesAdvisorySubject(stream, durable string) (string, error) {
+	if stream == "" || durable == "" || strings.ContainsAny(stream+durable, ".*> \t") {
+		return "", fmt.Errorf("max-deliveries advisory: invalid stream %q or consumer %q", stream, durable)
+	}
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + stream + "." + durable, nil
 }
 
 // PlannerResultsConsumer is the durable consumer through which the planner driving a cluster reads that

@@ -65,6 +65,24 @@ func register(reg prometheus.Registerer, group string, cs ...prometheus.Collecto
 	return nil
 }
 
+// shared registers c on reg, or returns the collector of the same description already registered there, so
+// a service started again in the same process on the same registry goes on with its series. Other
+// registration errors are joined into *errp.
+func shared[C prometheus.Collector](reg prometheus.Registerer, c C, errp *[]error) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	*errp = append(*errp, err)
+	return c
+}
+
 // Buckets of the duration histograms, in seconds.
 var (
 	// ReconcileBuckets: from a repository event to its plan's completion (100 ms to 2 h).
@@ -152,51 +170,66 @@ func NewStatus(reg prometheus.Registerer) (*Status, error) {
 	return m, nil
 }
 
-// Executor holds what an executor measures at the PVE boundary.
+// Executor holds what an executor measures at the PVE boundary. Its series carry no cluster or node label of
+// their own: register them through prometheus.WrapRegistererWith(cluster, node), as proxops-executor and
+// proxops up do, so one registry holds every node's executor.
 type Executor struct {
-	// PVERequestDuration observes PVE API requests per cluster, node, method and result (ok, or the error
-	// class: retryable, conflict, terminal).
+	// PVERequestDuration observes PVE API requests per method and result (ok, error).
 	PVERequestDuration *prometheus.HistogramVec
-	// PVETaskDuration observes PVE tasks per cluster, node, task type (qmcreate, qmclone, download, ...) and
-	// result (ok, failed).
+	// PVETaskDuration observes PVE tasks per task type (qmcreate, qmclone, download, ...) and result (ok,
+	// failed, error).
 	PVETaskDuration *prometheus.HistogramVec
-	// InFlight counts operations being applied per cluster and node.
-	InFlight *prometheus.GaugeVec
-	// ReadOnly is 1 while a cluster's write circuit breaker refuses writes (the predecessor's name).
-	ReadOnly *prometheus.GaugeVec
+	// InFlight counts operations being applied.
+	InFlight prometheus.Gauge
+	// ReadOnly is 1 while the executor refuses every write (the predecessor's name): it serves observes
+	// only, or its endpoint differs from the repository's.
+	ReadOnly prometheus.Gauge
 	// lastRead backs proxops_pve_last_read_age_seconds.
 	lastRead *ages
 }
 
-// NewExecutor creates an executor's collectors and registers them.
+// NewExecutor creates an executor's collectors and registers them, or takes over those already registered
+// on reg.
 func NewExecutor(reg prometheus.Registerer) (*Executor, error) {
-	m := &Executor{
-		PVERequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_request_duration_seconds",
-			Help: "PVE API requests per cluster, node, method and result.", Buckets: RequestBuckets},
-			[]string{"cluster", "node", "method", "result"}),
-		PVETaskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_task_duration_seconds",
-			Help: "PVE tasks from submission to their end, per cluster, node, task type and result.", Buckets: TaskBuckets},
-			[]string{"cluster", "node", "task", "result"}),
-		InFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "operations_in_flight",
-			Help: "Operations being applied per cluster and node."}, []string{"cluster", "node"}),
-		ReadOnly: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "read_only",
-			Help: "1 while a cluster's write circuit breaker refuses writes."}, []string{"cluster"}),
-		lastRead: newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "pve", "last_read_age_seconds"),
-			"Seconds since a node's live state was last read successfully.", []string{"cluster", "node"}, nil)),
+	if reg == nil {
+		return nil, errors.New("register executor metrics: no registry")
 	}
-	if err := register(reg, "executor", m.PVERequestDuration, m.PVETaskDuration, m.InFlight, m.ReadOnly, m.lastRead); err != nil {
-		return nil, err
+	var errs []error
+	m := &Executor{
+		PVERequestDuration: shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_request_duration_seconds",
+			Help: "PVE API requests per method and result (ok, error).", Buckets: RequestBuckets},
+			[]string{"method", "result"}), &errs),
+		PVETaskDuration: shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_task_duration_seconds",
+			Help: "PVE tasks from submission to their end, per task type and result.", Buckets: TaskBuckets},
+			[]string{"task", "result"}), &errs),
+		InFlight: shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "operations_in_flight",
+			Help: "Operations being applied."}), &errs),
+		ReadOnly: shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "read_only",
+			Help: "1 while the executor refuses every write (observe only, or an endpoint mismatch)."}), &errs),
+		lastRead: shared(reg, newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "pve", "last_read_age_seconds"),
+			"Seconds since the node's live state was last read successfully; absent before the first read.", nil, nil)), &errs),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register executor metrics: %w", err)
 	}
 	return m, nil
 }
 
-// PVERead records a successful read of a node's live state at t.
-func (m *Executor) PVERead(cluster, node string, t time.Time) { m.lastRead.set(t, cluster, node) }
+// Unregister removes the executor's collectors from reg (an executor of the same node may then start again
+// in the same process).
+func (m *Executor) Unregister(reg prometheus.Registerer) {
+	for _, c := range []prometheus.Collector{m.PVERequestDuration, m.PVETaskDuration, m.InFlight, m.ReadOnly, m.lastRead} {
+		reg.Unregister(c)
+	}
+}
+
+// PVERead records a successful read of the node's live state at t.
+func (m *Executor) PVERead(t time.Time) { m.lastRead.set(t) }
 
 // Watcher holds what the watcher measures of git and webhooks.
 type Watcher struct {
 	// WebhookRequests counts webhook requests by provider (github, gitea, gitlab) and result (accepted,
-	// unauthorized, replayed, ignored, invalid, too_large).
+	// unauthorized, replayed, ignored, ...).
 	WebhookRequests *prometheus.CounterVec
 	// GitFetchDuration observes ref listings and fetches by result (ok, error).
 	GitFetchDuration *prometheus.HistogramVec
@@ -207,20 +240,25 @@ type Watcher struct {
 	lastFetch *ages
 }
 
-// NewWatcher creates the watcher's collectors and registers them.
+// NewWatcher creates the watcher's collectors and registers them, or takes over those already registered on
+// reg (a watcher started again on the same registry keeps its series).
 func NewWatcher(reg prometheus.Registerer) (*Watcher, error) {
-	m := &Watcher{
-		WebhookRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "webhook_requests_total",
-			Help: "Webhook requests by provider and result."}, []string{"provider", "result"}),
-		GitFetchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "git_fetch_duration_seconds",
-			Help: "Git ref listings and fetches by result.", Buckets: RequestBuckets}, []string{"result"}),
-		DesiredStale: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "desired_stale",
-			Help: "1 while the repository cannot be read and the last good tree is used."}),
-		lastFetch: newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "git", "last_fetch_age_seconds"),
-			"Seconds since the repository was last read successfully.", nil, nil)),
+	if reg == nil {
+		return nil, errors.New("register watcher metrics: no registry")
 	}
-	if err := register(reg, "watcher", m.WebhookRequests, m.GitFetchDuration, m.DesiredStale, m.lastFetch); err != nil {
-		return nil, err
+	var errs []error
+	m := &Watcher{
+		WebhookRequests: shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "webhook_requests_total",
+			Help: "Webhook requests by provider and result."}, []string{"provider", "result"}), &errs),
+		GitFetchDuration: shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "git_fetch_duration_seconds",
+			Help: "Git ref listings and fetches by result.", Buckets: RequestBuckets}, []string{"result"}), &errs),
+		DesiredStale: shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "desired_stale",
+			Help: "1 while the repository cannot be read and the last good tree is used."}), &errs),
+		lastFetch: shared(reg, newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "git", "last_fetch_age_seconds"),
+			"Seconds since the repository was last read successfully; absent before the first read.", nil, nil)), &errs),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register watcher metrics: %w", err)
 	}
 	return m, nil
 }

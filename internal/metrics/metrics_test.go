@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -49,7 +50,7 @@ func TestEveryGroupRegistersOnOneRegistryAndScrapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := metrics.NewExecutor(reg)
+	ex, err := metrics.NewExecutor(prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "lab", "node": "pve1"}, reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +72,11 @@ func TestEveryGroupRegistersOnOneRegistryAndScrapes(t *testing.T) {
 	st.Operations.WithLabelValues("lab", "create", "succeeded").Inc()
 	st.PruneDeferred.WithLabelValues("VM").Inc()
 	st.Anomalies.WithLabelValues("anomaly").Inc()
-	ex.PVERequestDuration.WithLabelValues("lab", "pve1", "GET", "ok").Observe(0.01)
-	ex.PVETaskDuration.WithLabelValues("lab", "pve1", "qmcreate", "ok").Observe(3)
-	ex.InFlight.WithLabelValues("lab", "pve1").Set(1)
-	ex.ReadOnly.WithLabelValues("lab").Set(0)
-	ex.PVERead("lab", "pve1", time.Now())
+	ex.PVERequestDuration.WithLabelValues("GET", "ok").Observe(0.01)
+	ex.PVETaskDuration.WithLabelValues("qmcreate", "ok").Observe(3)
+	ex.InFlight.Set(1)
+	ex.ReadOnly.Set(0)
+	ex.PVERead(time.Now())
 	wa.WebhookRequests.WithLabelValues("github", "accepted").Inc()
 	wa.GitFetchDuration.WithLabelValues("ok").Observe(0.2)
 	wa.DesiredStale.Set(0)
@@ -99,7 +100,7 @@ func TestEveryGroupRegistersOnOneRegistryAndScrapes(t *testing.T) {
 	}
 }
 
-func TestRegisteringAGroupTwiceOnARegistryFails(t *testing.T) {
+func TestRegisteringTheStatusGroupTwiceOrOnNoRegistryFails(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := metrics.NewStatus(reg); err != nil {
 		t.Fatal(err)
@@ -110,6 +111,47 @@ func TestRegisteringAGroupTwiceOnARegistryFails(t *testing.T) {
 	}
 	if _, err := metrics.NewWatcher(nil); err == nil {
 		t.Error("registering on no registry succeeded")
+	}
+	if _, err := metrics.NewExecutor(nil); err == nil {
+		t.Error("registering on no registry succeeded")
+	}
+}
+
+func TestAServiceStartedAgainOnItsRegistryKeepsItsSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first, err := metrics.NewWatcher(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.WebhookRequests.WithLabelValues("github", "accepted").Inc()
+	second, err := metrics.NewWatcher(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.WebhookRequests.WithLabelValues("github", "accepted").Inc()
+	if got := testutil.ToFloat64(first.WebhookRequests.WithLabelValues("github", "accepted")); got != 2 {
+		t.Errorf("webhook requests = %v after one from each start, want 2 on one series", got)
+	}
+
+	node := func(n string) prometheus.Registerer {
+		return prometheus.WrapRegistererWith(prometheus.Labels{"cluster": "lab", "node": n}, reg)
+	}
+	a, err := metrics.NewExecutor(node("pve1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := metrics.NewExecutor(node("pve2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ReadOnly.Set(1)
+	b.ReadOnly.Set(0)
+	a.Unregister(node("pve1"))
+	if _, err := metrics.NewExecutor(node("pve1")); err != nil {
+		t.Fatalf("an executor of pve1 started again after the first one stopped: %v", err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "proxops_read_only"); err != nil || n != 2 {
+		t.Errorf("proxops_read_only series = %d (%v), want one per node", n, err)
 	}
 }
 

@@ -89,6 +89,10 @@ type Operation struct {
 	SourceVMID int
 	// Storage is the storage a clone or download writes to (per-storage concurrency).
 	Storage string
+	// SecretsDigest identifies the secrets file (its Digest) the planner resolved the secret references
+	// against; set by the planner when a value carries SecretRefs, so an executor holding another version
+	// of the file refuses the operation.
+	SecretsDigest string
 
 	Precondition Precondition
 	DependsOn    []string

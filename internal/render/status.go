@@ -3,6 +3,7 @@
 package render
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,14 +12,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/report"
 )
 
-// StatusView is what the status renderers show: every cluster's status, sorted by cluster, and when the
-// service that holds them started (zero when unknown, as for `proxops status` reading the KV bucket).
+// StatusView is what the status renderers show: every cluster's status, sorted by cluster, when the
+// service that holds them started (zero when unknown, as for `proxops status` reading the KV bucket), and the
+// watchers' last word on their repositories (empty when unknown).
 type StatusView struct {
 	ProcessStart time.Time
 	Clusters     []report.ClusterStatus
+	Sources      []event.SourceHealth
+}
+
+// DesiredStale reports whether a repository could not be read at its watcher's last look: planning then goes
+// on with the last good tree, and the desired state may be behind git.
+func (v StatusView) DesiredStale() bool {
+	return slices.ContainsFunc(v.Sources, func(h event.SourceHealth) bool { return h.Stale })
 }
 
 // StatusDocument is the /status JSON: the predecessor's process_start, last_cycle and objects, plus one entry
@@ -28,6 +38,21 @@ type StatusDocument struct {
 	LastCycle    *LastCycle        `json:"last_cycle"`
 	Objects      []Object          `json:"objects"`
 	Clusters     []ClusterDocument `json:"clusters"`
+	// Sources are the repositories the watchers follow, sorted by repository and branch; absent when unknown.
+	Sources []SourceDocument `json:"sources,omitempty"`
+}
+
+// SourceDocument is a watcher's last word on its repository.
+type SourceDocument struct {
+	Repo   string `json:"repo"`
+	Branch string `json:"branch"`
+	// Stale is true while the repository cannot be read: Commit, the last good one, is what is planned.
+	Stale               bool       `json:"stale"`
+	Commit              string     `json:"commit"`
+	LastError           string     `json:"last_error,omitempty"`
+	LastSuccess         *time.Time `json:"last_success"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	ReportedAt          *time.Time `json:"reported_at"`
 }
 
 // LastCycle summarises the last reconcile of every cluster (the predecessor kept only the most recent
@@ -233,7 +258,37 @@ func NewStatusDocument(v StatusView) StatusDocument {
 		}
 	}
 	doc.LastCycle = lastCycle(clusters)
+	if doc.LastCycle != nil {
+		doc.LastCycle.DesiredStale = v.DesiredStale()
+	}
+	for _, h := range sortedSources(v.Sources) {
+		doc.Sources = append(doc.Sources, SourceDocument{Repo: h.Repo, Branch: h.Branch, Stale: h.Stale, Commit: h.Commit,
+			LastError: h.LastError, LastSuccess: timePtr(h.LastSuccess), ConsecutiveFailures: h.Failures, ReportedAt: timePtr(h.At)})
+	}
 	return doc
+}
+
+func sortedSources(in []event.SourceHealth) []event.SourceHealth {
+	out := slices.Clone(in)
+	slices.SortFunc(out, func(a, b event.SourceHealth) int {
+		return cmp.Or(strings.Compare(a.Repo, b.Repo), strings.Compare(a.Branch, b.Branch))
+	})
+	return out
+}
+
+// staleLines are the text status's DESIRED STATE IS STALE lines, one per repository that cannot be read.
+func staleLines(b *strings.Builder, sources []event.SourceHealth) {
+	for _, h := range sortedSources(sources) {
+		if !h.Stale {
+			continue
+		}
+		fmt.Fprintf(b, "DESIRED STATE IS STALE: %s (%s) cannot be read; planning uses the last good commit %s",
+			h.Repo, h.Branch, orDash(h.Commit))
+		if h.LastError != "" {
+			b.WriteString(": " + oneLine(h.LastError))
+		}
+		b.WriteString("\n")
+	}
 }
 
 func sortedClusters(in []report.ClusterStatus) []report.ClusterStatus {
@@ -359,6 +414,7 @@ func writeJSON(w io.Writer, v any) error {
 // rejection diagnostics:
 //
 //	last cycle: converged|incomplete (N failed action[s])|ABORTED (<reason>)|<phase> (<clusters>) (commit <sha>)
+//	DESIRED STATE IS STALE: <repo> (<branch>) cannot be read; planning uses the last good commit <sha>: <error>
 //	objects=N actions_ok=N actions_err=N pruned=N prune_deferred=N skipped=N anomalies=N gaps=N
 //	[<cluster>] phase=<phase> commit=<seen> applied=<applied>[: <reason>]
 //	  <Kind> <name> <id|-> <state> <reason>[ err: <last error>]
@@ -371,12 +427,14 @@ func StatusText(w io.Writer, v StatusView) error {
 	lc := lastCycle(clusters)
 	if lc == nil {
 		b.WriteString("no reconcile cycle has completed yet\n")
+		staleLines(&b, v.Sources)
 	} else {
 		b.WriteString("last cycle: " + lc.Summary)
 		if lc.Commit != "" {
 			b.WriteString(" (commit " + lc.Commit + ")")
 		}
 		b.WriteString("\n")
+		staleLines(&b, v.Sources)
 		fmt.Fprintf(&b, "objects=%d actions_ok=%d actions_err=%d pruned=%d prune_deferred=%d skipped=%d anomalies=%d gaps=%d\n",
 			lc.Objects, lc.ActionsOK, lc.ActionsError, lc.Pruned, lc.PruneDeferred, lc.Skipped, lc.Anomalies, lc.Gaps)
 	}

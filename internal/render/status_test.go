@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/render"
@@ -61,6 +62,57 @@ func betaRejected() report.ClusterStatus {
 	}
 }
 
+// staleSource is a repository whose last fetch failed; otherSource one that reads fine.
+func staleSource() event.SourceHealth {
+	return event.SourceHealth{Repo: "https://git.example.com/ops/infra.git", Branch: "main", Stale: true, Commit: "c1",
+		LastError: "fetch: repository not found\n(remote said 404)", LastSuccess: at.Add(-time.Hour), Failures: 4, At: at}
+}
+
+func otherSource() event.SourceHealth {
+	return event.SourceHealth{Repo: "/srv/apps", Branch: "prod", Commit: "d9", LastSuccess: at, At: at}
+}
+
+func TestStaleDesiredStateIsFlaggedUntilTheRepositoryIsReadAgain(t *testing.T) {
+	clusters := []report.ClusterStatus{alphaFailed()}
+	for _, tt := range []struct {
+		name    string
+		sources []event.SourceHealth
+		stale   bool
+	}{
+		{"unknown", nil, false},
+		{"stale", []event.SourceHealth{otherSource(), staleSource()}, true},
+		{"read again", []event.SourceHealth{otherSource(), {Repo: staleSource().Repo, Branch: "main", Commit: "c3", At: at}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			view := render.StatusView{Clusters: clusters, Sources: tt.sources}
+			doc := render.NewStatusDocument(view)
+			if doc.LastCycle == nil || doc.LastCycle.DesiredStale != tt.stale || view.DesiredStale() != tt.stale {
+				t.Errorf("last_cycle %+v, DesiredStale() = %v; want desired_stale %v", doc.LastCycle, view.DesiredStale(), tt.stale)
+			}
+			if len(doc.Sources) != len(tt.sources) {
+				t.Fatalf("sources %+v, want %d", doc.Sources, len(tt.sources))
+			}
+			if len(doc.Sources) == 2 && doc.Sources[0].Repo != "/srv/apps" {
+				t.Errorf("sources not sorted by repository: %+v", doc.Sources)
+			}
+			var buf bytes.Buffer
+			if err := render.StatusText(&buf, view); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(buf.String(), "DESIRED STATE IS STALE"); got != tt.stale {
+				t.Errorf("text shows stale = %v, want %v:\n%s", got, tt.stale, buf.String())
+			}
+			raw, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(raw), `"sources"`); got != (len(tt.sources) > 0) {
+				t.Errorf("sources key present = %v with %d sources", got, len(tt.sources))
+			}
+		})
+	}
+}
+
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", "status", name)
@@ -86,6 +138,8 @@ func TestStatusTextKeepsThePredecessorsLayoutAndAddsPhasesFindingsAndGaps(t *tes
 		{"failed-and-rejected.txt", render.StatusView{Clusters: []report.ClusterStatus{betaRejected(), alphaFailed()}}},
 		{"failed.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaFailed()}}},
 		{"nothing-yet.txt", render.StatusView{}},
+		{"stale.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaFailed()}, Sources: []event.SourceHealth{staleSource(), otherSource()}}},
+		{"stale-nothing-yet.txt", render.StatusView{Sources: []event.SourceHealth{staleSource()}}},
 		{"gaps-only.txt", render.StatusView{Clusters: []report.ClusterStatus{{Report: report.Report{Cluster: "gamma", Phase: report.PhaseUnknown,
 			Gaps: alphaFailed().Gaps, Counters: report.Counters{Gaps: 1}}}}}},
 	}

@@ -45,7 +45,7 @@ func sampleOperation() plan.Operation {
 		Values:     []plan.KV{{Key: "memory", Value: "4096"}, {Key: "sshkeys", SecretRefs: []string{"cloud-init.ssh-keys.main"}}},
 		Delete:     []string{"ide2"},
 		Params:     []plan.KV{{Key: "timeout", Value: "60"}},
-		SourceVMID: 9000, Storage: "local-lvm",
+		SourceVMID: 9000, Storage: "local-lvm", SecretsDigest: "sha256:0f4c",
 		Precondition: plan.Precondition{ExpectAbsent: true, Digest: "d1", Expect: []plan.KV{{Key: "memory", Value: "2048"}},
 			Fingerprint: "uuid=x", ExpectTag: true},
 		DependsOn: []string{"op-1", "op-2"}, Reason: "VM/web-01: config drift (memory)",

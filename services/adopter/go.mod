@@ -158,3 +158,5 @@ require (
 replace github.com/proxops/proxops/services/executor => ../executor
 
 replace github.com/proxops/proxops/services/status => ../status
+
+replace github.com/proxops/proxops/services/watcher => ../watcher

@@ -47,7 +47,9 @@ type Config struct {
 	// operation connects again and reports what failed.
 	Credentials CredentialSource
 
-	// Concurrency bounds the operations run at once by this replica (executor.concurrency, default 4).
+	// Concurrency bounds the operations run at once on the node, across all its replicas
+	// (executor.concurrency, default 4): it is the node consumer's MaxAckPending, and each replica also
+	// runs at most this many itself. Replicas of a node should agree; the last one started sets the bound.
 	Concurrency int
 	// StorageConcurrency bounds clones and downloads per storage (executor.storage-concurrency, default 1).
 	StorageConcurrency int
@@ -81,8 +83,9 @@ type Config struct {
 	// node's consumer in place. An in-process caller waits on it before sending work.
 	OnReady func()
 
-	// Fault is a test hook called at named points ("submitted": PVE accepted a request whose UPID is not
-	// recorded yet). Nil in production.
+	// Fault is a test hook called at named points ("received": a delivery arrived, before anything is done
+	// with it, heartbeats included; "submitted": PVE accepted a request whose UPID is not recorded yet). Nil
+	// in production.
 	Fault func(point string)
 }
 

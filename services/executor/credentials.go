@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 
@@ -26,6 +27,36 @@ func (c Credentials) String() string {
 		return "api token " + c.TokenID
 	}
 	return "user " + c.User
+}
+
+// GoString implements fmt.GoStringer (the %#v verb): the token secret and password are redacted.
+func (c Credentials) GoString() string {
+	return fmt.Sprintf("executor.Credentials{TokenID:%q, TokenSecret:%q, User:%q, Password:%q, Secrets:%T}",
+		c.TokenID, redactedIfSet(c.TokenSecret), c.User, redactedIfSet(c.Password), c.Secrets)
+}
+
+// Format implements fmt.Formatter: %#v prints GoString, every other verb String, so no form prints a secret.
+func (c Credentials) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, c.GoString())
+		return
+	}
+	_, _ = io.WriteString(f, c.String())
+}
+
+// LogValue implements slog.LogValuer: the principal only.
+func (c Credentials) LogValue() slog.Value {
+	if c.TokenID != "" {
+		return slog.GroupValue(slog.String("token_id", c.TokenID), slog.String("token_secret", redactedIfSet(c.TokenSecret)))
+	}
+	return slog.GroupValue(slog.String("user", c.User), slog.String("password", redactedIfSet(c.Password)))
+}
+
+func redactedIfSet(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "<redacted>"
 }
 
 func (c Credentials) sameAuth(o Credentials) bool {

@@ -1,8 +1,11 @@
 package executor_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -71,5 +74,32 @@ func TestExecutorUsesTheCredentialsItsSourceHandsOut(t *testing.T) {
 	}
 	if n := len(e.sim.Requests()); n != 0 {
 		t.Fatalf("%d requests reached PVE without credentials", n)
+	}
+}
+
+func TestCredentialsNeverPrintTheirSecrets(t *testing.T) {
+	const token, password = "0b9f4e2d-token-secret", "correct-horse-password"
+	for _, c := range []executor.Credentials{
+		{TokenID: "root@pam!proxops", TokenSecret: token},
+		{User: "root@pam", Password: password},
+	} {
+		var logged bytes.Buffer
+		slog.New(slog.NewJSONHandler(&logged, nil)).Info("credentials", "creds", c, slog.Any("ptr", &c))
+		forms := map[string]string{
+			"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c),
+			"%s": fmt.Sprintf("%s", c), "%q": fmt.Sprintf("%q", c), "pointer %#v": fmt.Sprintf("%#v", &c),
+			"nested %#v": fmt.Sprintf("%#v", struct{ C executor.Credentials }{c}), "slog": logged.String(),
+		}
+		for name, out := range forms {
+			if strings.Contains(out, token) || strings.Contains(out, password) {
+				t.Errorf("%s leaks a secret: %s", name, out)
+			}
+			if !strings.Contains(out, "root@pam") {
+				t.Errorf("%s hides the principal: %s", name, out)
+			}
+		}
+		if got := fmt.Sprintf("%#v", c); !strings.Contains(got, "<redacted>") {
+			t.Errorf("%%#v = %s, want the secret shown as redacted", got)
+		}
 	}
 }

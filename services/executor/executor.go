@@ -74,6 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e := &executor{cfg: cfg, log: log, bus: b, pve: clients, version: version, metrics: m, ops: ops, guests: map[int]*sync.Mutex{},
 		storages: map[string]chan struct{}{}}
+	m.readOnly(cfg.ObserveOnly || cfg.endpointMismatch() != "")
 	if msg := cfg.endpointMismatch(); msg != "" {
 		log.Error("endpoint mismatch: every operation and observe will be refused", "repo_base_url", cfg.RepoBaseURL)
 	}
@@ -113,11 +114,22 @@ func (e *executor) run(ctx context.Context) error {
 		e.log.Info("executor stopped")
 		return nil
 	}
+	// executor.concurrency bounds the node, not each replica: the node's consumer hands out at most that
+	// many unacknowledged operations across all replicas. A replica configured differently from the one
+	// that set the consumer up takes it over with its own value (the last replica started wins), and says so.
+	e.warnConcurrencyChange(ctx, durable)
 	if err := e.bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: durable, Filter: opSubject,
-		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: 1000,
+		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: e.cfg.Concurrency,
 		Description: "operations for " + e.cfg.Cluster + "/" + e.cfg.Node}); err != nil {
 		return err
 	}
+	// An operation whose deliveries all ran out with none settled (every replica that took it died or hung)
+	// is announced by the server; one of the node's replicas reports it failed and dead-letters it.
+	watcher, err := e.bus.OnMaxDeliveries(ctx, bus.StreamOps, durable, bus.QueueExecutors, e.exhausted)
+	if err != nil {
+		return err
+	}
+	defer watcher.Stop()
 	// Operations in flight get ShutdownGrace to finish once ctx ends.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -182,6 +194,7 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 		return nil, cerr
 	}
 	if err == nil {
+		e.metrics.pveRead(time.Now())
 		subject, _ := bus.InventorySubject(e.cfg.Cluster, e.cfg.Node)
 		if _, perr := e.bus.Publish(ctx, subject, msg); perr != nil {
 			e.log.Warn("publish inventory", "err", perr)
@@ -190,8 +203,78 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	return msg, nil
 }
 
+// warnConcurrencyChange logs when the node's consumer exists with another concurrency than this replica's.
+func (e *executor) warnConcurrencyChange(ctx context.Context, durable string) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := e.bus.JetStream().Consumer(cctx, bus.StreamOps, durable)
+	if err != nil {
+		return
+	}
+	if was := c.CachedInfo().Config.MaxAckPending; was != e.cfg.Concurrency {
+		e.log.Warn("the node's concurrency changes to this replica's setting; give every replica of the node the same executor.concurrency",
+			"was", was, "now", e.cfg.Concurrency)
+	}
+}
+
+// exhausted settles an operation that ran out of deliveries without any delivery settling it: the last
+// one's ack wait expired with no heartbeat (its replica crashed or hung) or it was handed back. Unless its
+// journal says it finished, it is recorded and reported failed (class retryable: a later plan may try
+// again), then copied to the dead-letter stream and removed from the work queue, so no plan waits for it.
+// The node's replicas share the advisories; the final result's and the dead letter's message ids make a
+// repeat harmless.
+func (e *executor) exhausted(ctx context.Context, adv bus.MaxDeliveries) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalResultPatience+30*time.Second)
+	defer cancel()
+	log := e.log.With("stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
+	m, err := e.bus.StreamMessage(ctx, adv.Stream, adv.StreamSeq)
+	if errors.Is(err, bus.ErrNotFound) {
+		log.Info("operation out of deliveries was already settled")
+		return
+	}
+	if err != nil {
+		log.Error("read the operation that ran out of deliveries", "err", err)
+		return
+	}
+	reason := fmt.Sprintf("gave up after %d deliveries: none was settled (the replicas that took it stopped, "+
+		"or hung without heartbeats, for longer than the ack wait)", adv.Deliveries)
+	op, err := wire.DecodeOperation(ctx, m.Decode)
+	if err == nil {
+		h := &opRun{e: e, op: op, start: time.Now(), attempt: int(adv.Deliveries)}
+		j, jerr := loadJournal(ctx, e.bus, op, e.cfg.Replica, nil)
+		switch {
+		case jerr == nil && j.rec.Status.Final():
+			// It finished, but no acknowledgement reached the server: report the outcome once more.
+			h.publish(ctx, plan.Result{Status: j.rec.Status, Message: j.rec.Message, UPID: j.rec.UPID,
+				Fingerprint: j.rec.Fingerprint, AlreadyDone: true})
+			if rerr := m.Remove(ctx); rerr != nil {
+				log.Warn("remove a finished operation from the work queue", "err", rerr)
+			}
+			return
+		case jerr == nil:
+			if ferr := j.finish(ctx, plan.StatusFailed, reason, ""); ferr != nil {
+				h.log().Warn("record outcome", "err", ferr)
+			}
+		default:
+			h.log().Warn("read operation record", "err", jerr)
+		}
+		e.metrics.operation(string(op.Action), "dead_lettered")
+		h.log().Error("operation ran out of deliveries; dead-lettered", "reason", reason)
+		h.publish(ctx, plan.Result{Status: plan.StatusFailed, Message: reason, ErrorClass: plan.ErrorRetryable})
+	} else {
+		log.Error("undecodable operation ran out of deliveries; dead-lettered", "err", err)
+	}
+	subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
+	if err := m.DeadLetter(ctx, subject, reason); err != nil {
+		log.Error("dead-letter", "err", err)
+	}
+}
+
 // handle applies one delivered operation and settles the delivery.
 func (e *executor) handle(ctx context.Context, d *bus.Delivery) error {
+	if e.cfg.Fault != nil {
+		e.cfg.Fault("received")
+	}
 	op, err := wire.DecodeOperation(ctx, d.Decode)
 	if err != nil {
 		e.log.Error("undecodable operation", "stream_seq", d.StreamSequence(), "err", err)
@@ -225,6 +308,7 @@ func (h *opRun) run(ctx context.Context) error {
 		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
 		return h.d.Term(msg)
 	}
+	defer e.metrics.applying()()
 	stopBeat := h.heartbeat(ctx)
 	defer stopBeat()
 	// Apply runs under opCtx, which also ends when the guest guard is lost to another replica.
@@ -262,6 +346,15 @@ func (h *opRun) run(ctx context.Context) error {
 		var out pve.Outcome
 		client, secrets, err := e.pve.current(opCtx)
 		if err == nil {
+			if merr := secretsMismatch(h.op, secrets); merr != nil {
+				h.log().Warn("operation refused", "reason", merr)
+				e.metrics.operation(string(h.op.Action), "refused")
+				if jerr := j.finish(ctx, plan.StatusFailed, merr.Error(), ""); jerr != nil {
+					h.log().Warn("record outcome", "err", jerr)
+				}
+				h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: merr.Error()})
+				return h.d.Term(merr.Error())
+			}
 			out, err = client.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: secrets,
 				Progress: h.progress(ctx)})
 		} else {

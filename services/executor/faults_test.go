@@ -215,9 +215,10 @@ func TestOneOperationPerGuestHoldsAcrossReplicas(t *testing.T) {
 	eventually(t, 30*time.Second, "r1 to start the guest", func() bool {
 		return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/status/start") == 1
 	})
-	// r1 works on one operation at a time, so r2 is the one that receives the next.
+	// r1 works on one operation at a time, so r2 is the one that receives the next (r2 raises the node's
+	// bound to two operations at once).
 	two := e.config()
-	two.Replica, two.Concurrency, two.GuardTTL = "r2", 1, 20*time.Second
+	two.Replica, two.Concurrency, two.GuardTTL = "r2", 2, 20*time.Second
 	e.start(two)
 	configure := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure,
 		Values: kvs("description", "second")})

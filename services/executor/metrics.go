@@ -1,9 +1,12 @@
 package executor
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	pmetrics "github.com/proxops/proxops/internal/metrics"
 )
 
 // metrics are the executor's Prometheus series.
@@ -11,6 +14,10 @@ type metrics struct {
 	requests   *prometheus.HistogramVec
 	tasks      *prometheus.HistogramVec
 	operations *prometheus.CounterVec
+	// std are the series every executor shares with the predecessor's names (internal/metrics):
+	// proxops_pve_last_read_age_seconds, proxops_read_only, proxops_pve_request_duration_seconds, ...; nil
+	// without a registry.
+	std *pmetrics.Executor
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,6 +45,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	std, err := pmetrics.NewExecutor(reg)
+	if err != nil {
+		m.unregister(reg)
+		return nil, err
+	}
+	m.std = std
 	return m, nil
 }
 
@@ -50,16 +63,56 @@ func (m *metrics) unregister(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.tasks, m.operations} {
 		reg.Unregister(c)
 	}
+	if m.std != nil {
+		m.std.Unregister(reg)
+	}
 }
 
 // Request implements pve.Metrics.
 func (m *metrics) Request(method, path, status string, d time.Duration) {
 	m.requests.WithLabelValues(method, path, status).Observe(d.Seconds())
+	if m.std != nil {
+		result := "error"
+		if strings.HasPrefix(status, "2") {
+			result = "ok"
+		}
+		m.std.PVERequestDuration.WithLabelValues(method, result).Observe(d.Seconds())
+	}
 }
 
 // Task implements pve.Metrics.
 func (m *metrics) Task(taskType, result string, d time.Duration) {
 	m.tasks.WithLabelValues(taskType, result).Observe(d.Seconds())
+	if m.std != nil {
+		m.std.PVETaskDuration.WithLabelValues(taskType, result).Observe(d.Seconds())
+	}
+}
+
+// pveRead records a successful observe of the node.
+func (m *metrics) pveRead(t time.Time) {
+	if m.std != nil {
+		m.std.PVERead(t)
+	}
+}
+
+// readOnly sets proxops_read_only: the executor refuses every write.
+func (m *metrics) readOnly(on bool) {
+	if m.std != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.std.ReadOnly.Set(v)
+	}
+}
+
+// applying counts one operation in flight until the returned function is called.
+func (m *metrics) applying() func() {
+	if m.std == nil {
+		return func() {}
+	}
+	m.std.InFlight.Inc()
+	return m.std.InFlight.Dec
 }
 
 func (m *metrics) operation(action, result string) {

@@ -66,8 +66,10 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	}
 	out := computed{suspended: c.Config.Suspend != nil && *c.Config.Suspend}
 	var resolver plan.SecretResolver
+	var store *secrets.Store
 	if c.Config.SecretsFile != "" {
-		store, diags := p.decryptSecrets(ctx, ev.Tree, r, c)
+		var diags diag.List
+		store, diags = p.decryptSecrets(ctx, ev.Tree, r, c)
 		if len(diags) > 0 {
 			return rejected(cluster, plan.RejectSecrets, diags), nil
 		}
@@ -94,8 +96,25 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error, File: c.Config.File,
 			Message: "plan error: " + err.Error()}}), nil
 	}
+	// An operation with secret references names the version of the secrets file it was planned with: an
+	// executor holding another version refuses it rather than write other keys than the ones compared.
+	for i := range pl.Operations {
+		if hasSecretRefs(pl.Operations[i]) {
+			pl.Operations[i].SecretsDigest = store.Digest()
+		}
+	}
 	out.plan = pl
 	return out, nil
+}
+
+// hasSecretRefs reports whether any value of an operation is resolved from secrets by the executor.
+func hasSecretRefs(op plan.Operation) bool {
+	for _, kv := range op.Values {
+		if len(kv.SecretRefs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // repository loads the repository of a tree snapshot (cached by tree: snapshots never change).

@@ -149,7 +149,16 @@ type statusDoc struct {
 	LastCycle    map[string]any    `json:"last_cycle"`
 	Objects      []map[string]any  `json:"objects"`
 	Clusters     []clusterDoc      `json:"clusters"`
+	Sources      []sourceDoc       `json:"sources"`
 	Sequences    map[string]uint64 `json:"sequences"`
+}
+
+type sourceDoc struct {
+	Repo      string `json:"repo"`
+	Branch    string `json:"branch"`
+	Stale     bool   `json:"stale"`
+	Commit    string `json:"commit"`
+	LastError string `json:"last_error"`
 }
 
 type clusterDoc struct {

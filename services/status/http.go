@@ -33,7 +33,7 @@ type statusResponse struct {
 
 func (s *service) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	snap := s.snap.Load()
-	doc := render.NewStatusDocument(render.StatusView{ProcessStart: s.start, Clusters: snap.statuses})
+	doc := render.NewStatusDocument(render.StatusView{ProcessStart: s.start, Clusters: snap.statuses, Sources: snap.sources})
 	writeJSON(w, http.StatusOK, statusResponse{StatusDocument: doc, Sequences: snap.processed})
 }
 
@@ -54,6 +54,8 @@ type health struct {
 	Since    string   `json:"since,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
 	Clusters []string `json:"clusters,omitempty"`
+	// Repos are the repositories that cannot be read (reason stale).
+	Repos []string `json:"repos,omitempty"`
 }
 
 // Health reasons.
@@ -64,7 +66,8 @@ const (
 )
 
 // judge decides /healthz: not ready until the service has caught up and a cluster has been reconciled;
-// stale when a cluster's planner has not answered within StaleAfter; failed when a cluster's last run
+// stale when a watcher's last look at its repository failed (the desired state may be behind git) or a
+// cluster's planner has not answered within StaleAfter; failed when a cluster's last run
 // failed or its plan was rejected.
 func judge(snap *snapshot, now time.Time, staleAfter time.Duration) health {
 	if !snap.ready {
@@ -89,9 +92,17 @@ func judge(snap *snapshot, now time.Time, staleAfter time.Duration) health {
 			failed = append(failed, st.Cluster)
 		}
 	}
+	var repos []string
+	for _, h := range snap.sources {
+		if h.Stale {
+			repos = append(repos, h.Repo)
+		}
+	}
 	switch {
 	case reconciled == 0:
 		return health{Reason: reasonNotReady}
+	case len(repos) > 0 || len(stale) > 0:
+		return health{Reason: reasonStale, Clusters: stale, Repos: repos}
 	case len(stale) > 0:
 		return health{Reason: reasonStale, Clusters: stale}
 	case len(failed) > 0:

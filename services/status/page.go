@@ -33,8 +33,15 @@ type pageData struct {
 	Ready     bool
 	Summary   string
 	Health    health
+	Stale     []staleSource
 	Attention []attention
 	Clusters  []pageCluster
+}
+
+// staleSource is a repository that cannot be read: planning uses its last good commit.
+type staleSource struct {
+	Repo, Branch, Commit, Error string
+	LastRead                    timeCell
 }
 
 type attention struct {
@@ -100,6 +107,12 @@ func (s *service) pageData() pageData {
 		Health: judge(snap, now, s.cfg.StaleAfter)}
 	if d.Refresh < 1 {
 		d.Refresh = 1
+	}
+	for _, h := range snap.sources {
+		if h.Stale {
+			d.Stale = append(d.Stale, staleSource{Repo: h.Repo, Branch: h.Branch, Commit: h.Commit, Error: h.LastError,
+				LastRead: newTimeCell(h.LastSuccess, now)})
+		}
 	}
 	counts := map[report.Phase]int{}
 	for _, st := range snap.statuses {

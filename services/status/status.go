@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/report"
@@ -98,23 +99,26 @@ type source struct {
 }
 
 var sources = []source{
-	{report.StreamRepo, bus.StreamRepo, []string{bus.SubjectRepoChanged}},
+	{report.StreamRepo, bus.StreamRepo, []string{bus.SubjectRepoChanged, bus.SubjectRepoHealth}},
 	{report.StreamPlans, bus.StreamPlans, []string{bus.FilterPlans, bus.FilterConfirms}},
 	{report.StreamResults, bus.StreamResults, []string{bus.FilterResults}},
 	{report.StreamGaps, bus.StreamGaps, []string{bus.FilterGaps}},
 }
 
-// item is one stream message, decoded (event is nil for a message the service could not read).
+// item is one stream message, decoded: an event to fold, or a repository's health (both nil for a message
+// the service could not read).
 type item struct {
 	stream report.Stream
 	seq    uint64
 	event  *report.Event
+	health *event.SourceHealth
 }
 
 // snapshot is what the HTTP handlers read: immutable once published.
 type snapshot struct {
 	ready     bool
 	statuses  []report.ClusterStatus
+	sources   []event.SourceHealth
 	processed map[string]uint64
 }
 
@@ -132,6 +136,8 @@ type service struct {
 	processed map[report.Stream]uint64
 	target    map[report.Stream]uint64
 	ready     bool
+	// sources is each repository's latest SourceHealth, by repository and branch.
+	sources map[[2]string]event.SourceHealth
 }
 
 // Run runs the status service until ctx is cancelled.
@@ -151,7 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s := &service{cfg: cfg, log: cfg.Logger, metrics: m, start: cfg.Now(), page: page, dirty: map[string]bool{},
-		processed: map[report.Stream]uint64{}, target: map[report.Stream]uint64{}}
+		processed: map[report.Stream]uint64{}, target: map[report.Stream]uint64{}, sources: map[[2]string]event.SourceHealth{}}
 	s.snap.Store(&snapshot{processed: map[string]uint64{}})
 
 	ln := cfg.Listener
@@ -287,15 +293,22 @@ func (s *service) follow(ctx context.Context, src source, from uint64, out chan<
 	backoff := 100 * time.Millisecond
 	for {
 		err := s.cfg.Bus.Follow(ctx, src.name, src.filters, next, func(m *bus.Message, stored time.Time) error {
-			ev, err := decode(ctx, src.stream, m)
+			it := item{stream: src.stream, seq: m.Sequence}
+			var err error
+			if m.Subject == bus.SubjectRepoHealth {
+				var h event.SourceHealth
+				if h, err = wire.DecodeSourceHealth(ctx, m.Decode); err == nil {
+					it.health = &h
+				}
+			} else if it.event, err = decode(ctx, src.stream, m); err == nil {
+				it.event.Seq, it.event.At = m.Sequence, stored
+			}
 			if err != nil {
 				s.log.Warn("status: skipping a message it cannot read", "stream", src.name, "stream_seq", m.Sequence,
 					"subject", m.Subject, "err", err)
-			} else {
-				ev.Seq, ev.At = m.Sequence, stored
 			}
 			select {
-			case out <- item{stream: src.stream, seq: m.Sequence, event: ev}:
+			case out <- it:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -378,6 +391,15 @@ func lastToken(subject string) string {
 func (s *service) fold(it item) {
 	s.processed[it.stream] = max(s.processed[it.stream], it.seq)
 	defer s.checkReady()
+	if h := it.health; h != nil {
+		key := [2]string{h.Repo, h.Branch}
+		if before, ok := s.sources[key]; !ok || before.Stale != h.Stale {
+			s.log.Info("repository health changed", "repo", h.Repo, "branch", h.Branch, "stale", h.Stale,
+				"commit", h.Commit, "error", h.LastError)
+		}
+		s.sources[key] = *h
+		return
+	}
 	if it.event == nil {
 		return
 	}
@@ -458,7 +480,7 @@ func (s *service) publishSnapshot() {
 	for _, src := range sources {
 		processed[src.name] = s.processed[src.stream]
 	}
-	s.snap.Store(&snapshot{ready: s.ready, statuses: s.fleet.Statuses(), processed: processed})
+	s.snap.Store(&snapshot{ready: s.ready, statuses: s.fleet.Statuses(), sources: sortSources(s.sources), processed: processed})
 }
 
 // observe counts what an event completed.

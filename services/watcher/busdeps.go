@@ -14,7 +14,7 @@ import (
 )
 
 // BusDeps returns the watcher's dependencies on NATS JetStream: the proxops_trees object store as its tree
-// store, the PROXOPS_REPO stream as its publisher and request source (durable consumer watcher_reconcile, so
+// store, the PROXOPS_REPO stream as its publisher (RepoChanged and SourceHealth) and request source (durable consumer watcher_reconcile, so
 // each request is handled by one watcher), and the proxops_deliveries bucket as its KV. The streams, buckets
 // and stores must have been provisioned (bus.Provision).
 func BusDeps(b *bus.Bus, registry *prometheus.Registry, logger *slog.Logger) Deps {
@@ -23,16 +23,18 @@ func BusDeps(b *bus.Bus, registry *prometheus.Registry, logger *slog.Logger) Dep
 		Publisher: busPublisher{b},
 		KV:        busKV{b},
 		Requests:  busRequests{b},
+		Health:    busPublisher{b},
 		Registry:  registry,
 		Logger:    logger,
 	}
 }
 
 var (
-	_ TreeStore     = busTrees{}
-	_ Publisher     = busPublisher{}
-	_ KV            = busKV{}
-	_ RequestSource = busRequests{}
+	_ TreeStore       = busTrees{}
+	_ Publisher       = busPublisher{}
+	_ KV              = busKV{}
+	_ RequestSource   = busRequests{}
+	_ HealthPublisher = busPublisher{}
 )
 
 type busTrees struct{ b *bus.Bus }
@@ -77,6 +79,15 @@ func (p busPublisher) PublishRepoChanged(ctx context.Context, ev RepoChanged) er
 		return err
 	}
 	_, err = p.b.Publish(ctx, bus.SubjectRepoChanged, m, bus.WithMsgID(ev.EventID))
+	return err
+}
+
+func (p busPublisher) PublishSourceHealth(ctx context.Context, h SourceHealth) error {
+	m, err := wire.SourceHealthToProto(h)
+	if err != nil {
+		return err
+	}
+	_, err = p.b.Publish(ctx, bus.SubjectRepoHealth, m)
 	return err
 }
 

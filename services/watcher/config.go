@@ -65,6 +65,9 @@ type Config struct {
 
 	// Listen is the address of the HTTP server for webhooks, /metrics and /healthz; empty for none.
 	Listen string
+	// MetricsListen is the address of a second HTTP server that serves only /metrics and /healthz, so the
+	// metrics stay on loopback while Listen faces the git host; empty (or equal to Listen) for none.
+	MetricsListen string
 	// WebhookSecret is the shared secret of the push webhooks; empty turns the webhook endpoints off.
 	WebhookSecret string
 	// WebhookMaxBody caps a webhook body in bytes; default 1 MiB. Larger bodies get 413.

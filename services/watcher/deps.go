@@ -29,6 +29,13 @@ type Publisher interface {
 	PublishRepoChanged(ctx context.Context, ev RepoChanged) error
 }
 
+// HealthPublisher publishes whether the repository can be read (the proxops.v1.repo.health subject), for
+// the status service to flag the desired state as stale.
+type HealthPublisher interface {
+	// PublishSourceHealth publishes h and returns once it is stored.
+	PublishSourceHealth(ctx context.Context, h SourceHealth) error
+}
+
 // KV is a small durable key-value store (a JetStream KV bucket). The watcher keeps in it the last commit it
 // announced and the pushed commits it has seen by webhook, so a restart neither forgets nor replays them.
 // Keys use only [-/_=.a-zA-Z0-9]. The remembered deliveries (one small key per pushed commit) may expire
@@ -60,6 +67,8 @@ type Deps struct {
 	KV        KV
 	// Requests is optional: without it, no ReconcileRequest is handled.
 	Requests RequestSource
+	// Health is optional: without it, the repository's health is only on /healthz and /metrics.
+	Health HealthPublisher
 	// Registry receives the watcher's metrics and is served on /metrics; nil means a private registry.
 	Registry *prometheus.Registry
 	// Logger is nil for no logs.

@@ -14,6 +14,8 @@ type (
 	TreeSnapshot = event.TreeSnapshot
 	// TreeFile is one file of a snapshot.
 	TreeFile = event.File
+	// SourceHealth says whether the repository can be read.
+	SourceHealth = event.SourceHealth
 )
 
 // The triggers of a RepoChanged.

@@ -77,7 +77,7 @@ func startWatcher(t testing.TB, cfg watcher.Config, bus *fakeBus) *running {
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
 	w, err := watcher.New(cfg, watcher.Deps{
-		Trees: bus.trees, Publisher: bus.pub, KV: bus.kv, Requests: bus.reqs, Registry: reg,
+		Trees: bus.trees, Publisher: bus.pub, KV: bus.kv, Requests: bus.reqs, Health: bus.pub, Registry: reg,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

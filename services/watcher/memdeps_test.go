@@ -62,8 +62,26 @@ func (s *memTrees) writesOf(tree string) int {
 type memPublisher struct {
 	mu     sync.Mutex
 	events []watcher.RepoChanged
+	health []watcher.SourceHealth
 	fail   error
 	notify chan struct{}
+}
+
+func (p *memPublisher) PublishSourceHealth(_ context.Context, h watcher.SourceHealth) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		return p.fail
+	}
+	p.health = append(p.health, h)
+	return nil
+}
+
+// healthReports returns the published SourceHealth reports, oldest first.
+func (p *memPublisher) healthReports() []watcher.SourceHealth {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.health)
 }
 
 func newMemPublisher() *memPublisher { return &memPublisher{notify: make(chan struct{}, 1)} }

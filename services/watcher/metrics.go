@@ -2,8 +2,11 @@ package watcher
 
 import (
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	pmetrics "github.com/proxops/proxops/internal/metrics"
 )
 
 // metrics are the watcher's Prometheus series. Labels carry no credentials: the repository label is its
@@ -19,6 +22,10 @@ type metrics struct {
 	published           *prometheus.CounterVec
 	publishFailures     prometheus.Counter
 	treesStored         prometheus.Counter
+	// std are the series every ProxOps watcher shares with the predecessor's names (internal/metrics):
+	// proxops_desired_stale, proxops_git_last_fetch_age_seconds, proxops_git_fetch_duration_seconds and
+	// proxops_webhook_requests_total.
+	std *pmetrics.Watcher
 }
 
 // Webhook request results, the result label of proxops_watcher_webhook_requests_total.
@@ -91,7 +98,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.std, err = pmetrics.NewWatcher(reg); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// gitOp records one ref listing or fetch.
+func (m *metrics) gitOp(operation string, d time.Duration, err error) {
+	m.gitDuration.WithLabelValues(operation).Observe(d.Seconds())
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.std.GitFetchDuration.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// webhook counts one webhook request.
+func (m *metrics) webhook(provider, result string) {
+	m.webhooks.WithLabelValues(provider, result).Inc()
+	m.std.WebhookRequests.WithLabelValues(provider, result).Inc()
 }
 
 // register registers c, or returns the collector already registered under the same description (a watcher

@@ -56,10 +56,11 @@ type Watcher struct {
 	red       redactor
 	keyPrefix string
 
-	kick    chan struct{}
-	manual  chan manualRequest
-	running atomic.Bool
-	addr    atomic.Pointer[string]
+	kick        chan struct{}
+	manual      chan manualRequest
+	running     atomic.Bool
+	addr        atomic.Pointer[string]
+	metricsAddr atomic.Pointer[string]
 
 	mu     sync.Mutex
 	status Status
@@ -70,7 +71,15 @@ type Watcher struct {
 	failures       int
 	lastAnnounce   time.Time
 	rejected       rejectedCommit
+	// gitStale and gitError: the last look at the repository failed (a bus failure does not count).
+	gitStale   bool
+	gitError   string
+	healthSent *SourceHealth
 }
+
+// healthRepeat is how often a stale SourceHealth is published again while the repository stays unreadable,
+// so it outlives the repository stream's retention.
+const healthRepeat = time.Hour
 
 // announcement is the last commit announced, kept in the KV across restarts.
 type announcement struct {
@@ -178,6 +187,23 @@ func (w *Watcher) ListenAddr() string {
 	return ""
 }
 
+// MetricsAddr is the address the /metrics and /healthz server (Config.MetricsListen) listens on while Run
+// serves it, else "".
+func (w *Watcher) MetricsAddr() string {
+	if a := w.metricsAddr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// MetricsHandler serves /metrics and /healthz only.
+func (w *Watcher) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", w.serveHealth)
+	return mux
+}
+
 // Handler serves /metrics, /healthz and, when a webhook secret is set, the webhook endpoints
 // /webhook/github, /webhook/gitea (also /webhook/forgejo) and /webhook/gitlab.
 func (w *Watcher) Handler() http.Handler {
@@ -232,31 +258,58 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer cancel()
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	var srv *http.Server
-	if w.cfg.Listen != "" {
-		ln, err := net.Listen("tcp", w.cfg.Listen)
+	errc := make(chan error, 3)
+	var servers []*http.Server
+	serve := func(addr string, h http.Handler, what string) error {
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("watcher: listen on %s: %w", w.cfg.Listen, err)
+			return fmt.Errorf("watcher: listen on %s: %w", addr, err)
 		}
-		addr := ln.Addr().String()
-		w.addr.Store(&addr)
-		defer w.addr.Store(nil)
-		srv = &http.Server{
-			Handler:           w.Handler(),
+		srv := &http.Server{
+			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
 		}
-		w.log.Info("http server listening", "addr", addr, "webhooks", w.cfg.WebhookSecret != "")
+		servers = append(servers, srv)
 		wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("watcher: http server: %w", err)
+				errc <- fmt.Errorf("watcher: %s server: %w", what, err)
 				cancel()
 			}
 		})
+		bound := ln.Addr().String()
+		if what == "http" {
+			w.addr.Store(&bound)
+		} else {
+			w.metricsAddr.Store(&bound)
+		}
+		w.log.Info(what+" server listening", "addr", bound, "webhooks", what == "http" && w.cfg.WebhookSecret != "")
+		return nil
+	}
+	shutdown := func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		for _, srv := range servers {
+			_ = srv.Shutdown(sctx)
+		}
+	}
+	defer w.addr.Store(nil)
+	defer w.metricsAddr.Store(nil)
+	if w.cfg.Listen != "" {
+		if err := serve(w.cfg.Listen, w.Handler(), "http"); err != nil {
+			return err
+		}
+	}
+	if w.cfg.MetricsListen != "" && w.cfg.MetricsListen != w.cfg.Listen {
+		if err := serve(w.cfg.MetricsListen, w.MetricsHandler(), "metrics"); err != nil {
+			cancel()
+			shutdown()
+			wg.Wait()
+			return err
+		}
 	}
 	if w.deps.Requests != nil {
 		wg.Go(func() {
@@ -268,11 +321,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.loop(ctx)
 	cancel()
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
-		scancel()
-	}
+	shutdown()
 	wg.Wait()
 	select {
 	case err := <-errc:
@@ -379,6 +428,14 @@ func (w *Watcher) attempt(ctx context.Context, trigger Trigger) time.Duration {
 	if ctx.Err() != nil {
 		return w.cfg.PollInterval
 	}
+	var gerr *gitError
+	switch {
+	case err == nil:
+		w.gitStale, w.gitError = false, ""
+	case errors.As(err, &gerr):
+		w.gitStale, w.gitError = true, err.Error()
+	}
+	defer w.reportHealth(ctx)
 	if err != nil {
 		return w.failed(err)
 	}
@@ -402,7 +459,7 @@ func (w *Watcher) sync(ctx context.Context, trigger Trigger, force bool) error {
 	defer cancel()
 	start := time.Now()
 	head, err := w.src.head(gctx)
-	w.m.gitDuration.WithLabelValues("list").Observe(time.Since(start).Seconds())
+	w.m.gitOp("list", time.Since(start), err)
 	if err != nil {
 		return &gitError{w.red.error(err)}
 	}
@@ -420,7 +477,7 @@ func (w *Watcher) sync(ctx context.Context, trigger Trigger, force bool) error {
 	if have != head {
 		start = time.Now()
 		have, err = w.src.fetch(gctx)
-		w.m.gitDuration.WithLabelValues("fetch").Observe(time.Since(start).Seconds())
+		w.m.gitOp("fetch", time.Since(start), err)
 		if err != nil {
 			return &gitError{w.red.error(err)}
 		}
@@ -566,6 +623,8 @@ func (w *Watcher) succeeded(commit plumbing.Hash) {
 	w.m.lastSuccess.Set(float64(now.Unix()))
 	w.m.consecutiveFailures.Set(0)
 	w.m.stale.Set(0)
+	w.m.std.DesiredStale.Set(0)
+	w.m.std.GitFetched(now)
 	w.mu.Lock()
 	w.status.LastSuccess = now
 	w.status.LastError = ""
@@ -580,6 +639,7 @@ func (w *Watcher) failed(err error) time.Duration {
 	var gerr *gitError
 	if errors.As(err, &gerr) {
 		w.m.fetchFailures.Inc()
+		w.m.std.DesiredStale.Set(1)
 	}
 	w.m.consecutiveFailures.Set(float64(w.failures))
 	w.m.stale.Set(1)
@@ -592,6 +652,34 @@ func (w *Watcher) failed(err error) time.Duration {
 	w.log.Warn("repository update failed; keeping the last good tree", "error", err,
 		"failures", w.failures, "retry_in", wait, "commit", w.current.Commit)
 	return wait
+}
+
+// reportHealth publishes the repository's health when it changed since the last publication (stale or not,
+// or the last good commit while stale), and again every healthRepeat while it stays stale.
+func (w *Watcher) reportHealth(ctx context.Context) {
+	if w.deps.Health == nil {
+		return
+	}
+	now := time.Now()
+	st := w.Status()
+	h := SourceHealth{Repo: w.repo, Branch: w.cfg.Branch, Stale: w.gitStale, LastError: w.gitError,
+		Commit: w.current.Commit, LastSuccess: st.LastSuccess, Failures: w.failures, At: now.UTC()}
+	if !h.Stale {
+		h.Failures = 0
+	}
+	if sent := w.healthSent; sent != nil && sent.Stale == h.Stale &&
+		(!h.Stale || (sent.Commit == h.Commit && now.Sub(sent.At) < healthRepeat)) {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
+	if err := w.deps.Health.PublishSourceHealth(hctx, h); err != nil {
+		w.log.Warn("cannot publish the repository's health; trying again after the next look", "stale", h.Stale,
+			"error", w.red.error(err))
+		return
+	}
+	w.healthSent = &h
+	w.log.Info("repository health published", "stale", h.Stale, "commit", h.Commit)
 }
 
 // backoff doubles from lo for each consecutive failure, up to hi.
@@ -635,6 +723,7 @@ func (w *Watcher) startupFallback(ctx context.Context) {
 	w.setCurrent(ctx, w.current)
 	w.startupPending = false
 	w.log.Warn("announced the last good tree: the repository could not be read", "commit", w.current.Commit)
+	w.reportHealth(ctx)
 }
 
 // drift re-announces the current commit for the drift slot starting at slotStart, unless the commit was

@@ -551,19 +551,42 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 	if got := r.metric("proxops_watcher_fetch_failures_total", nil); got < 3 {
 		t.Errorf("fetch failures metric = %v, want ≥ 3", got)
 	}
+	if got := r.metric("proxops_desired_stale", nil); got != 1 {
+		t.Errorf("proxops_desired_stale = %v while the remote is down, want 1", got)
+	}
+	if got := r.metric("proxops_git_fetch_duration_seconds", map[string]string{"result": "error"}); got < 3 {
+		t.Errorf("failed git reads observed = %v, want ≥ 3", got)
+	}
+	waitFor(t, "the last-read age to grow", func() bool { return r.metric("proxops_git_last_fetch_age_seconds", nil) >= 0.2 })
 	if code, _ := r.get("/healthz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/healthz while stale = %d, want 503", code)
 	}
 	if evs := bus.pub.forCommit(second); len(evs) != 0 {
 		t.Errorf("announced %+v while the remote was down", evs)
 	}
+	// One report when the source turned stale, however many polls failed since.
+	if hs := bus.pub.healthReports(); len(hs) != 2 || hs[0].Stale || !hs[1].Stale || hs[1].Commit != s.first || hs[1].LastError == "" {
+		t.Errorf("health reports while failing: %+v; want healthy, then stale on %s with the error", hs, s.first)
+	}
 
 	s.server.down.Store(false)
 	r.waitCommit(second, watcher.TriggerPoll)
 	waitFor(t, "recovery", func() bool { return !r.w.Status().Stale })
+	waitFor(t, "a healthy report", func() bool { return len(bus.pub.healthReports()) == 3 })
+	if h := bus.pub.healthReports()[2]; h.Stale || h.LastError != "" || h.Failures != 0 {
+		t.Errorf("health report after recovery: %+v", h)
+	}
 	if code, _ := r.get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz after recovery = %d, want 200", code)
 	}
+	if got := r.metric("proxops_desired_stale", nil); got != 0 {
+		t.Errorf("proxops_desired_stale = %v after recovery, want 0", got)
+	}
+	// The age grew past 0.2 s while the remote was down; polls every 20 ms reset it.
+	waitFor(t, "the last-read age to reset", func() bool {
+		age := r.metric("proxops_git_last_fetch_age_seconds", nil)
+		return age >= 0 && age < 0.1
+	})
 }
 
 func TestOversizedCommitKeepsTheLastGoodTreeUntilTheBranchMoves(t *testing.T) {

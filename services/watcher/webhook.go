@@ -195,7 +195,7 @@ var providers = map[string]webhookProvider{
 func (w *Watcher) webhookHandler(p webhookProvider) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		result, code, msg := w.serveWebhook(p, rw, r)
-		w.m.webhooks.WithLabelValues(p.name, result).Inc()
+		w.m.webhook(p.name, result)
 		level := slog.LevelDebug
 		if code == http.StatusUnauthorized || code >= 500 || code == http.StatusRequestEntityTooLarge {
 			level = slog.LevelWarn

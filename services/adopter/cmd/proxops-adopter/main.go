@@ -1,54 +1,102 @@
 // Command proxops-adopter runs a ProxOps adopter: proxops-adopter --nats-url nats://... It reports the live
-// settings the manifests do not cover as gaps, continuously, and serves proxops adopt --nats.
+// settings the manifests do not cover as gaps, continuously, and serves proxops adopt --nats. It serves its
+// own Prometheus /metrics on --metrics-listen (default 127.0.0.1:9497).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/services/adopter"
 )
 
+// DefaultMetricsListen is the default address of the adopter's /metrics endpoint.
+const DefaultMetricsListen = "127.0.0.1:9497"
+
 func main() {
-	cfg, level, err := configure(os.Args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "proxops-adopter: %v\n", err)
-		os.Exit(2)
-	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := adopter.Run(ctx, cfg); err != nil {
-		cfg.Logger.Error("adopter", "err", err)
-		os.Exit(1)
-	}
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// configure builds the adopter's configuration from flags and the environment.
-func configure(args []string, getenv func(string) string) (adopter.Config, slog.Level, error) {
+// run runs the adopter until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
+// cannot run.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg, metricsListen, level, err := configure(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "proxops-adopter: %v\n", err)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).With("service", "adopter")
+	reg := prometheus.NewRegistry()
+	if err := metrics.RegisterProcess(reg, metrics.BuildInfo{}); err != nil {
+		cfg.Logger.Error("adopter", "err", err)
+		return 1
+	}
+	if metricsListen != "" {
+		ln, err := net.Listen("tcp", metricsListen)
+		if err != nil {
+			cfg.Logger.Error("metrics server", "err", fmt.Errorf("listen on %s: %w", metricsListen, err))
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cfg.Logger.Error("metrics server", "err", err)
+			}
+		}()
+		defer func() { _ = srv.Close() }()
+		cfg.Logger.Info("metrics server listening", "addr", ln.Addr().String())
+	}
+	if err := adopter.Run(ctx, cfg); err != nil {
+		cfg.Logger.Error("adopter", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// configure builds the adopter's configuration from flags and the environment, with the address of the
+// /metrics endpoint and the log level.
+func configure(args []string, getenv func(string) string) (adopter.Config, string, slog.Level, error) {
 	var cfg adopter.Config
 	fs := flag.NewFlagSet("proxops-adopter", flag.ContinueOnError)
 	cfg.NATS.RegisterFlags(fs, getenv)
 	fs.DurationVar(&cfg.ObserveTimeout, "observe-timeout", adopter.DefaultObserveTimeout, "longest wait for one node's inventory during an adoption")
 	fs.BoolVar(&cfg.LocalSecrets, "local-secrets", false, "read a secrets-file outside the repository from this host's disk")
+	metricsListen := fs.String("metrics-listen", DefaultMetricsListen, "address of the /metrics endpoint (empty: off)")
 	levelName := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return cfg, 0, err
+		return cfg, "", 0, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return cfg, "", 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*levelName)); err != nil {
-		return cfg, 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *levelName)
+		return cfg, "", 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *levelName)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, 0, err
+		return cfg, "", 0, err
 	}
-	return cfg, level, nil
+	return cfg, *metricsListen, level, nil
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -15,39 +17,59 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/services/executor"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, metricsListen, err := configure(ctx, os.Args[1:], os.LookupEnv)
+	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the executor until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
+// cannot run. Its /metrics carries the cluster and node on every ProxOps series, as in proxops up.
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, metricsListen, err := configure(ctx, args, lookup)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		log.Error("configuration", "err", err)
-		os.Exit(2)
+		return 2
 	}
 	cfg.Logger = log
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Registry = reg
+	if err := metrics.RegisterProcess(reg, metrics.BuildInfo{}); err != nil {
+		log.Error("executor", "err", err)
+		return 1
+	}
+	cfg.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.Cluster, "node": cfg.Node}, reg)
 	if metricsListen != "" {
-		srv := &http.Server{Addr: metricsListen, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		ln, err := net.Listen("tcp", metricsListen)
+		if err != nil {
+			log.Error("metrics server", "err", fmt.Errorf("listen on %s: %w", metricsListen, err))
+			return 1
+		}
+		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "err", err)
 			}
 		}()
 		defer func() { _ = srv.Close() }()
+		log.Info("metrics server listening", "addr", ln.Addr().String())
 	}
 	if err := executor.Run(ctx, cfg); err != nil {
 		log.Error("executor", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // configure builds the executor's configuration from flags, the environment (credentials, age keys) and
@@ -79,7 +101,7 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.StringVar(&refs.Token, "secrets-pve-token", "", "entry holding the PVE API token secret")
 	fs.StringVar(&refs.Password, "secrets-pve-password", "", "entry holding the PVE password (ticket auth)")
 	fs.StringVar(&cfg.RepoBaseURL, "repo-base-url", "", "the base-url the repository declares for the cluster; refused when it differs from --pve-url")
-	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once (executor.concurrency)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "operations at once on the node, across its replicas (executor.concurrency)")
 	fs.IntVar(&cfg.StorageConcurrency, "storage-concurrency", 1, "clones or downloads at once per storage (executor.storage-concurrency)")
 	fs.IntVar(&cfg.PVE.ObserveConcurrency, "observe-concurrency", 8, "per-guest config reads at once during one observe")
 	fs.DurationVar(&cfg.LockWait, "lock-wait", 2*time.Hour, "how long to wait on a guest locked by a long PVE job (reconcile.lock-wait)")
@@ -111,20 +133,27 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	if err := cfg.Validate(); err != nil {
 		return cfg, "", err
 	}
-	var store *secrets.Store
+	env := secrets.PVEEnvironment(lookup)
 	if *secretsFile != "" {
-		data, err := os.ReadFile(*secretsFile)
+		// The file is read again on every observe and operation and decrypted again when it changed: a
+		// rotated token or cloud-init key is used without a restart. It must decrypt now, at start.
+		base := cfg
+		source := &executor.SecretsFile{Path: *secretsFile, Decryptor: secrets.NewDecryptor(secrets.FromEnvironment(lookup)),
+			Credentials: func(store *secrets.Store) (executor.Credentials, error) {
+				c := base
+				if err := pveCredentials(&c, secrets.AuthMode(*auth), refs, store, *user, *tokenID, env); err != nil {
+					return executor.Credentials{}, err
+				}
+				return executor.Credentials{TokenID: c.PVE.TokenID, TokenSecret: c.PVE.TokenSecret, User: c.PVE.User, Password: c.PVE.Password}, nil
+			}}
+		creds, err := source.Current(ctx)
 		if err != nil {
 			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
 		}
-		if store, err = secrets.Decrypt(ctx, *secretsFile, data, secrets.FromEnvironment(lookup)); err != nil {
-			return cfg, "", fmt.Errorf("--secrets-file: %w", err)
-		}
-		cfg.Secrets = executor.StoreSecrets(store)
+		cfg.PVE, cfg.Secrets, cfg.Credentials = creds.Apply(cfg.PVE), creds.Secrets, source
 	} else if refs != (secrets.PVESecretRefs{}) {
 		return cfg, "", errors.New("--secrets-pve-* name entries of a secrets file: give --secrets-file")
-	}
-	if err := pveCredentials(&cfg, secrets.AuthMode(*auth), refs, store, *user, *tokenID, secrets.PVEEnvironment(lookup)); err != nil {
+	} else if err := pveCredentials(&cfg, secrets.AuthMode(*auth), refs, nil, *user, *tokenID, env); err != nil {
 		return cfg, "", err
 	}
 	if msg := fault(getenv("PROXOPS_EXECUTOR_TEST_FAULT")); msg != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,39 @@ func TestFaultHookIsOffUnlessAskedFor(t *testing.T) {
 	}
 	if fault("block:submitted") == nil || fault("kill:submitted") == nil {
 		t.Error("fault hooks not enabled")
+	}
+}
+
+// The executor keeps reading --secrets-file: after the file is replaced by a rotated version, the
+// credentials it hands out are the rotated ones, without a restart.
+func TestSecretsFileIsReadAgainAfterARotation(t *testing.T) {
+	ctx := testContext(t)
+	path := filepath.Join(t.TempDir(), "secrets.sops.yaml")
+	copyFile := func(from string) {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(demoSecrets)
+	args := append(slices.Clone(base), "--secrets-file", path, "--secrets-pve-user", "proxops-user",
+		"--secrets-pve-token-id", "proxops-token-id", "--secrets-pve-token", "proxops-token")
+	cfg, _, err := configure(ctx, args, env(map[string]string{"SOPS_AGE_KEY_FILE": demoKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PVE.TokenSecret != demoToken || cfg.Credentials == nil {
+		t.Fatalf("at start: token from the file? %v, credential source %v", cfg.PVE.TokenSecret == demoToken, cfg.Credentials != nil)
+	}
+	copyFile(filepath.Join(demoDir, "rotated.sops.yaml"))
+	c, err := cfg.Credentials.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TokenID != "proxops@pve!proxops" || c.TokenSecret == demoToken || c.TokenSecret == "" || c.Secrets == nil {
+		t.Fatalf("after the rotation: %v (still the old token? %v)", c, c.TokenSecret == demoToken)
 	}
 }

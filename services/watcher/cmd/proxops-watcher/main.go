@@ -1,6 +1,9 @@
 // Command proxops-watcher runs the ProxOps watcher service: it follows one git repository and announces its
 // manifest trees on the bus.
 //
+// It serves /metrics and /healthz on --metrics-listen (default 127.0.0.1:9498) whether or not the webhook
+// server (--listen) runs.
+//
 // Configuration comes from flags, each with an environment variable as its default; credentials (the git
 // token, the ssh key passphrase and the webhook secret) are read from the environment only, never from flags.
 package main
@@ -27,8 +30,14 @@ import (
 	"github.com/proxops/proxops/services/watcher"
 )
 
+// DefaultMetricsListen is the default address of the watcher's /metrics and /healthz endpoint.
+const DefaultMetricsListen = "127.0.0.1:9498"
+
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // options is everything main reads from flags and the environment.
@@ -39,7 +48,9 @@ type options struct {
 	logLevel  slog.Level
 }
 
-func run(args []string, getenv func(string) string, stderr io.Writer) int {
+// run runs the watcher until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
+// cannot run.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	opts, err := parseOptions(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -53,9 +64,6 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		log.Error("invalid configuration", "error", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	b, err := connectBus(ctx, opts, log)
 	if err != nil {
 		log.Error("cannot start", "error", err)
@@ -122,6 +130,7 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	fs.DurationVar(&c.PollInterval, "poll-interval", envDuration("PROXOPS_POLL_INTERVAL", watcher.DefaultPollInterval), "interval between remote ref listings [PROXOPS_POLL_INTERVAL]")
 	fs.DurationVar(&c.DriftInterval, "drift-interval", envDuration("PROXOPS_DRIFT_INTERVAL", watcher.DefaultDriftInterval), "re-announce the current commit this often, negative for never (reconcile.drift-interval) [PROXOPS_DRIFT_INTERVAL]")
 	fs.StringVar(&c.Listen, "listen", env("PROXOPS_WATCHER_LISTEN", ""), "address of the HTTP server for webhooks, /metrics and /healthz [PROXOPS_WATCHER_LISTEN]")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", env("PROXOPS_WATCHER_METRICS_LISTEN", DefaultMetricsListen), "address of the /metrics and /healthz endpoint, empty for off [PROXOPS_WATCHER_METRICS_LISTEN]")
 	secretEnv := fs.String("webhook-secret-env", env("PROXOPS_WEBHOOK_SECRET_ENV", "PROXOPS_WEBHOOK_SECRET"), "name of the environment variable holding the webhook secret (webhook.secret-env)")
 	o.bus.RegisterFlags(fs, getenv)
 	fs.BoolVar(&o.provision, "provision", false, "create or update the streams, buckets and object stores before starting (needs a NATS user allowed to)")

@@ -787,7 +787,11 @@ type Operation struct {
 	// Clone source vmid.
 	SourceVmid int64 `protobuf:"varint,17,opt,name=source_vmid,json=sourceVmid,proto3" json:"source_vmid,omitempty"`
 	// Storage the operation writes to, for per-storage concurrency (clone, download).
-	Storage       string `protobuf:"bytes,18,opt,name=storage,proto3" json:"storage,omitempty"`
+	Storage string `protobuf:"bytes,18,opt,name=storage,proto3" json:"storage,omitempty"`
+	// Digest ("sha256:<hex>" of the encrypted file's bytes) of the secrets file the planner resolved the
+	// operation's secret references against; set only when a value carries secret_refs. An executor whose
+	// own secrets file has another digest refuses the operation.
+	SecretsDigest string `protobuf:"bytes,19,opt,name=secrets_digest,json=secretsDigest,proto3" json:"secrets_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -944,6 +948,13 @@ func (x *Operation) GetSourceVmid() int64 {
 func (x *Operation) GetStorage() string {
 	if x != nil {
 		return x.Storage
+	}
+	return ""
+}
+
+func (x *Operation) GetSecretsDigest() string {
+	if x != nil {
+		return x.SecretsDigest
 	}
 	return ""
 }
@@ -2392,7 +2403,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06expect\x18\x03 \x03(\v2\x19.proxops.plan.v1.KeyValueR\x06expect\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x1d\n" +
 	"\n" +
-	"expect_tag\x18\x05 \x01(\bR\texpectTag\"\xfb\x04\n" +
+	"expect_tag\x18\x05 \x01(\bR\texpectTag\"\xa2\x05\n" +
 	"\tOperation\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\tR\x04opId\x12\x17\n" +
@@ -2415,7 +2426,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06params\x18\x10 \x03(\v2\x19.proxops.plan.v1.KeyValueR\x06params\x12\x1f\n" +
 	"\vsource_vmid\x18\x11 \x01(\x03R\n" +
 	"sourceVmid\x12\x18\n" +
-	"\astorage\x18\x12 \x01(\tR\astorage\"\xa5\x01\n" +
+	"\astorage\x18\x12 \x01(\tR\astorage\x12%\n" +
+	"\x0esecrets_digest\x18\x13 \x01(\tR\rsecretsDigest\"\xa5\x01\n" +
 	"\aFinding\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.proxops.plan.v1.FindingKindR\x04kind\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +

@@ -11,6 +11,7 @@ package repov1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -412,11 +413,121 @@ func (x *TreeFile) GetContent() []byte {
 	return nil
 }
 
+// SourceHealth says whether the watcher can read its repository. The watcher publishes it when that changes
+// (and again, while the repository stays unreadable, now and then), so the status service can flag the
+// desired state as stale: planning goes on with the last good tree.
+type SourceHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Repository identity, as in RepoChanged (never carries credentials).
+	Repo   string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	Branch string `protobuf:"bytes,2,opt,name=branch,proto3" json:"branch,omitempty"`
+	// True while the last attempt to list, fetch or read the repository failed.
+	Stale bool `protobuf:"varint,3,opt,name=stale,proto3" json:"stale,omitempty"`
+	// The last failure, without credentials; empty when not stale.
+	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// The last good commit: the one announced and planned.
+	Commit string `protobuf:"bytes,5,opt,name=commit,proto3" json:"commit,omitempty"`
+	// When the repository was last read successfully.
+	LastSuccess *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_success,json=lastSuccess,proto3" json:"last_success,omitempty"`
+	// Failed attempts since the last success.
+	ConsecutiveFailures int32 `protobuf:"varint,7,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
+	// When the watcher published this.
+	At            *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourceHealth) Reset() {
+	*x = SourceHealth{}
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceHealth) ProtoMessage() {}
+
+func (x *SourceHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceHealth.ProtoReflect.Descriptor instead.
+func (*SourceHealth) Descriptor() ([]byte, []int) {
+	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SourceHealth) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *SourceHealth) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *SourceHealth) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+func (x *SourceHealth) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *SourceHealth) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *SourceHealth) GetLastSuccess() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSuccess
+	}
+	return nil
+}
+
+func (x *SourceHealth) GetConsecutiveFailures() int32 {
+	if x != nil {
+		return x.ConsecutiveFailures
+	}
+	return 0
+}
+
+func (x *SourceHealth) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 var File_proxops_repo_v1_repo_proto protoreflect.FileDescriptor
 
 const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\n" +
-	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\"\xa2\x02\n" +
+	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x02\n" +
 	"\vRepoChanged\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x16\n" +
@@ -443,7 +554,17 @@ const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\x05files\x18\x03 \x03(\v2\x19.proxops.repo.v1.TreeFileR\x05files\"8\n" +
 	"\bTreeFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\fR\acontent*\x85\x01\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\"\xa5\x02\n" +
+	"\fSourceHealth\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x14\n" +
+	"\x05stale\x18\x03 \x01(\bR\x05stale\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\x12\x16\n" +
+	"\x06commit\x18\x05 \x01(\tR\x06commit\x12=\n" +
+	"\flast_success\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vlastSuccess\x121\n" +
+	"\x14consecutive_failures\x18\a \x01(\x05R\x13consecutiveFailures\x12*\n" +
+	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\x85\x01\n" +
 	"\aTrigger\x12\x17\n" +
 	"\x13TRIGGER_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTRIGGER_STARTUP\x10\x01\x12\x10\n" +
@@ -465,22 +586,26 @@ func file_proxops_repo_v1_repo_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_repo_v1_repo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_repo_v1_repo_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_proxops_repo_v1_repo_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_proxops_repo_v1_repo_proto_goTypes = []any{
-	(Trigger)(0),             // 0: proxops.repo.v1.Trigger
-	(*RepoChanged)(nil),      // 1: proxops.repo.v1.RepoChanged
-	(*ReconcileRequest)(nil), // 2: proxops.repo.v1.ReconcileRequest
-	(*TreeSnapshot)(nil),     // 3: proxops.repo.v1.TreeSnapshot
-	(*TreeFile)(nil),         // 4: proxops.repo.v1.TreeFile
+	(Trigger)(0),                  // 0: proxops.repo.v1.Trigger
+	(*RepoChanged)(nil),           // 1: proxops.repo.v1.RepoChanged
+	(*ReconcileRequest)(nil),      // 2: proxops.repo.v1.ReconcileRequest
+	(*TreeSnapshot)(nil),          // 3: proxops.repo.v1.TreeSnapshot
+	(*TreeFile)(nil),              // 4: proxops.repo.v1.TreeFile
+	(*SourceHealth)(nil),          // 5: proxops.repo.v1.SourceHealth
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_proxops_repo_v1_repo_proto_depIdxs = []int32{
 	0, // 0: proxops.repo.v1.RepoChanged.trigger:type_name -> proxops.repo.v1.Trigger
 	4, // 1: proxops.repo.v1.TreeSnapshot.files:type_name -> proxops.repo.v1.TreeFile
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	6, // 2: proxops.repo.v1.SourceHealth.last_success:type_name -> google.protobuf.Timestamp
+	6, // 3: proxops.repo.v1.SourceHealth.at:type_name -> google.protobuf.Timestamp
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_proxops_repo_v1_repo_proto_init() }
@@ -494,7 +619,7 @@ func file_proxops_repo_v1_repo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_repo_v1_repo_proto_rawDesc), len(file_proxops_repo_v1_repo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
