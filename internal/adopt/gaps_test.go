@@ -65,3 +65,34 @@ func TestKnownGapsAreNeitherModelledNorBookkeeping(t *testing.T) {
 		}
 	}
 }
+
+// Values of unmodelled keys that are shown whole (LXC env, raw lxc keys, qemu args) reach the gap report
+// with their secret-looking parts redacted and the rest readable, identically on every run.
+func TestGapReportRedactsSecretsInsideValues(t *testing.T) {
+	c := oneNode(
+		guestOn("pve1", 200, inventory.LXC, "hostname: db", "env: POSTGRES_PASSWORD=Sup3r\x00PGDATA=/var/lib/pg",
+			"lxc: lxc.environment=VAULT_TOKEN=s.9f8e7d"),
+		guestOn("pve1", 100, inventory.QEMU, "name: app", "args: -fw_cfg name=opt/com.example/api-key,string=ak_live_123 -no-hpet"),
+	)
+	rep := adopt.Gaps(c, nil)
+	if again := adopt.Gaps(c, nil); !cmp.Equal(rep, again) {
+		t.Fatalf("two reports differ:\n%s", cmp.Diff(rep, again))
+	}
+	var got []string
+	for _, g := range rep.Gaps {
+		got = append(got, g.Key+"="+g.Value)
+	}
+	want := []string{
+		"args=-fw_cfg name=<redacted>,string=<redacted> -no-hpet",
+		"env=POSTGRES_PASSWORD=<redacted>\x00PGDATA=/var/lib/pg",
+		"lxc=lxc.environment=VAULT_TOKEN=<redacted>",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("gaps (-want +got):\n%s", d)
+	}
+	for _, secret := range []string{"Sup3r", "s.9f8e7d", "ak_live_123"} {
+		if strings.Contains(strings.Join(got, "\n"), secret) {
+			t.Errorf("the gap report carries %q", secret)
+		}
+	}
+}

@@ -48,7 +48,7 @@ func (c *guest) refuse(format string, args ...any) {
 // gap records a live setting the manifest does not carry although the model knows the key.
 func (c *guest) gap(key, value, note string) {
 	c.gaps = append(c.gaps, inventory.Gap{Kind: string(c.kind), Name: c.name, Node: c.g.Node, VMID: c.g.VMID,
-		Key: key, Value: value, Note: note})
+		Key: key, Value: pvewire.RedactValue(value), Note: note})
 }
 
 func (c *guest) has(key string) bool {
@@ -351,7 +351,7 @@ func (c *guest) selfCheck(res *manifest.Resource) {
 		if ch.Key == "tags" {
 			continue
 		}
-		before := ch.Before
+		before := pvewire.RedactValue(ch.Before)
 		if pvewire.IsSecretKey(ch.Key) {
 			before = pvewire.Redacted
 		}

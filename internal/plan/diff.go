@@ -317,16 +317,20 @@ func (d *differ) planArtifact(r *manifest.Resource) {
 }
 
 // planSharedArtifact downloads a file onto a shared storage once: it is present when any node that lists the
-// storage has it; otherwise the first placement node that listed it downloads it for all.
+// storage has it; otherwise the first placement node that listed it downloads it for all, or, when the
+// storage was listed on another node only (a shared storage is listed once per cluster), the first placement
+// node that holds it.
 func (d *differ) planSharedArtifact(r *manifest.Resource, u *unit, volid string) {
 	a := r.Artifact()
 	var sharing, listed []string
+	known := false
 	for _, inv := range d.in.Observed.Nodes {
 		st, ok := inv.Storage(a.Storage)
 		if !ok || !st.Shared {
 			continue
 		}
 		if inv.Listed(a.Storage) {
+			known = true
 			if hasVolume(&inv, volid) {
 				return
 			}
@@ -342,6 +346,9 @@ func (d *differ) planSharedArtifact(r *manifest.Resource, u *unit, volid string)
 		}
 	}
 	slices.Sort(listed)
+	if len(listed) == 0 && known {
+		listed = slices.Sorted(slices.Values(sharing))
+	}
 	if len(listed) == 0 {
 		d.finding(FindingSkipped, r.Ref().String(), sharing[0], 0, "spec.storage",
 			fmt.Sprintf("the content of shared storage %s was not listed; whether %s is there is unknown, so it is not downloaded", a.Storage, a.Filename))

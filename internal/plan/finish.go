@@ -82,10 +82,51 @@ func (d *differ) link(u *unit) {
 	first.DependsOn = append(deps, first.DependsOn...)
 }
 
+// holdPrunes makes the first operation of every prune wait for every other operation of the plan: it depends
+// on the non-prune operations no other non-prune operation depends on, so through the chains it waits for all
+// of them, and a failure or skip anywhere skips every prune (fail safe: nothing is deleted from a cluster whose
+// other changes did not all go through). Prunes do not wait for each other.
+func (d *differ) holdPrunes() {
+	var ends []string
+	dependedOn := map[string]bool{}
+	for _, u := range d.units {
+		if u.prune {
+			continue
+		}
+		for _, op := range u.ops {
+			for _, dep := range op.DependsOn {
+				dependedOn[dep] = true
+			}
+		}
+	}
+	for _, u := range d.units {
+		if u.prune {
+			continue
+		}
+		for _, op := range u.ops {
+			if !dependedOn[op.ID] {
+				ends = append(ends, op.ID)
+			}
+		}
+	}
+	if len(ends) == 0 {
+		return
+	}
+	slices.Sort(ends)
+	for _, u := range d.units {
+		if !u.prune || len(u.ops) == 0 {
+			continue
+		}
+		first := &u.ops[0]
+		first.DependsOn = append(slices.Clone(ends), first.DependsOn...)
+	}
+}
+
 func (d *differ) finish() Plan {
 	for _, u := range d.units {
 		d.link(u)
 	}
+	d.holdPrunes()
 	units := slices.Clone(d.units)
 	slices.SortStableFunc(units, func(a, b *unit) int {
 		if a.prune != b.prune {

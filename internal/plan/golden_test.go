@@ -400,6 +400,9 @@ func TestGoldenPlans(t *testing.T) {
 		t.Run(path.Base(filepath.ToSlash(dir)), func(t *testing.T) {
 			c := loadCase(t, dir)
 			text, js := outputs(t, c.input)
+			if p, err := plan.Diff(c.input); err == nil {
+				checkPrunesWaitForEverything(t, p)
+			}
 			for _, f := range []struct {
 				name string
 				got  []byte

@@ -547,6 +547,7 @@ func TestApplyingAPlanConvergesInOnePlan(t *testing.T) {
 			}
 			allowed := prunable(obs, h.owned)
 			first := h.diff(obs)
+			checkPrunesWaitForEverything(t, first)
 			// The latch, computed without the planner: more than half of a kind's owned guests, and at least
 			// three, would be pruned.
 			declared := map[int]bool{}

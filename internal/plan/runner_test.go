@@ -189,3 +189,131 @@ func TestEmptyPlanIsDoneAtOnce(t *testing.T) {
 		t.Fatal("an empty run is not done and succeeded")
 	}
 }
+
+// isPrune reports whether an operation belongs to a prune: its resource is not declared in git.
+func isPrune(p plan.Plan, op plan.Operation) bool {
+	_, declared := slices.BinarySearch(p.Resources, op.Ref)
+	return !declared
+}
+
+// checkPrunesWaitForEverything fails unless every prune operation depends, directly or through other
+// operations, on every operation that is not a prune.
+func checkPrunesWaitForEverything(t *testing.T, p plan.Plan) {
+	t.Helper()
+	index := map[string]int{}
+	for i, op := range p.Operations {
+		index[op.ID] = i
+	}
+	// before[i] is the set of operations i waits for, transitively; dependencies point backwards.
+	before := make([]map[string]bool, len(p.Operations))
+	for i, op := range p.Operations {
+		before[i] = map[string]bool{}
+		for _, dep := range op.DependsOn {
+			before[i][dep] = true
+			for id := range before[index[dep]] {
+				before[i][id] = true
+			}
+		}
+	}
+	for i, op := range p.Operations {
+		if !isPrune(p, op) {
+			continue
+		}
+		for _, other := range p.Operations {
+			if !isPrune(p, other) && !before[i][other.ID] {
+				t.Errorf("prune operation %s does not wait for %s", op.ID, other.ID)
+			}
+		}
+	}
+}
+
+func TestPrunesAreDispatchedOnlyAfterEveryOtherOperationSucceeded(t *testing.T) {
+	c := loadCase(t, "testdata/cases/prune-after-creates-and-updates")
+	p, err := plan.Diff(c.input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prunes, others := 0, 0
+	for _, op := range p.Operations {
+		if isPrune(p, op) {
+			prunes++
+		} else {
+			others++
+		}
+	}
+	if prunes < 2 || others < 2 {
+		t.Fatalf("the case must mix prunes and other operations; got %d prune and %d other operations", prunes, others)
+	}
+	checkPrunesWaitForEverything(t, p)
+	r := mustRun(t, p)
+	var order []string
+	for wave := 0; !r.Done(); wave++ {
+		if wave > len(p.Operations) {
+			t.Fatalf("the run does not finish; dispatched so far: %v", order)
+		}
+		ready := r.Ready()
+		if len(ready) == 0 {
+			t.Fatalf("nothing ready and the run is not done; dispatched so far: %v", order)
+		}
+		for _, op := range ready {
+			if isPrune(p, op) {
+				for _, other := range p.Operations {
+					if s, _ := r.State(other.ID); !isPrune(p, other) && s != plan.OpSucceeded {
+						t.Fatalf("prune %s dispatched while %s is %s", op.ID, other.ID, s)
+					}
+				}
+			}
+			if err := r.Dispatched(op.ID); err != nil {
+				t.Fatal(err)
+			}
+			order = append(order, op.ID)
+		}
+		for _, op := range ready {
+			r.Observe(plan.Result{OpID: op.ID, Status: plan.StatusSucceeded})
+		}
+	}
+	if f := r.Finished(); f.Outcome != plan.OutcomeSucceeded || f.Succeeded != len(p.Operations) {
+		t.Fatalf("Finished() = %+v; dispatch order %v", f, order)
+	}
+}
+
+func TestAFailureAnywhereSkipsEveryPrune(t *testing.T) {
+	c := loadCase(t, "testdata/cases/prune-after-creates-and-updates")
+	p, err := plan.Diff(c.input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, failing := range p.Operations {
+		if isPrune(p, failing) {
+			continue
+		}
+		t.Run(failing.ID, func(t *testing.T) {
+			r := mustRun(t, p)
+			for !r.Done() {
+				ready := r.Ready()
+				if len(ready) == 0 {
+					t.Fatal("nothing ready and the run is not done")
+				}
+				for _, op := range ready {
+					if isPrune(p, op) {
+						t.Fatalf("prune %s dispatched although %s failed", op.ID, failing.ID)
+					}
+					_ = r.Dispatched(op.ID)
+					status := plan.StatusSucceeded
+					if op.ID == failing.ID {
+						status = plan.StatusFailed
+					}
+					r.Observe(plan.Result{OpID: op.ID, Status: status})
+				}
+			}
+			for _, op := range p.Operations {
+				if s, _ := r.State(op.ID); isPrune(p, op) && s != plan.OpSkipped {
+					t.Errorf("prune %s is %s; want skipped", op.ID, s)
+				}
+			}
+			if f := r.Finished(); f.Outcome != plan.OutcomeFailed {
+				t.Fatalf("outcome = %s; want failed", f.Outcome)
+			}
+		})
+	}
+}

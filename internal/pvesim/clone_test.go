@@ -233,3 +233,55 @@ func TestLXCCloneLocksBothAndRegeneratesHwaddr(t *testing.T) {
 		t.Errorf("hwaddr not regenerated: %v / %v", src["net0"], dst["net0"])
 	}
 }
+
+// An LXC template's clones are linked by default (their volumes named after the base volume) and may
+// go to another node from shared storage; a CT on local storage cannot, and a plain volume cannot be
+// linked.
+func TestLXCLinkedCloneAndTarget(t *testing.T) {
+	c := cloneCluster(t, nil)
+	tmpl := "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "200", "hostname", "base", "rootfs", "ceph:2", "ostemplate", tmpl))
+	if r := c.do("POST", "/nodes/pve1/lxc/200/template", nil); r.Status != 200 {
+		t.Fatalf("template: %d %s", r.Status, r.Message)
+	}
+	eventually(t, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
+	c.mustTask("POST", "/nodes/pve1/lxc/200/clone", form("newid", "201", "hostname", "web-1"))
+	cl := c.config("pve1", "lxc", 201)
+	if cl["rootfs"] != "ceph:base-200-disk-0/vm-201-disk-0,size=2G" || cl["hostname"] != "web-1" {
+		t.Fatalf("linked clone config %v", cl)
+	}
+	if _, ok := cl["template"]; ok {
+		t.Fatal("the clone must not be a template")
+	}
+	c.mustTask("POST", "/nodes/pve1/lxc/200/clone", form("newid", "202", "target", "pve2"))
+	if node, kind, _ := c.sim.NodeOf(202); node != "pve2" || kind != "lxc" {
+		t.Fatalf("clone with target=pve2 is a %s on %q", kind, node)
+	}
+	if got := c.config("pve2", "lxc", 202)["rootfs"]; got != "ceph:base-200-disk-0/vm-202-disk-0,size=2G" {
+		t.Fatalf("linked clone on pve2: rootfs %v", got)
+	}
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "210", "rootfs", "local-lvm:1", "ostemplate", tmpl))
+	expectErr(t, c.do("POST", "/nodes/pve1/lxc/210/clone", form("newid", "211", "target", "pve2")), 500, "",
+		"can't clone CT to node 'pve2' (CT uses local storage)")
+	expectErr(t, c.do("POST", "/nodes/pve1/lxc/210/clone", form("newid", "211", "full", "0")), 500, "",
+		"Linked clone feature for 'local-lvm:vm-210-disk-0' is not available")
+	if c.sim.Exists(211) {
+		t.Fatal("a refused clone left a config behind")
+	}
+}
+
+// Without a name, a qemu clone is called Copy-of-VM-<source name>, or Copy-of-VM-<source vmid> when the
+// source has no name either.
+func TestCloneDefaultNameFollowsTheSource(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "100"))
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "110", "name", "db"))
+	c.mustTask("POST", "/nodes/pve1/qemu/100/clone", form("newid", "101"))
+	c.mustTask("POST", "/nodes/pve1/qemu/110/clone", form("newid", "111"))
+	if got := c.config("pve1", "qemu", 101)["name"]; got != "Copy-of-VM-100" {
+		t.Errorf("clone of an unnamed VM: name %v", got)
+	}
+	if got := c.config("pve1", "qemu", 111)["name"]; got != "Copy-of-VM-db" {
+		t.Errorf("clone of a named VM: name %v", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -31,7 +33,7 @@ import (
 // ($ISO_EXT_RE_0, $VZTMPL_EXT_RE_1, $UPLOAD_IMPORT_EXT_RE_1, $SAFE_CHAR_CLASS_RE).
 //
 // The simulator never opens a connection beyond loopback: a URL on 127.0.0.0/8, ::1 or localhost is
-// fetched for real; any other URL is served from the mirror map (URL → local file), or without a mapping
+// fetched for real (every dial must reach a loopback IP and redirects may only point at loopback); any other URL is served from the mirror map (URL → local file), or without a mapping
 // gets synthetic content when no checksum is given and fails naming the missing mirror when one is.
 
 var (
@@ -170,16 +172,50 @@ func isLoopbackURL(u *url.URL) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// fetchURL gets a download's bytes without leaving loopback.
+// errNotLoopback refuses a connection or redirect that would leave loopback.
+var errNotLoopback = errors.New("the simulator only connects to loopback")
+
+// loopbackOnlyControl is a net.Dialer Control that refuses any address that is not a loopback IP, so a
+// name such as localhost resolving elsewhere is refused before a connection is made.
+func loopbackOnlyControl(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("dial %s %s: %w", network, address, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("dial %s %s: %w", network, address, errNotLoopback)
+	}
+	return nil
+}
+
+// loopbackClient is an HTTP client that connects only to loopback addresses and follows redirects only
+// to loopback URLs (at most 10, as net/http's default policy).
+func loopbackClient(verify bool) (*http.Client, *http.Transport) {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: loopbackOnlyControl}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: !verify}, Proxy: nil,
+		DialContext: dialer.DialContext}
+	client := &http.Client{Transport: tr, Timeout: 60 * time.Second,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if !isLoopbackURL(req.URL) {
+				return fmt.Errorf("redirect to '%s': %w", req.URL.Redacted(), errNotLoopback)
+			}
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		}}
+	return client, tr
+}
+
+// fetchURL gets a download's bytes without leaving loopback: a loopback URL is fetched (redirects only
+// within loopback), any other URL comes from the mirror map or synthetic content.
 func (s *Sim) fetchURL(rawURL string, verify bool, haveChecksum bool) ([]byte, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("unable to parse URL '%s'", rawURL)
 	}
 	if isLoopbackURL(u) {
-		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: !verify}, Proxy: nil,
-			DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}
-		client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+		client, tr := loopbackClient(verify)
 		defer tr.CloseIdleConnections()
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, rawURL, nil)
 		if err != nil {

@@ -142,7 +142,8 @@ func validateFaults(f Faults) error {
 	return nil
 }
 
-// SetFaults replaces the fault configuration and restarts the fault sequence; long locks are scheduled.
+// SetFaults replaces the fault configuration and restarts the fault sequence (the request and the task
+// sequence numbers); long locks are scheduled.
 func (s *Sim) SetFaults(f Faults) error {
 	if err := validateFaults(f); err != nil {
 		return err
@@ -153,6 +154,7 @@ func (s *Sim) SetFaults(f Faults) error {
 	f.TaskTypes = append([]string(nil), f.TaskTypes...)
 	f.LongLocks = append([]LongLock(nil), f.LongLocks...)
 	s.faults = faultState{cfg: f}
+	s.taskSeq = 0 // task faults follow the task sequence, which restarts with the request sequence
 	s.gate.setLimit(f.MaxConcurrent)
 	for _, l := range f.LongLocks {
 		l := l

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,5 +270,47 @@ faults:
 	eventually(t, "the long lock", func() bool { cfg, _ := sim.Config(100); return cfg["lock"] == "backup" })
 	if _, err := pvesim.ParseSpec("bad.yaml", []byte("faults: {bogus: 1}\n")); err == nil {
 		t.Fatal("an unknown fault key must be refused")
+	}
+}
+
+// Replacing the faults restarts the task sequence too: the same task faults, set again through
+// SetFaults or PUT /_sim/faults, fail the same tasks of the following run.
+func TestSettingFaultsRestartsTheTaskFaultSequence(t *testing.T) {
+	f := pvesim.Faults{Seed: 11, TaskFailureRate: 0.5, TaskTypes: []string{"qmcreate"}}
+	c := faultCluster(t, f)
+	run := func(first int) string {
+		var b strings.Builder
+		for i := 0; i < 16; i++ {
+			_, st := c.taskOf("POST", "/nodes/pve1/qemu", form("vmid", strconv.Itoa(first+i)))
+			if st == "OK" {
+				b.WriteByte('.')
+			} else {
+				b.WriteByte('x')
+			}
+		}
+		return b.String()
+	}
+	want := run(100)
+	if !strings.Contains(want, ".") || !strings.Contains(want, "x") {
+		t.Fatalf("outcomes %s: want some failed and some finished tasks", want)
+	}
+	if err := c.sim.SetFaults(f); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(200); got != want {
+		t.Fatalf("after SetFaults the tasks ended %s, want %s as in the first run", got, want)
+	}
+	body, _ := json.Marshal(map[string]any{"seed": 11, "taskFailureRate": 0.5, "taskTypes": []string{"qmcreate"}})
+	req, _ := http.NewRequest("PUT", c.srv.URL+"/_sim/faults", bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("PUT /_sim/faults: %s", resp.Status)
+	}
+	if got := run(300); got != want {
+		t.Fatalf("after PUT /_sim/faults the tasks ended %s, want %s as in the first run", got, want)
 	}
 }

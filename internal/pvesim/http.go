@@ -200,8 +200,12 @@ func (s *Sim) serve(r *http.Request, local string) (int, []byte, string, http.He
 	c := &call{method: r.Method, path: entry.Path, template: template, schema: m, local: local}
 	isUpload := template == "/nodes/{node}/storage/{storage}/upload" && r.Method == http.MethodPost
 
-	// Auth (no auth for the ticket endpoint itself).
-	if !(template == "/access/ticket" && r.Method == http.MethodPost) {
+	// Auth. The ticket endpoint needs none (PVE::HTTPServer auth_handler), but a token header sent to it
+	// is still seen, and the endpoint does not allow tokens (rest_handler: raise_perm_exc).
+	if template == "/access/ticket" && r.Method == http.MethodPost {
+		_, hasToken := authCredentials(r)
+		c.isToken = hasToken
+	} else {
 		user, isToken, aerr := s.authenticate(r, isUpload)
 		if aerr != nil {
 			if s.authDelay > 0 {
@@ -211,10 +215,10 @@ func (s *Sim) serve(r *http.Request, local string) (int, []byte, string, http.He
 		}
 		c.user, c.isToken = user, isToken
 		entry.User = user
-		if isToken && !m.TokensAllowed() {
-			e := &apiError{status: 403, msg: fmt.Sprintf("URI '%s' not available with API token, need proper ticket.\n", entry.Path)}
-			return finish(403, nil, e, 0)
-		}
+	}
+	if c.isToken && !m.TokensAllowed() {
+		e := permErr(fmt.Sprintf("URI '%s' not available with API token, need proper ticket.\n", entry.Path))
+		return finish(403, nil, e, 0)
 	}
 
 	var params map[string]value
@@ -512,13 +516,30 @@ func writeRaw(rw *bufio.ReadWriter, status int, reason string, h http.Header, bo
 
 var reTokenHeader = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
 
-// authenticate checks an API token (Authorization: PVEAPIToken=user@realm!id=secret) or a ticket
-// (cookie PVEAuthCookie, CSRFPreventionToken header on writes).
+// authCredentials finds a request's ticket or API token as pve-http-server does: the PVEAuthCookie
+// cookie first, then "PVEAuthCookie=" in the Authorization header, and only without a ticket the
+// PVEAPIToken value of the Authorization header (hasToken reports that one was sent).
+func authCredentials(r *http.Request) (ticket string, hasToken bool) {
+	if c, err := r.Cookie("PVEAuthCookie"); err == nil && c.Value != "" {
+		return c.Value, false
+	}
+	authz := r.Header.Get("Authorization")
+	if strings.HasPrefix(authz, "PVEAuthCookie=") {
+		if t := strings.TrimPrefix(authz, "PVEAuthCookie="); t != "" {
+			return t, false
+		}
+	}
+	return "", reTokenHeader.MatchString(authz)
+}
+
+// authenticate checks a ticket (cookie PVEAuthCookie, CSRFPreventionToken header on writes) or, without
+// a ticket, an API token (Authorization: PVEAPIToken=user@realm!id=secret; no CSRF check).
 // A ticket upload skips the CSRF check (pve-http-server AnyEvent.pm: file uploads cannot carry the header
 // from the web UI's form post).
 func (s *Sim) authenticate(r *http.Request, upload bool) (string, bool, *apiError) {
-	authz := r.Header.Get("Authorization")
-	if m := reTokenHeader.FindStringSubmatch(authz); m != nil {
+	ticket, hasToken := authCredentials(r)
+	if hasToken {
+		m := reTokenHeader.FindStringSubmatch(r.Header.Get("Authorization"))
 		val, err := url.PathUnescape(strings.TrimSpace(m[1]))
 		if err != nil {
 			val = m[1]
@@ -535,12 +556,6 @@ func (s *Sim) authenticate(r *http.Request, upload bool) (string, bool, *apiErro
 			return "", false, &apiError{status: 401, msg: "Authentication failed!\n"}
 		}
 		return id, true, nil
-	}
-	ticket := ""
-	if c, err := r.Cookie("PVEAuthCookie"); err == nil {
-		ticket = c.Value
-	} else if strings.HasPrefix(authz, "PVEAuthCookie=") {
-		ticket = strings.TrimPrefix(authz, "PVEAuthCookie=")
 	}
 	if ticket == "" {
 		return "", false, &apiError{status: 401, msg: "No ticket\n"}

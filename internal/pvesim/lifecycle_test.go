@@ -2,6 +2,7 @@ package pvesim_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,116 @@ func TestLXCPendingFollowsPveContainer(t *testing.T) {
 	cfg, _ = c.sim.Config(200)
 	if cfg["nameserver"] != "10.0.0.1" || cfg["mp0"] != "" || cfg["unused0"] != "local-lvm:vm-200-disk-1" {
 		t.Fatalf("after stop: %v", cfg)
+	}
+}
+
+// An LXC template cannot start (the vzstart task fails), be converted again or be snapshotted.
+func TestLXCTemplateRefusals(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "200", "rootfs", "local-lvm:2",
+		"ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"))
+	if r := c.do("POST", "/nodes/pve1/lxc/200/template", nil); r.Status != 200 {
+		t.Fatalf("template: %d %s", r.Status, r.Message)
+	}
+	eventually(t, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
+	if _, st := c.taskOf("POST", "/nodes/pve1/lxc/200/status/start", nil); st != "you can't start a CT if it's a template" {
+		t.Fatalf("start of a template: %q", st)
+	}
+	expectErr(t, c.do("POST", "/nodes/pve1/lxc/200/template", nil), 500, "", "you can't convert a template to a template")
+	if _, st := c.taskOf("POST", "/nodes/pve1/lxc/200/snapshot", form("snapname", "s1")); st != "you can't take a snapshot if it's a template" {
+		t.Fatalf("snapshot of a template: %q", st)
+	}
+	if c.sim.Running(200) {
+		t.Fatal("a template must not run")
+	}
+}
+
+// Starting a running CT is refused synchronously (500, no UPID), unlike qemu, whose start task fails.
+func TestLXCStartOfARunningCTIsSynchronous(t *testing.T) {
+	c := cloneCluster(t, nil)
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "200", "rootfs", "local-lvm:2",
+		"ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"))
+	c.mustTask("POST", "/nodes/pve1/lxc/200/status/start", nil)
+	r := c.do("POST", "/nodes/pve1/lxc/200/status/start", nil)
+	expectErr(t, r, 500, "", "CT 200 already running")
+	if r.Message != "CT 200 already running\n" || string(r.Data) != "null" {
+		t.Fatalf("message %q data %s", r.Message, r.Data)
+	}
+	if !c.sim.Running(200) {
+		t.Fatal("the CT must keep running")
+	}
+}
+
+// While a create runs, the new config carries lock: create and the worker holds the config flock:
+// destroy is refused at once by the lock, config writes wait for the flock and time out. Afterwards
+// both work. The same holds for the new CT of an LXC clone.
+func TestLockCreateRefusesWritesDuringTheCreate(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Files = []pvesim.FileSpec{{VolID: "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", Size: 120 << 20}}
+	spec.TaskDurations = map[string]pvesim.Duration{"default": 0,
+		"qmcreate": pvesim.Duration(2 * time.Second), "vzclone": pvesim.Duration(2 * time.Second)}
+	spec.LockTimeouts = map[string]pvesim.Duration{"default": pvesim.Duration(50 * time.Millisecond)}
+	c := newCluster(t, spec)
+
+	r := c.do("POST", "/nodes/pve1/qemu", form("vmid", "100"))
+	if r.Status != 200 {
+		t.Fatalf("create: %d %s", r.Status, r.Message)
+	}
+	upid := r.str(t)
+	if l := c.config("pve1", "qemu", 100)["lock"]; l != "create" {
+		t.Fatalf("lock during the create: %v", l)
+	}
+	expectErr(t, c.do("DELETE", "/nodes/pve1/qemu/100", nil), 500, "", "VM 100 is locked (create)")
+	expectErr(t, c.do("PUT", "/nodes/pve1/qemu/100/config", form("name", "early")), 500, "",
+		"can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout")
+	if st := c.waitTask(upid); st != "OK" {
+		t.Fatalf("create task: %s", st)
+	}
+	if r := c.do("PUT", "/nodes/pve1/qemu/100/config", form("name", "later")); r.Status != 200 {
+		t.Fatalf("write after the create: %d %s", r.Status, r.Message)
+	}
+	if conf := c.config("pve1", "qemu", 100); conf["name"] != "later" || conf["lock"] != nil {
+		t.Fatalf("config after the create: %v", conf)
+	}
+
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "200", "rootfs", "local-lvm:1",
+		"ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"))
+	r = c.do("POST", "/nodes/pve1/lxc/200/clone", form("newid", "201"))
+	if r.Status != 200 {
+		t.Fatalf("clone: %d %s", r.Status, r.Message)
+	}
+	upid = r.str(t)
+	expectErr(t, c.do("DELETE", "/nodes/pve1/lxc/201", nil), 500, "", "CT 201 is locked (create)")
+	expectErr(t, c.do("PUT", "/nodes/pve1/lxc/201/config", form("hostname", "early")), 500, "",
+		"can't lock file '/run/lock/lxc/pve-config-201.lock' - got timeout")
+	if st := c.waitTask(upid); st != "OK" {
+		t.Fatalf("clone task: %s", st)
+	}
+	if r := c.do("PUT", "/nodes/pve1/lxc/201/config", form("hostname", "later")); r.Status != 200 {
+		t.Fatalf("write after the clone: %d %s", r.Status, r.Message)
+	}
+}
+
+// A machine version newer than the node's QEMU (10.0), or a +pveN revision above what qemu-server knows for
+// that version, fails the start task with qemu-server's texts; known revisions start.
+func TestStartRefusesMachineVersionsTheNodeCannotRun(t *testing.T) {
+	c := cloneCluster(t, nil)
+	tests := []struct{ machine, want string }{
+		{"q35", "OK"},
+		{"pc-q35-10.0", "OK"},
+		{"pc-i440fx-4.1+pve2", "OK"},
+		{"pc-q35-9.2+pve1", "OK"},
+		{"pc-q35-10.1", "Installed QEMU version '10.0.2' is too old to run machine type 'pc-q35-10.1+pve0', please upgrade node 'pve1'"},
+		{"pc-q35-9.2+pve2", "Installed qemu-server (max feature level for 9.2 is pve1) is too old to run machine type 'pc-q35-9.2+pve2', please upgrade node 'pve1'"},
+		{"pc-i440fx-8.1+pve1", "Installed qemu-server (max feature level for 8.1 is pve0) is too old to run machine type 'pc-i440fx-8.1+pve1', please upgrade node 'pve1'"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.machine, func(t *testing.T) {
+			vmid := strconv.Itoa(100 + i)
+			c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", vmid, "machine", tc.machine))
+			if _, st := c.taskOf("POST", "/nodes/pve1/qemu/"+vmid+"/status/start", nil); st != tc.want {
+				t.Fatalf("start ended %q, want %q", st, tc.want)
+			}
+		})
 	}
 }

@@ -299,9 +299,12 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 			}
 		}
 		if _, ok := conf["boot"]; !ok {
-			conf["boot"] = defaultBootOrder(conf)
+			// print_bootorder gives "" for no devices, and an empty boot is not written.
+			if order := defaultBootOrder(conf); order != "" {
+				conf["boot"] = order
+			}
 		}
-		conf["meta"] = fmt.Sprintf("creation-qemu=10.0.2,ctime=%d", time.Now().Unix())
+		conf["meta"] = fmt.Sprintf("creation-qemu=%s,ctime=%d", simQemuVersion, time.Now().Unix())
 		delete(conf, "lock")
 		g.write()
 		if haManaged {
@@ -319,7 +322,8 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 }
 
 // defaultBootOrder is QemuServer.pm get_default_bootdevices: the first disk, the first cdrom, the first
-// NIC, in device order ide, sata, scsi, virtio.
+// NIC, in device order ide, sata, scsi, virtio, printed as print_bootorder does; "" when there is none
+// ("order=" alone is not a valid pve-qm-boot).
 func defaultBootOrder(conf map[string]string) string {
 	var disk, cd, net string
 	for _, bus := range []string{"ide", "sata", "scsi", "virtio"} {
@@ -349,6 +353,9 @@ func defaultBootOrder(conf map[string]string) string {
 		if d != "" {
 			order = append(order, d)
 		}
+	}
+	if len(order) == 0 {
+		return ""
 	}
 	return "order=" + strings.Join(order, ";")
 }
@@ -764,18 +771,42 @@ func (s *Sim) startChecks(g *guest) error {
 			return fmt.Errorf("using usb13 is only possible with machine type >= 7.1 and ostype l26 or windows > 7")
 		}
 	}
-	if m := reMachineVer.FindStringSubmatch(strings.SplitN(machine, ",", 2)[0]); m != nil {
+	base := strings.TrimPrefix(strings.SplitN(machine, ",", 2)[0], "type=")
+	if m := reMachineVer.FindStringSubmatch(base); m != nil {
+		// QemuServer::Machine can_run_pve_machine_version: the node's QEMU must be at least the machine's
+		// major.minor, and its +pveN no higher than the feature level qemu-server knows for that version.
 		major, _ := strconv.Atoi(m[1])
-		if major > 10 {
-			base := strings.SplitN(machine, ",", 2)[0]
-			if !strings.Contains(base, "+pve") {
-				base += "+pve0"
+		minor, _ := strconv.Atoi(m[2])
+		if !strings.Contains(base, "+pve") {
+			base += "+pve0"
+		}
+		if major > simQemuMajor || major == simQemuMajor && minor > simQemuMinor {
+			return fmt.Errorf("Installed QEMU version '%s' is too old to run machine type '%s', please upgrade node '%s'", simQemuVersion, base, g.node)
+		}
+		if p := rePVELevel.FindStringSubmatch(base); p != nil {
+			level, _ := strconv.Atoi(p[1])
+			ver := m[1] + "." + m[2]
+			if highest := pveMachineLevels[ver]; level > highest {
+				return fmt.Errorf("Installed qemu-server (max feature level for %s is pve%d) is too old to run machine type '%s', please upgrade node '%s'", ver, highest, base, g.node)
 			}
-			return fmt.Errorf("Installed QEMU version '10.0.2' is too old to run machine type '%s', please upgrade node '%s'", base, g.node)
 		}
 	}
 	return nil
 }
+
+// The QEMU version the simulated nodes run.
+const (
+	simQemuVersion = "10.0.2"
+	simQemuMajor   = 10
+	simQemuMinor   = 0
+)
+
+// pveMachineLevels is qemu-server's $PVE_MACHINE_VERSION: the highest +pveN revision of a QEMU machine
+// version (0 for versions not listed). It follows the qemu-server of the simulated PVE as far as known
+// (see docs/simulator.md); a newer qemu-server may know more revisions.
+var pveMachineLevels = map[string]int{"4.1": 2, "9.2": 1}
+
+var rePVELevel = regexp.MustCompile(`\+pve(\d+)`)
 
 func (s *Sim) handleQemuStop(c *call) (any, error) {
 	if c.str("skiplock") == "1" && !c.isRoot() {

@@ -165,3 +165,26 @@ func TestCloudInitOnStorageWithoutImagesFailsAtStart(t *testing.T) {
 		t.Fatalf("start: %q", st)
 	}
 }
+
+// A VM without disk, cdrom or NIC gets no boot key (print_bootorder gives "" and "order=" alone is not
+// a valid pve-qm-boot); a clone of it has none either. With devices the default order is disk, cdrom, NIC.
+func TestCreateWithoutBootDevicesLeavesBootUnset(t *testing.T) {
+	c := defaultCluster(t)
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "100", "name", "bare", "cores", "2"))
+	if b, ok := c.config("pve1", "qemu", 100)["boot"]; ok {
+		t.Fatalf("a VM without boot devices has boot %q", b)
+	}
+	c.mustTask("POST", "/nodes/pve1/qemu/100/clone", form("newid", "101"))
+	if b, ok := c.config("pve1", "qemu", 101)["boot"]; ok {
+		t.Fatalf("its clone has boot %q", b)
+	}
+	r := c.do("PUT", "/nodes/pve1/qemu/100/config", form("boot", "order="))
+	if r.Status != 400 || r.Errors["boot"] == "" {
+		t.Fatalf("an empty order must stay invalid: %d %s %v", r.Status, r.Message, r.Errors)
+	}
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "102", "net0", "virtio,bridge=vmbr0",
+		"ide2", "local:iso/debian-12.iso,media=cdrom", "scsi0", "local-lvm:1"))
+	if b := c.config("pve1", "qemu", 102)["boot"]; b != "order=scsi0;ide2;net0" {
+		t.Fatalf("default boot order %q", b)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxops/proxops/internal/pvesim"
 )
@@ -196,5 +197,44 @@ func TestUploadFollowsFieldOrderAndNode(t *testing.T) {
 	r = upload(pve2.URL, "pve2", [][2]string{{"content", "iso"}}, nil)
 	if st := c.waitTask(r.str(t)); st != "OK" {
 		t.Fatalf("upload to pve2 through its own API: %q", st)
+	}
+}
+
+// A loopback server may redirect within loopback, but a redirect off loopback ends the download task
+// in failure before any connection leaves loopback.
+func TestDownloadURLRefusesRedirectsOffLoopback(t *testing.T) {
+	iso := bytes.Repeat([]byte("boot"), 256)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/moved.iso":
+			http.Redirect(w, r, "/real.iso", http.StatusFound)
+		case "/real.iso":
+			_, _ = w.Write(iso)
+		case "/away.iso":
+			http.Redirect(w, r, "http://192.0.2.1/x.iso", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := storageCluster(t)
+	c.mustTask("POST", "/nodes/pve1/storage/local/download-url", form("url", srv.URL+"/moved.iso",
+		"content", "iso", "filename", "moved.iso", "checksum", sha256Hex(iso), "checksum-algorithm", "sha256"))
+	if v := c.content("pve1", "local", nil)["local:iso/moved.iso"]; v == nil || v["size"] != float64(len(iso)) {
+		t.Fatalf("download through a loopback redirect: %v", v)
+	}
+	start := time.Now()
+	_, st := c.taskOf("POST", "/nodes/pve1/storage/local/download-url", form("url", srv.URL+"/away.iso",
+		"content", "iso", "filename", "away.iso"))
+	if !strings.HasPrefix(st, "download failed: ") || !strings.Contains(st, "redirect to 'http://192.0.2.1/x.iso'") ||
+		!strings.Contains(st, "only connects to loopback") {
+		t.Fatalf("redirect off loopback: task ended %q", st)
+	}
+	// A dial towards 192.0.2.1 would wait for the connect timeout; refusing the redirect does not dial.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("refusing the redirect took %v, as if a connection had been attempted", d)
+	}
+	if c.content("pve1", "local", nil)["local:iso/away.iso"] != nil {
+		t.Fatal("a refused download must not leave a file")
 	}
 }

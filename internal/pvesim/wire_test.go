@@ -1,6 +1,7 @@
 package pvesim_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,7 @@ func TestSimulatorRefusesKnownBadRequests(t *testing.T) {
 		{"virtio with empty mac", "POST", "/nodes/pve1/qemu/100/config", []string{"net1", "virtio=,bridge=vmbr0"}, "", 400, "net1", "missing key in comma-separated list property"},
 		{"iothread as sibling parameter", "POST", "/nodes/pve1/qemu/100/config", []string{"scsi0.iothread", "1"}, "", 400, "scsi0.iothread", "property is not defined in schema"},
 		{"unencoded sshkeys", "POST", "/nodes/pve1/qemu/100/config", []string{"sshkeys", "ssh-ed25519 AAAAC3Nza user@host"}, "", 400, "sshkeys", "invalid urlencoded string"},
+		{"sshkeys encoded with + for space", "POST", "/nodes/pve1/qemu/100/config", []string{"sshkeys", url.QueryEscape("ssh-ed25519 AAAAC3Nza user@host")}, "", 400, "sshkeys", "invalid urlencoded string: ssh-ed25519+AAAAC3Nza+user%40host"},
 		{"set and delete the same key", "POST", "/nodes/pve1/qemu/100/config", []string{"tags", "a", "delete", "tags"}, "", 400, "delete", "you can't use '-tags' and -delete tags' at the same time"},
 		{"delete an unknown key", "POST", "/nodes/pve1/qemu/100/config", []string{"delete", "bogus"}, "", 400, "delete", "unknown option 'bogus'"},
 		{"ssd on virtio", "POST", "/nodes/pve1/qemu/100/config", []string{"virtio1", "local-lvm:1,ssd=1"}, "", 400, "virtio1", "invalid key in comma-separated list property: ssd"},
@@ -47,7 +49,13 @@ func TestSimulatorRefusesKnownBadRequests(t *testing.T) {
 		{"qemu disk as a bare number", "POST", "/nodes/pve1/qemu/100/config", []string{"scsi1", "8"}, "", 400, "scsi1", "unable to parse volume ID '8'"},
 		{"invalid tag", "POST", "/nodes/pve1/qemu/100/config", []string{"tags", "env=dev"}, "", 400, "tags", "invalid characters in tag"},
 		{"vmid below 100", "POST", "/nodes/pve1/qemu", []string{"vmid", "99"}, "", 400, "vmid", "invalid format - value does not look like a valid VM ID"},
-		{"memory in KiB over the limit", "POST", "/nodes/pve1/qemu/100/config", []string{"memory", "abc"}, "", 400, "memory", "type check ('integer') failed - got 'abc'"},
+		{"memory not an integer", "POST", "/nodes/pve1/qemu/100/config", []string{"memory", "abc"}, "", 400, "memory", "type check ('integer') failed - got 'abc'"},
+		{"pattern mismatch", "POST", "/nodes/pve1/qemu/100/config", []string{"startdate", "yesterday"}, "", 400, "startdate", "value does not match the regex pattern"},
+		{"integer below its minimum", "POST", "/nodes/pve1/qemu/100/config", []string{"cores", "0"}, "", 400, "cores", "value must have a minimum value of 1"},
+		{"number above its maximum", "POST", "/nodes/pve1/qemu/100/config", []string{"cpulimit", "200"}, "", 400, "cpulimit", "value must have a maximum value of 128"},
+		{"bad storage id", "GET", "/nodes/pve1/storage/a_/content", nil, "", 400, "storage", "storage ID 'a_' contains illegal characters"},
+		{"bad configuration id in delete", "POST", "/nodes/pve1/qemu/100/config", []string{"delete", "1bad"}, "", 400, "delete", "invalid configuration ID '1bad'"},
+		{"boolean in a property string", "POST", "/nodes/pve1/qemu/100/config", []string{"net1", "virtio,bridge=vmbr0,firewall=maybe"}, "", 400, "net1", "type check ('boolean') failed - got 'maybe'"},
 		{"bad enum", "POST", "/nodes/pve1/qemu/100/config", []string{"ostype", "dos"}, "", 400, "ostype", "value 'dos' does not have a value in the enumeration"},
 		{"duplicate vmid across types", "POST", "/nodes/pve2/qemu", []string{"vmid", "200"}, "", 500, "", "unable to create VM 200 - CT 200 already exists on node 'pve1'"},
 		{"lxc create with a used vmid", "POST", "/nodes/pve2/lxc", []string{"vmid", "100", "ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"}, "", 500, "", "VM 100 already exists on node 'pve1'"},

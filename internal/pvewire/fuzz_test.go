@@ -121,3 +121,29 @@ func FuzzParseLiveValues(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRedactValue: redaction is stable (redacting twice changes nothing) and keeps the value's separators
+// (whitespace and NUL) where they were.
+func FuzzRedactValue(f *testing.F) {
+	for _, s := range []string{"DB_PASSWORD=x\x00LANG=C", `A=1\0TOKEN=2`, "-fw_cfg name=opt/t/token,string=abc -no-hpet",
+		"--auth-token abc -x", "https://u:p@h/x", "lxc.environment=API_KEY=k", "a=b=c=d key", "\\", "=,=,", ""} {
+		f.Add(s)
+	}
+	seps := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == 0 {
+				return r
+			}
+			return -1
+		}, s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		once := pvewire.RedactValue(s)
+		if twice := pvewire.RedactValue(once); twice != once {
+			t.Fatalf("not stable: %q -> %q -> %q", s, once, twice)
+		}
+		if seps(once) != seps(s) {
+			t.Fatalf("separators changed: %q -> %q", s, once)
+		}
+	})
+}

@@ -104,6 +104,149 @@ func IsSecretKey(key string) bool {
 	return false
 }
 
+// secretNameWords mark a word of a gap's value as carrying a secret; benignWords are removed before the
+// check, so that a PCI passthrough or a keyboard does not count.
+var (
+	secretNameWords = []string{"pass", "pwd", "secret", "token", "key", "credential", "auth"}
+	benignWords     = []string{"passthrough", "bypass", "keyboard"}
+)
+
+func mentionsSecret(s string) bool {
+	s = strings.ToLower(s)
+	for _, w := range benignWords {
+		s = strings.ReplaceAll(s, w, "")
+	}
+	for _, w := range secretNameWords {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// RedactValue hides what looks like a secret inside a value that is shown whole (a gap of an unmodelled
+// key such as LXC env, raw lxc.* keys or qemu args), keeping the rest readable. The rule:
+//
+//   - The value is split into words at whitespace and NUL (a literal NUL byte or the two characters \0), the
+//     separators of command lines and of LXC's env list. Separators are kept as they are.
+//   - In every word, the password of a URL's user information (scheme://user:password@host) is redacted.
+//   - A word that mentions a secret word (case-insensitive: pass, pwd, secret, token, key, credential, auth;
+//     after removing passthrough, bypass and keyboard) has the value of each of its comma-separated NAME=value parts redacted; when such a value is itself
+//     NAME=value with a NAME that mentions a secret word, only its innermost value is redacted
+//     (lxc.environment=DB_PASSWORD=<redacted>). Parts without "=" are kept.
+//   - A word that starts with "-", mentions a secret word and has no "=" (a command-line flag such as
+//     --auth-token) has the next word redacted whole.
+//
+// The result depends on the value alone, so gap reports stay deterministic.
+func RedactValue(v string) string {
+	if v == Redacted {
+		return v
+	}
+	var b strings.Builder
+	redactNext := false
+	for _, w := range splitWords(v) {
+		if w.sep {
+			b.WriteString(w.text)
+			continue
+		}
+		if redactNext {
+			b.WriteString(Redacted)
+			redactNext = false
+			continue
+		}
+		word := redactURLPassword(w.text)
+		if mentionsSecret(word) {
+			if strings.HasPrefix(word, "-") && !strings.Contains(word, "=") {
+				redactNext = true
+			} else {
+				parts := strings.Split(word, ",")
+				for i, p := range parts {
+					parts[i] = redactAssignment(p)
+				}
+				word = strings.Join(parts, ",")
+			}
+		}
+		b.WriteString(word)
+	}
+	return b.String()
+}
+
+// redactAssignment redacts the value of NAME=value, descending into a value that is itself NAME=value
+// with a secret-looking NAME; a part without "=" is returned as it is.
+func redactAssignment(p string) string {
+	name, val, ok := strings.Cut(p, "=")
+	if !ok {
+		return p
+	}
+	if inner, _, nested := strings.Cut(val, "="); nested && mentionsSecret(inner) {
+		return name + "=" + redactAssignment(val)
+	}
+	return name + "=" + Redacted
+}
+
+// redactURLPassword replaces the password of every scheme://user:password@ in a word.
+func redactURLPassword(w string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(w, "://")
+		if i < 0 {
+			b.WriteString(w)
+			return b.String()
+		}
+		b.WriteString(w[:i+3])
+		rest := w[i+3:]
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		authority := rest[:end]
+		if at := strings.LastIndex(authority, "@"); at >= 0 {
+			if user, _, hasPass := strings.Cut(authority[:at], ":"); hasPass {
+				authority = user + ":" + Redacted + authority[at:]
+			}
+		}
+		b.WriteString(authority)
+		w = rest[end:]
+	}
+}
+
+type word struct {
+	text string
+	sep  bool
+}
+
+// splitWords cuts a value into words and the separator runs between them (whitespace, NUL bytes and the
+// two-character sequence \0); joining the texts gives the value back.
+func splitWords(v string) []word {
+	var out []word
+	start, inSep := 0, false
+	flush := func(end int, sep bool) {
+		if end > start {
+			out = append(out, word{text: v[start:end], sep: sep})
+		}
+		start = end
+	}
+	for i := 0; i < len(v); {
+		n := 0
+		switch {
+		case v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r' || v[i] == 0:
+			n = 1
+		case v[i] == '\\' && i+1 < len(v) && v[i+1] == '0':
+			n = 2
+		}
+		if (n > 0) != inSep {
+			flush(i, inSep)
+			inSep = n > 0
+		}
+		if n == 0 {
+			n = 1
+		}
+		i += n
+	}
+	flush(len(v), inSep)
+	return out
+}
+
 // modelledTokens lists, per kind of property string, the tokens the model covers; any other token of a
 // modelled key is a gap. Tokens PVE derives (size, media on a CD drive) count as covered.
 var modelledTokens = map[string]map[string]bool{
@@ -127,7 +270,8 @@ var modelledTokens = map[string]map[string]bool{
 
 // Gaps lists a guest's live settings the manifest model does not cover, sorted by key and token: every key
 // that is neither modelled nor bookkeeping, and the unmodelled tokens of modelled property strings (a NIC's
-// mtu, a disk's backup=, a PCI device's x-vga). Secret values are redacted.
+// mtu, a disk's backup=, a PCI device's x-vga). The values of secret keys (IsSecretKey) are redacted whole,
+// and secret-looking parts of every other value are redacted by RedactValue.
 func Gaps(g inventory.Guest) []Gap {
 	var out []Gap
 	for _, e := range g.Config {
@@ -142,13 +286,14 @@ func Gaps(g inventory.Guest) []Gap {
 			if IsSecretKey(k) {
 				v = Redacted
 			}
-			out = append(out, Gap{Key: k, Value: v})
+			out = append(out, Gap{Key: k, Value: RedactValue(v)})
 			continue
 		}
 		for _, t := range unmodelledTokens(g.Type, k, v) {
 			if IsSecretKey(k) || IsSecretKey(t.Key) {
 				t.Value = Redacted
 			}
+			t.Value = RedactValue(t.Value)
 			out = append(out, Gap{Key: k, Token: t.Key, Value: t.Value})
 		}
 	}

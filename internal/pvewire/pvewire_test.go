@@ -367,3 +367,73 @@ func TestGapsCoverMachineTokensAndRedactSecretLookingKeys(t *testing.T) {
 		t.Errorf("gaps (-want +got):\n%s", d)
 	}
 }
+
+// Values shown whole in gaps keep their secret-looking parts hidden and the rest readable: NAME=value
+// parts of words that mention a secret, URL passwords, the argument after a secret-looking flag.
+func TestRedactValueHidesSecretLookingParts(t *testing.T) {
+	const r = pvewire.Redacted
+	tests := []struct{ name, in, want string }{
+		{"nothing secret", "-no-hpet -cpu host,kvm=off", "-no-hpet -cpu host,kvm=off"},
+		{"env list (NUL)", "DB_PASSWORD=hunter2\x00LANG=C.UTF-8\x00API_TOKEN=abc123", "DB_PASSWORD=" + r + "\x00LANG=C.UTF-8\x00API_TOKEN=" + r},
+		{"env list (escaped NUL)", `TZ=UTC\0AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI\0HOME=/root`, `TZ=UTC\0AWS_SECRET_ACCESS_KEY=` + r + `\0HOME=/root`},
+		{"names in any case", "db_pwd=x SessionKey=y OAUTH_CLIENT=z credentials_file=/etc/c", "db_pwd=" + r + " SessionKey=" + r + " OAUTH_CLIENT=" + r + " credentials_file=" + r},
+		{"raw lxc environment", "lxc.environment=MYSQL_ROOT_PASSWORD=s3cr3t", "lxc.environment=MYSQL_ROOT_PASSWORD=" + r},
+		{"raw lxc mount kept", "lxc.mount.entry=/dev/net/tun dev/net/tun none bind,create=file", "lxc.mount.entry=/dev/net/tun dev/net/tun none bind,create=file"},
+		{"qemu fw_cfg naming a token", "-fw_cfg name=opt/com.example/token,string=abc123 -no-reboot", "-fw_cfg name=" + r + ",string=" + r + " -no-reboot"},
+		{"qemu secret object", "-object secret,id=sec0,data=letmein", "-object secret,id=" + r + ",data=" + r},
+		{"systemd credential over smbios", "-smbios type=11,value=io.systemd.credential:password=xyz", "-smbios type=" + r + ",value=io.systemd.credential:password=" + r},
+		{"flag then value", "--auth-token abc123 --verbose", "--auth-token " + r + " --verbose"},
+		{"url password", "-drive file=https://deploy:pa55@images.example/disk.qcow2,if=none", "-drive file=https://deploy:" + r + "@images.example/disk.qcow2,if=none"},
+		{"url without password", "https://images.example/disk.qcow2", "https://images.example/disk.qcow2"},
+		{"secret word without assignment", "local:snippets/auth-hook.sh", "local:snippets/auth-hook.sh"},
+		{"passthrough and keyboard are not secrets", "mapping=gpu-passthrough -device usb-kbd,id=keyboard0 -global ide.bypass=on",
+			"mapping=gpu-passthrough -device usb-kbd,id=keyboard0 -global ide.bypass=on"},
+		{"a secret beside passthrough", "passthrough_password=x", "passthrough_password=" + r},
+		{"already redacted", r, r},
+		{"separators kept", "  a=1\t\tb=2 \n", "  a=1\t\tb=2 \n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pvewire.RedactValue(tc.in)
+			if got != tc.want {
+				t.Fatalf("RedactValue(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+			if again := pvewire.RedactValue(got); again != got {
+				t.Fatalf("redacting twice changed %q to %q", got, again)
+			}
+		})
+	}
+}
+
+// Gaps redact by value too: the env of a container, its raw lxc keys and a VM's args keep their
+// harmless parts and lose their secrets, the same way on every call.
+func TestGapsRedactSecretLookingValues(t *testing.T) {
+	ct := inventory.Guest{Type: inventory.LXC, Config: []inventory.Entry{
+		{Key: "env", Value: "DB_PASSWORD=hunter2\x00LANG=C", HasValue: true},
+		{Key: "lxc", Value: "lxc.environment=API_KEY=k-123", HasValue: true},
+		{Key: "hookscript", Value: "local:snippets/hook.pl", HasValue: true},
+	}}
+	vm := inventory.Guest{Type: inventory.QEMU, Config: []inventory.Entry{
+		{Key: "args", Value: "-fw_cfg name=opt/vault/token,string=s.abcdef -no-hpet", HasValue: true},
+	}}
+	var got []string
+	for _, g := range []inventory.Guest{ct, vm} {
+		first, second := pvewire.Gaps(g), pvewire.Gaps(g)
+		if d := cmp.Diff(first, second); d != "" {
+			t.Fatalf("gaps differ between calls:\n%s", d)
+		}
+		for _, x := range first {
+			got = append(got, x.String())
+		}
+	}
+	want := []string{"env=DB_PASSWORD=<redacted>\x00LANG=C", "hookscript=local:snippets/hook.pl",
+		"lxc=lxc.environment=API_KEY=<redacted>", "args=-fw_cfg name=<redacted>,string=<redacted> -no-hpet"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("gaps (-want +got):\n%s", d)
+	}
+	for _, s := range []string{"hunter2", "k-123", "s.abcdef"} {
+		if strings.Contains(strings.Join(got, " "), s) {
+			t.Errorf("a gap carries %q", s)
+		}
+	}
+}

@@ -274,6 +274,12 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 	start := time.Now()
 	defer func() { p.metrics.observeSeconds.Observe(time.Since(start).Seconds()) }()
 	content := contentStorages(c)
+	var unknown []string
+	if len(multiNode(content, nil)) > 0 {
+		seen, sharedOn := p.knownStorages(ctx, c.Name)
+		listSharedOnce(content, sharedOn)
+		unknown = multiNode(content, func(st string) bool { return !seen[st] })
+	}
 	nodes := slices.Clone(c.Config.Nodes)
 	var first *wire.NodeInventory
 	var diags diag.List
@@ -298,6 +304,19 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		if len(diags) > 0 {
 			return inventory.Cluster{}, diags, nil
 		}
+	} else if i := slices.IndexFunc(unknown, func(n string) bool { return slices.Contains(nodes, n) }); i >= 0 {
+		// No inventory says whether a storage several nodes are asked to list is shared (the cluster's first
+		// plan): the first of those nodes is observed before the others, and what it lists as shared is not
+		// listed again.
+		n := unknown[i]
+		inv, err := p.observeNode(ctx, c.Name, n, content[n], false)
+		if err != nil {
+			return inventory.Cluster{}, diag.List{p.observeDiag(c, n, err)}, nil
+		}
+		first = &inv
+	}
+	if first != nil {
+		listedOnce(content, first.Node)
 	}
 	out := inventory.Cluster{Name: c.Name}
 	var mu sync.Mutex
@@ -378,6 +397,101 @@ func contentStorages(c *repo.Cluster) map[string][]string {
 	for n := range out {
 		slices.Sort(out[n])
 	}
+	return out
+}
+
+// multiNode returns, sorted, the nodes asked to list a storage that other nodes are asked to list too (a
+// storage that may be shared, listed more than once), of the storages keep accepts (nil: all).
+func multiNode(content map[string][]string, keep func(storage string) bool) []string {
+	askers := map[string][]string{}
+	for _, n := range sortedKeys(content) {
+		for _, st := range content[n] {
+			if keep == nil || keep(st) {
+				askers[st] = append(askers[st], n)
+			}
+		}
+	}
+	var out []string
+	for _, st := range sortedKeys(askers) {
+		if len(askers[st]) > 1 {
+			out = append(out, askers[st]...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// listSharedOnce keeps each shared storage on one node's list: the first node, in name order, of those asked
+// to list it that holds it as shared. sharedOn maps a storage to the nodes known to hold it as shared.
+func listSharedOnce(content map[string][]string, sharedOn map[string][]string) {
+	holder := map[string]string{}
+	for _, n := range sortedKeys(content) {
+		for _, st := range content[n] {
+			if _, ok := holder[st]; !ok && slices.Contains(sharedOn[st], n) {
+				holder[st] = n
+			}
+		}
+	}
+	for n, list := range content {
+		content[n] = slices.DeleteFunc(list, func(st string) bool {
+			h, ok := holder[st]
+			return ok && h != n
+		})
+	}
+}
+
+// listedOnce drops from every other node's list the shared storages an observed node has listed.
+func listedOnce(content map[string][]string, observed inventory.Node) {
+	for n, list := range content {
+		if n == observed.Node {
+			continue
+		}
+		content[n] = slices.DeleteFunc(list, func(st string) bool {
+			s, ok := observed.Storage(st)
+			return ok && s.Shared && observed.Listed(st)
+		})
+	}
+}
+
+// knownStorages reads the cluster's last inventories (one per node, published by the executors at each
+// observe): seen holds every storage they show, sharedOn maps each one shown as shared to the nodes that hold
+// it, sorted. Without inventories both are empty and nothing is assumed shared.
+func (p *planner) knownStorages(ctx context.Context, cluster string) (seen map[string]bool, sharedOn map[string][]string) {
+	seen, sharedOn = map[string]bool{}, map[string][]string{}
+	filter, err := bus.InventoryFilter(cluster)
+	if err != nil {
+		return seen, sharedOn
+	}
+	msgs, err := p.bus.LastPerSubject(ctx, bus.StreamInventory, filter)
+	if err != nil {
+		p.log.Warn("last inventories not read; shared storages may be listed on several nodes", "cluster", cluster, "err", err)
+		return seen, sharedOn
+	}
+	for _, m := range msgs {
+		inv, err := wire.DecodeNodeInventory(ctx, m.Decode)
+		if err != nil || inv.Error != "" || inv.Node.Cluster != cluster {
+			continue
+		}
+		for _, s := range inv.Node.Storages {
+			seen[s.ID] = true
+			if s.Shared {
+				sharedOn[s.ID] = append(sharedOn[s.ID], inv.Node.Node)
+			}
+		}
+	}
+	for id := range sharedOn {
+		slices.Sort(sharedOn[id])
+		sharedOn[id] = slices.Compact(sharedOn[id])
+	}
+	return seen, sharedOn
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
 	return out
 }
 

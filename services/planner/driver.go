@@ -215,7 +215,7 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 	}
 	log.Info("plan published", "plan_id", out.plan.ID, "operations", len(out.plan.Operations), "held", out.plan.Held,
 		"suspended", info.Suspended)
-	return d.execute(ctx, planned, ctl, false)
+	return d.execute(ctx, planned, ctl, false, false)
 }
 
 // resume carries on the run the control state names, from its events on the streams: finished or
@@ -275,7 +275,7 @@ func (d *driver) resume(ctx context.Context, ctl wire.ClusterControl, rev uint64
 	}
 	d.p.metrics.takeovers.Inc()
 	d.log.Info("carrying on an open run", "run_id", ctl.RunID, "plan_id", planned.PlanID)
-	return d.execute(ctx, *planned, ctl, held)
+	return d.execute(ctx, *planned, ctl, true, held)
 }
 
 // done closes the run in the control state: its event is handled.

@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -15,9 +16,10 @@ import (
 // execute runs a published plan to its end: it waits for a confirmation when the plan is held, publishes
 // every ready operation to its node's work queue (<run>.<op> as message id, so a re-publication after a
 // takeover is stored once), takes results in, records ownership, supersedes what is not dispatched yet when
-// a newer event arrives, and publishes PlanFinished. Results already stored (a reloaded run) are read
-// first; the runner ignores duplicates and never dispatches an operation twice.
-func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.ClusterControl, heldPublished bool) error {
+// a newer event arrives, and publishes PlanFinished. A resumed run (one taken over from another planner) reads
+// the results already stored before its first dispatch; the runner ignores duplicates and never dispatches an
+// operation twice.
+func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.ClusterControl, resumed, heldPublished bool) error {
 	pl := planned.Plan
 	runID := planned.RunID
 	log := d.log.With("run_id", runID, "plan_id", pl.ID)
@@ -37,10 +39,19 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 			d.recordOwned(ctx, runID, rec.Owned, log)
 		}
 	}
+	since := map[string]time.Time{}
+	from := ctl.RunResultsSeq + 1
+	if resumed {
+		// Taking over an open run: what its operations already did is read before anything is dispatched,
+		// so no operation that started or finished is published again.
+		if from, err = d.reloadResults(ctx, r, pl, runID, from, since, log); err != nil {
+			return err
+		}
+	}
 	results := make(chan plan.Result, 256)
 	fctx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
-	go d.followResults(fctx, runID, ctl.RunResultsSeq+1, results)
+	go d.followResults(fctx, runID, from, results)
 
 	held := pl.Held
 	if held {
@@ -58,7 +69,6 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 		}
 	}
 	superseded := false
-	since := map[string]time.Time{}
 	tick := time.NewTicker(d.p.cfg.Tick)
 	defer tick.Stop()
 	for {
@@ -159,6 +169,36 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 		}
 		d.recordOwned(ctx, runID, o, l)
 	}
+}
+
+// reloadResults feeds the run's results stored from sequence from up to the end of the results stream into
+// the runner, and returns the sequence to follow on from.
+func (d *driver) reloadResults(ctx context.Context, r *plan.Run, pl plan.Plan, runID string, from uint64,
+	since map[string]time.Time, log *slog.Logger) (uint64, error) {
+	filter, err := bus.ResultFilter(d.cluster)
+	if err != nil {
+		return from, err
+	}
+	n := 0
+	err = d.p.bus.ReadStream(ctx, bus.StreamResults, filter, from, func(m *bus.Message) error {
+		from = m.Sequence + 1
+		res, err := wire.DecodeResult(ctx, m.Decode)
+		if err != nil {
+			d.log.Warn("undecodable result ignored", "seq", m.Sequence, "err", err)
+			return nil
+		}
+		if res.RunID != runID {
+			return nil
+		}
+		n++
+		d.take(ctx, r, pl, runID, res, since, log)
+		return nil
+	})
+	if err != nil {
+		return from, fmt.Errorf("reload the results of run %s: %w", runID, err)
+	}
+	log.Info("results of the run reloaded", "results", n, "in_flight", len(r.InFlight()))
+	return from, nil
 }
 
 // followResults sends the run's results from sequence from on, following the stream; it picks up again

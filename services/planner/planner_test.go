@@ -1,6 +1,7 @@
 package planner_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,6 +254,113 @@ func TestAnotherPlannerCarriesOnTheRunOfOneThatStopped(t *testing.T) {
 	}
 	if len(o.planned) != 1 || len(o.finished) != 1 {
 		t.Fatalf("the run was published %d times and finished %d times", len(o.planned), len(o.finished))
+	}
+}
+
+// A planner that takes over an open run reads the results stored so far before it dispatches anything: an
+// operation that already succeeded is never published again (the duplicate window would hide a second
+// publication only for a while), which a plain subscriber on the work subjects sees.
+func TestResumedRunPublishesNoOperationAgain(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond),
+		"qmcreate": pvesim.Duration(400 * time.Millisecond), "qmstart": pvesim.Duration(400 * time.Millisecond)}
+	e := newEnv(t, spec)
+	opSubject, err := bus.OpSubject(cluster, "pve1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.bus.Conn().SubscribeSync(opSubject[:strings.LastIndexByte(opSubject, '.')+1] + "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := e.bus.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.startExecutors("pve1", "pve2", "pve3")
+	stopA := e.startPlanner(e.plannerConfig("a"))
+	files := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "d": 104})
+	chain(files, "a", "b", "c", "d")
+	ev := e.announce(files, false)
+	// The second create reaching PVE means the first one succeeded.
+	eventually(t, time.Minute, "the second create to reach PVE", func() bool { return e.creates() == 2 })
+	stopA()
+	e.startPlanner(e.plannerConfig("b"))
+	o := e.wait(ev, time.Minute)
+	f := o.last()
+	if f.Outcome != plan.OutcomeSucceeded || f.Succeeded != 4 {
+		t.Fatalf("run: %+v", f)
+	}
+	published := map[string]int{}
+	for {
+		m, err := sub.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		published[m.Header.Get("Nats-Msg-Id")]++
+	}
+	if len(published) != f.Succeeded {
+		t.Errorf("%d operations published for a run of %d: %v", len(published), f.Succeeded, published)
+	}
+	for id, n := range published {
+		if n != 1 {
+			t.Errorf("operation %s published %d times", id, n)
+		}
+	}
+}
+
+// A shared storage is listed once per cluster, on the first node that holds it, however many nodes an
+// artifact on it is placed on: on a cluster's first plan (no inventory tells yet what is shared) as on later
+// ones. One converged observe of K nodes, G guests and S storages holding artifacts costs at most 3K + G + S
+// requests.
+func TestSharedStorageIsListedOncePerCluster(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "nfs", Type: "nfs", Content: []string{"iso", "vztmpl", "import"}, Shared: true})
+	spec.Files = []pvesim.FileSpec{{VolID: "nfs:iso/installer-1.0.iso", Size: 4096}}
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := e.vms(map[string]int{"a": 101, "b": 102, "c": 103})
+	files["iso/lab/installer.yaml"] = `apiVersion: proxops/v1alpha1
+kind: ISO
+metadata: {name: installer}
+spec:
+  nodes: [pve1, pve2, pve3]
+  storage: nfs
+  filename: installer-1.0.iso
+  url: https://mirror.example.invalid/installer-1.0.iso
+  checksum: {algorithm: sha256, value: "0000000000000000000000000000000000000000000000000000000000000000"}
+`
+	files["clusters/lab/resources.yaml"] += "  - ../../iso/lab/installer.yaml\n"
+	listings := func() []string {
+		var out []string
+		for _, r := range e.sim.Requests() {
+			if r.Method == "GET" && r.Template == "/nodes/{node}/storage/{storage}/content" {
+				out = append(out, r.Params["node"]+"/"+r.Params["storage"])
+			}
+		}
+		return out
+	}
+	e.sim.ResetLog()
+	first := e.wait(e.announce(files, true), time.Minute)
+	if len(first.planned) != 1 {
+		t.Fatalf("first plan: %+v", first)
+	}
+	if got := listings(); !slices.Equal(got, []string{"pve1/nfs"}) {
+		t.Fatalf("first plan listed %v; want nfs once, on pve1", got)
+	}
+	e.apply(files)
+	e.sim.ResetLog()
+	second := e.wait(e.announce(files, true), time.Minute)
+	if len(second.planned) != 1 || !second.planned[0].Plan.Empty() {
+		t.Fatalf("the converged plan is not empty: %+v", second)
+	}
+	if got := listings(); !slices.Equal(got, []string{"pve1/nfs"}) {
+		t.Fatalf("converged plan listed %v; want nfs once, on pve1", got)
+	}
+	const k, g, storages = 3, 3, 1
+	if n := len(e.sim.Requests()); n > 3*k+g+storages {
+		t.Fatalf("%d requests for a converged observe; at most 3K + G + S = %d: %v", n, 3*k+g+storages, e.sim.Counts())
 	}
 }
 
