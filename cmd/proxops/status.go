@@ -45,12 +45,21 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show each cluster's status as the running system reports it",
 		Long: `status reads the latest report of every cluster from a running ProxOps: by default the local
 proxops up on the data directory (it finds the address and credentials in <data-dir>/nats.json), or a
-deployed system with --nats URL. It prints the predecessor's status text (last cycle, counters, and one row
-per resource: <Kind> <name> <id|-> <state> <reason>[ err: ...]) with each cluster's phase, findings, gaps
-and rejection diagnostics, or with --output json the same document /status serves. It exits 0 whatever the
-clusters' state; before the first reconcile it prints "no reconcile cycle has completed yet".`,
+deployed system with --nats URL. The data directory is found as proxops up finds it: --data-dir, else
+PROXOPS_DATA_DIR, else data-dir of --config over the repository's proxops.yaml, else the default. It
+prints the predecessor's status text (last cycle, counters, and one row per resource:
+<Kind> <name> <id|-> <state> <reason>[ err: ...]) with each cluster's phase, findings, gaps and rejection
+diagnostics, or with --output json the same document /status serves. It exits 0 whatever the clusters'
+state; before the first reconcile it prints "no reconcile cycle has completed yet".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(opts.nats) == 0 {
+				dir, err := configuredDataDir(cmd.Context(), cmd, opts.dataDir, os.LookupEnv)
+				if err != nil {
+					return err
+				}
+				opts.dataDir = dir
+			}
 			return runStatus(cmd.Context(), cmd.OutOrStdout(), opts)
 		},
 	}
