@@ -63,7 +63,8 @@ echo "==> age key: $SOPS_AGE_KEY_FILE (a throwaway test key, for the demo only)"
 
 if [[ $live == 1 ]]; then
 	echo "==> proxops up (Ctrl-C stops it); the status page's address follows"
-	"$bin" up --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:9494 2>"$work/up.log" &
+	# up prints the status page's address on stdout and logs on stderr: both go to up.log.
+	"$bin" up --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:9494 >"$work/up.log" 2>&1 &
 	uppid=$!
 	trap 'kill -INT "$uppid" 2>/dev/null || true; wait "$uppid" 2>/dev/null || true; cleanup' EXIT
 	trap 'exit 0' INT TERM

@@ -65,6 +65,8 @@ Without --nats it runs executors and the adopter in this process on the data dir
 proxops up (or asks the proxops up running there); with --nats it asks a deployed system's adopter.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.cmd, opts.global = cmd, globalsOf(cmd)
+			opts.pve.user, opts.logLevel = opts.global.pveUser, opts.global.logLevel
 			return runAdopt(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts)
 		},
 	}
@@ -76,11 +78,7 @@ proxops up (or asks the proxops up running there); with --nats it asks a deploye
 	f.BoolVar(&opts.updateResources, "update-resources", false, "append the missing entries to clusters/<cluster>/resources.yaml")
 	f.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "how long to wait for the adoption")
 	opts.nats.flags(f)
-	f.StringVar(&opts.pve.user, "pve-user", "", "PVE user (user@realm); PROXOPS_PVE_USER wins")
 	f.StringVar(&opts.pve.tokenID, "pve-token-id", "", "PVE API token name (its secret from PROXOPS_PVE_TOKEN)")
-	f.StringVar(&opts.logLevel, "log-level", "", "log the services of this process to stderr at this level (debug, info, warn, error)")
-	opts.global.register(f, globalFlagSet{gitPath: true})
-	opts.cmd = cmd
 	return cmd
 }
 

@@ -59,11 +59,13 @@ func (o *reconcileOptions) flags(cmd *cobra.Command) {
 	f.BoolVar(&o.worktree, "worktree", false, "plan the files of the work tree as they are, committed or not (default: the committed HEAD)")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	o.nats.flags(f)
-	f.StringVar(&o.pve.user, "pve-user", "", "PVE user (user@realm); PROXOPS_PVE_USER wins")
 	f.StringVar(&o.pve.tokenID, "pve-token-id", "", "PVE API token name (its secret from PROXOPS_PVE_TOKEN)")
-	f.StringVar(&o.logLevel, "log-level", "", "log the services of this process to stderr at this level (debug, info, warn, error)")
-	o.global.register(f, globalFlagSet{gitPath: true})
-	o.cmd = cmd
+}
+
+// useGlobals takes the global flags of the command being run.
+func (o *reconcileOptions) useGlobals(cmd *cobra.Command) {
+	o.cmd, o.global = cmd, globalsOf(cmd)
+	o.pve.user, o.logLevel = o.global.pveUser, o.global.logLevel
 }
 
 func newDiffCommand() *cobra.Command {
@@ -81,6 +83,7 @@ Exit status: 0 when it could plan (with --exit-code: 0 nothing to do, 2 changes)
 rejected or the command failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.useGlobals(cmd)
 			return runReconcile(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, false)
 		},
 	}
@@ -105,6 +108,7 @@ Exit status: 0 when every plan ran and succeeded; 1 when an operation failed, a 
 held plan was not confirmed, or the command failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.useGlobals(cmd)
 			return runReconcile(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, !opts.dryRun)
 		},
 	}

@@ -24,6 +24,9 @@ templates, ISOs, container templates and disk images, as YAML manifests.`,
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("proxops version {{.Version}}\n")
+	// The predecessor's global flags, on every command; each command reads them with globalsOf.
+	var global globalOptions
+	global.register(root.PersistentFlags())
 	subs := make([]*cobra.Command, 0, len(commands))
 	for _, newCommand := range commands {
 		subs = append(subs, newCommand())

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/proxops/proxops/internal/diag"
@@ -31,7 +32,9 @@ const (
 	envDataDir  = "PROXOPS_DATA_DIR"
 )
 
-// globalOptions are the predecessor's global flags. Each applies only when given explicitly.
+// globalOptions are the predecessor's global flags: persistent flags of the root command, so every command
+// accepts them (the predecessor's scripts pass them everywhere). Each applies only when given explicitly; a
+// command where one has no meaning accepts it and ignores it.
 type globalOptions struct {
 	config      string
 	gitPath     string
@@ -48,35 +51,50 @@ type globalOptions struct {
 	flags *pflag.FlagSet
 }
 
-// globalFlagSet says which of the global flags a command registers itself (a command that already has a
-// flag of the name keeps its own).
-type globalFlagSet struct {
-	logLevel bool
-	pveUser  bool
-	gitPath  bool
-}
-
-// register adds the global flags to a command's flags.
-func (g *globalOptions) register(f *pflag.FlagSet, which globalFlagSet) {
+// register defines the global flags on f (the root command's persistent flags).
+func (g *globalOptions) register(f *pflag.FlagSet) {
 	g.flags = f
 	g.pruneBudget = -1
 	f.StringVar(&g.config, "config", "", "process configuration file: inline pve.clusters and a git source, or one cluster-local config.yaml (env "+envConfig+")")
-	if which.gitPath {
-		f.StringVar(&g.gitPath, "git-path", "", "local repository: its work tree or a directory below it (env "+envGitPath+")")
-	}
+	f.StringVar(&g.gitPath, "git-path", "", "local repository: its work tree or a directory below it (env "+envGitPath+")")
 	f.StringVar(&g.gitURL, "git-url", "", "remote repository URL (https or ssh): follow it instead of a local repository")
 	f.StringVar(&g.gitBranch, "git-branch", "", "branch to follow (default: git.branch, else the checked-out branch of a local repository, else main)")
 	f.IntVar(&g.gitPollSec, "git-poll-sec", 0, "seconds between looks at the repository (reconcile.poll-interval; > 0)")
 	f.StringVar(&g.listen, "listen", "", "address of the status HTTP server: /status, /healthz, /metrics and the page / (default: listen, 127.0.0.1:9494)")
-	if which.logLevel {
-		f.StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn or error (default: log.level, info)")
-	}
+	f.StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn or error (default: log.level, info; diff, apply and adopt log only when it is given)")
 	f.IntVar(&g.pruneBudget, "prune-budget", -1, "deletions allowed per plan and cluster; 0 = unlimited, -1 = reconcile.prune-budget")
-	if which.pveUser {
-		f.StringVar(&g.pveUser, "pve-user", "", "PVE user (user@realm); "+"PROXOPS_PVE_USER wins")
-	}
+	f.StringVar(&g.pveUser, "pve-user", "", "PVE user (user@realm); "+"PROXOPS_PVE_USER wins")
 	f.StringVar(&g.pveAuth, "pve-auth", "", "PVE authentication: token or ticket (default: pve.auth, token)")
 	f.StringVar(&g.caFile, "ca-file", "", "PEM CA bundle that verifies the PVE endpoints (pve.ca-file)")
+}
+
+// globalsOf reads the global flags from a command's parsed flags (its own merged with the inherited
+// persistent ones). A command's own flag of the same name (sim's --listen) shadows the global one.
+func globalsOf(cmd *cobra.Command) globalOptions {
+	f := cmd.Flags()
+	g := globalOptions{flags: f, pruneBudget: -1}
+	str := func(name string, into *string) {
+		if fl := f.Lookup(name); fl != nil {
+			*into = fl.Value.String()
+		}
+	}
+	num := func(name string, into *int) {
+		if v, err := f.GetInt(name); err == nil {
+			*into = v
+		}
+	}
+	str("config", &g.config)
+	str("git-path", &g.gitPath)
+	str("git-url", &g.gitURL)
+	str("git-branch", &g.gitBranch)
+	num("git-poll-sec", &g.gitPollSec)
+	str("listen", &g.listen)
+	str("log-level", &g.logLevel)
+	num("prune-budget", &g.pruneBudget)
+	str("pve-user", &g.pveUser)
+	str("pve-auth", &g.pveAuth)
+	str("ca-file", &g.caFile)
+	return g
 }
 
 func (g globalOptions) changed(name string) bool {
@@ -351,4 +369,48 @@ func loadTreeConfig(ctx context.Context, root, branch string) (*repo.Config, err
 		}
 	}
 	return r.Config, nil
+}
+
+// configuredDataDir is the data directory a proxops up started with the same flags, environment and
+// configuration uses, for the commands that talk to it (status, suspend, resume): --data-dir when given,
+// else PROXOPS_DATA_DIR, else data-dir from --config laid over the repository's committed proxops.yaml
+// (found as up finds it: --git-path, PROXOPS_GIT_PATH, the configuration's git source or the current
+// directory), else the default. Outside a repository, with no configuration or repository named, it is
+// the default; a configuration or repository that is named but cannot be read is an error.
+func configuredDataDir(ctx context.Context, cmd *cobra.Command, flag string, lookup func(string) (string, bool)) (string, error) {
+	flags := cmd.Flags()
+	defaults := repo.DefaultConfig()
+	if f := flags.Lookup("data-dir"); f != nil && f.Changed {
+		return dataDir(flags, flag, defaults, lookup)
+	}
+	if v, ok := lookup(envDataDir); ok && v != "" {
+		return dataDir(flags, flag, defaults, lookup)
+	}
+	g := globalsOf(cmd)
+	env := func(name string) bool {
+		v, ok := lookup(name)
+		return ok && v != ""
+	}
+	named := g.changed("config") || g.changed("git-path") || g.changed("git-url") || env(envConfig) || env(envGitPath)
+	src, err := resolveSource(g, "", lookup)
+	if err != nil {
+		if named {
+			return "", err
+		}
+		return dataDir(flags, flag, defaults, lookup)
+	}
+	var tree *repo.Config
+	if src.Root != "" {
+		branch := src.Branch
+		if branch == "" {
+			branch, err = watcher.CurrentBranch(src.Root)
+		}
+		if err == nil {
+			tree, err = loadTreeConfig(ctx, src.Root, branch)
+		}
+		if err != nil && named {
+			return "", fmt.Errorf("data directory of the repository %s: %w", src.Root, err)
+		}
+	}
+	return dataDir(flags, flag, src.effectiveConfig(tree), lookup)
 }

@@ -8,24 +8,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 )
 
-// parseGlobal parses the global flags as up registers them.
+// parseGlobal parses the global flags as proxops up sees them: the root's persistent flags merged with
+// up's own.
 func parseGlobal(t *testing.T, args ...string) (globalOptions, string) {
 	t.Helper()
-	var g globalOptions
-	var repoFlag string
-	f := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	f.StringVar(&repoFlag, "repo", "", "")
-	g.register(f, globalFlagSet{logLevel: true, pveUser: true, gitPath: true})
-	if err := f.Parse(args); err != nil {
+	up, _, err := newRootCommand().Find([]string{"up"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return g, repoFlag
+	if err := up.ParseFlags(args); err != nil {
+		t.Fatal(err)
+	}
+	repoFlag, err := up.Flags().GetString("repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return globalsOf(up), repoFlag
 }
 
 // gitRepo makes a directory holding a git repository (nothing committed).

@@ -17,6 +17,7 @@ import (
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/report"
 	"github.com/proxops/proxops/internal/wire"
+	"github.com/proxops/proxops/services/status"
 )
 
 func init() { register(newStatusCommand) }
@@ -45,12 +46,21 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show each cluster's status as the running system reports it",
 		Long: `status reads the latest report of every cluster from a running ProxOps: by default the local
 proxops up on the data directory (it finds the address and credentials in <data-dir>/nats.json), or a
-deployed system with --nats URL. It prints the predecessor's status text (last cycle, counters, and one row
-per resource: <Kind> <name> <id|-> <state> <reason>[ err: ...]) with each cluster's phase, findings, gaps
-and rejection diagnostics, or with --output json the same document /status serves. It exits 0 whatever the
-clusters' state; before the first reconcile it prints "no reconcile cycle has completed yet".`,
+deployed system with --nats URL. The data directory is found as proxops up finds it: --data-dir, else
+PROXOPS_DATA_DIR, else data-dir of --config over the repository's proxops.yaml, else the default. It
+prints the predecessor's status text (last cycle, counters, and one row per resource:
+<Kind> <name> <id|-> <state> <reason>[ err: ...]) with each cluster's phase, findings, gaps and rejection
+diagnostics, or with --output json the same document /status serves. It exits 0 whatever the clusters'
+state; before the first reconcile it prints "no reconcile cycle has completed yet".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(opts.nats) == 0 {
+				dir, err := configuredDataDir(cmd.Context(), cmd, opts.dataDir, os.LookupEnv)
+				if err != nil {
+					return err
+				}
+				opts.dataDir = dir
+			}
 			return runStatus(cmd.Context(), cmd.OutOrStdout(), opts)
 		},
 	}
@@ -118,8 +128,8 @@ func runStatus(ctx context.Context, w io.Writer, opts statusOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
-	var statuses []report.ClusterStatus
-	if stopped, err := readStoppedStatuses(ctx, opts, &statuses); err != nil {
+	var view render.StatusView
+	if stopped, err := readStoppedStatuses(ctx, opts, &view); err != nil {
 		return err
 	} else if !stopped {
 		cfg, err := statusConnection(opts)
@@ -131,11 +141,10 @@ func runStatus(ctx context.Context, w io.Writer, opts statusOptions) error {
 			return fmt.Errorf("status: %w", err)
 		}
 		defer func() { _ = b.Close() }()
-		if statuses, err = readStatuses(ctx, b, opts.clusters); err != nil {
+		if view, err = readView(ctx, b, opts.clusters); err != nil {
 			return err
 		}
 	}
-	view := render.StatusView{Clusters: statuses}
 	if opts.output == "json" {
 		return render.StatusJSON(w, view)
 	}
@@ -145,7 +154,7 @@ func runStatus(ctx context.Context, w io.Writer, opts statusOptions) error {
 // readStoppedStatuses reads the last reports of a data directory that no process holds (a proxops up that
 // stopped, or up --once that finished) from its store. stopped is false when the data directory is held
 // (read through its proxops up) or has no store, or with --nats.
-func readStoppedStatuses(ctx context.Context, opts statusOptions, into *[]report.ClusterStatus) (stopped bool, err error) {
+func readStoppedStatuses(ctx context.Context, opts statusOptions, into *render.StatusView) (stopped bool, err error) {
 	if len(opts.nats) > 0 || opts.creds != "" || opts.user != "" {
 		return false, nil
 	}
@@ -171,8 +180,22 @@ func readStoppedStatuses(ctx context.Context, opts statusOptions, into *[]report
 		return false, fmt.Errorf("status: %w", err)
 	}
 	defer func() { _ = b.Close() }()
-	*into, err = readStatuses(ctx, b, opts.clusters)
+	*into, err = readView(ctx, b, opts.clusters)
 	return true, err
+}
+
+// readView reads what the status command shows: the clusters' reports and the health of the repositories
+// the watcher follows (a repository that cannot be read makes the desired state stale).
+func readView(ctx context.Context, b *bus.Bus, only []string) (render.StatusView, error) {
+	statuses, err := readStatuses(ctx, b, only)
+	if err != nil {
+		return render.StatusView{}, err
+	}
+	sources, err := status.Sources(ctx, b)
+	if err != nil {
+		return render.StatusView{}, fmt.Errorf("status: %w", err)
+	}
+	return render.StatusView{Clusters: statuses, Sources: sources}, nil
 }
 
 // readStatuses reads the reports of the proxops_status bucket, all of them or the clusters named.

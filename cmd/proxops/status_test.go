@@ -95,6 +95,31 @@ objects=2 actions_ok=0 actions_err=1 pruned=0 prune_deferred=0 skipped=0 anomali
 	}
 }
 
+func TestStatusSaysWhenTheRepositoryCannotBeRead(t *testing.T) {
+	dir := localSystem(t, statusHistory()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := connectLocal(ctx, t, dir)
+	m, err := wire.SourceHealthToProto(event.SourceHealth{Repo: "git@git.example.invalid:ops/infra.git", Branch: "main",
+		Stale: true, LastError: "fetch: repository not found", Commit: "3f9a1c2e", Failures: 2,
+		At: time.Date(2025, 3, 1, 12, 5, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, bus.SubjectRepoHealth, m); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	out, code, err := runCLI(t, "status", "--data-dir", dir)
+	if err != nil || code != 0 {
+		t.Fatalf("status: code %d, err %v\n%s", code, err, out)
+	}
+	want := "DESIRED STATE IS STALE: git@git.example.invalid:ops/infra.git (main) cannot be read; planning uses the last good commit 3f9a1c2e: fetch: repository not found\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("status text has no stale line %q:\n%s", want, out)
+	}
+}
+
 func TestStatusJSONAndClusterFilter(t *testing.T) {
 	dir := localSystem(t, statusHistory()...)
 	out, code, err := runCLI(t, "status", "--data-dir", dir, "--output", "json", "--cluster", "beta")
@@ -164,4 +189,19 @@ func TestStatusReachesADeployedSystemWithNATSURLAndCredentials(t *testing.T) {
 	if _, code, _ := runCLI(t, "status", "--nats", ci.URL, "--nats-user", ci.User, "--timeout", "3s"); code != 1 {
 		t.Errorf("a wrong password: code %d, want 1", code)
 	}
+}
+
+// connectLocal connects to the embedded server a localSystem started in dir.
+func connectLocal(ctx context.Context, t *testing.T, dir string) *bus.Bus {
+	t.Helper()
+	ci, err := bus.ReadClientInfo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.Connect(ctx, bus.ConnectConfig{URL: ci.URL, User: ci.User, Password: ci.Password}, bus.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
 }

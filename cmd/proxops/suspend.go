@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +46,13 @@ proxops resume lifts it.`
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(clusters) == 0 {
 				return errors.New("--cluster is required")
+			}
+			if opts.url == "" {
+				dir, err := configuredDataDir(cmd.Context(), cmd, opts.dataDir, os.LookupEnv)
+				if err != nil {
+					return err
+				}
+				opts.dataDir = dir
 			}
 			return runSuspend(cmd.Context(), cmd.OutOrStdout(), opts, clusters, on)
 		},

@@ -67,13 +67,12 @@ With --once it exits after the first reconcile of every cluster: 0 when every cl
 with no failure and nothing left to do), 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.cmd = cmd
+			opts.cmd, opts.global = cmd, globalsOf(cmd)
 			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.repo, "repo", "", "local repository (default: the repository containing the current directory); same as --git-path")
-	opts.global.register(f, globalFlagSet{logLevel: true, pveUser: true, gitPath: true})
 	f.StringVar(&opts.nats.dataDir, "data-dir", "", "data directory: the JetStream store, the ownership inventory, the git mirror (env "+envDataDir+"; default: data-dir, ~/.local/share/proxops)")
 	f.StringVar(&opts.nats.url, "nats", "", "NATS URL of a deployed system: run the services as its clients instead of starting a server")
 	f.StringVar(&opts.nats.creds, "nats-creds", "", "NATS credentials file (with --nats)")

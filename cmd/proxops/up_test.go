@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/render"
 )
@@ -310,6 +311,10 @@ func TestUpServesStatusHealthAndMetricsOfEveryService(t *testing.T) {
 	u := e.startUp()
 	addr := u.addr()
 	waitConverged(t, u, addr, "demo", e.head())
+	// The address and credentials other commands use are readable by the owner only.
+	if info, err := os.Stat(filepath.Join(e.data, bus.ClientInfoFile)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v, %v; want mode 0600", bus.ClientInfoFile, err, info)
+	}
 
 	if code, body := get(t, "http://"+addr+"/healthz"); code != http.StatusOK || !strings.Contains(string(body), `"ok": true`) {
 		t.Errorf("/healthz: %d %s", code, body)

@@ -30,9 +30,14 @@ func newValidateCommand() *cobra.Command {
 		Long: `validate reads the repository's work tree (proxops.yaml, clusters/<name>/config.yaml and
 resources.yaml, and every manifest a composition lists), checks every rule, and reports every problem at
 once as path:line:col: Kind/name: field: message. It exits 1 when there is an error (or, with --strict, a
-warning) and 0 otherwise. Without --repo it uses the repository that contains the current directory.`,
+warning) and 0 otherwise. Without --repo (or the predecessor's --git-path) it uses the repository that
+contains the current directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The predecessor's --git-path names the repository here as --repo does.
+			if g := globalsOf(cmd); opts.repo == "" && g.changed("git-path") {
+				opts.repo = g.gitPath
+			}
 			return runValidate(cmd.OutOrStdout(), opts)
 		},
 	}
