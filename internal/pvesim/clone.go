@@ -261,7 +261,7 @@ func (s *Sim) handleQemuClone(c *call) (any, error) {
 				if err != nil {
 					return fmt.Errorf("unable to parse network options for '%s'", k)
 				}
-				d["macaddr"] = s.randomMAC() // always a new MAC
+				d["macaddr"] = s.randomMAC(newid) // always a new MAC
 				conf[k] = printPropertyString(p.FormatObject, d)
 			case isDrive(k):
 				p := s.qemuDesc.prop(k)
@@ -314,10 +314,10 @@ func (s *Sim) handleQemuClone(c *call) (any, error) {
 				sm = d
 			}
 		}
-		sm["uuid"] = s.randomUUID()
+		sm["uuid"] = s.randomUUID(newid)
 		conf["smbios1"] = printPropertyString(hashFormatProps("pve-qm-smbios1"), sm)
 		if conf["vmgenid"] != "" {
-			conf["vmgenid"] = s.randomUUID()
+			conf["vmgenid"] = s.randomUUID(newid)
 		}
 		if name != "" {
 			conf["name"] = name
@@ -439,7 +439,7 @@ func (s *Sim) handleLXCClone(c *call) (any, error) {
 			if err != nil {
 				return nil, dieErr("unable to parse network options for '%s'", k)
 			}
-			d["hwaddr"] = s.randomMAC() // always a new MAC
+			d["hwaddr"] = s.randomMAC(newid) // always a new MAC
 			newConf[k] = printPropertyString(p.FormatObject, d)
 		default:
 			newConf[k] = v

@@ -393,18 +393,22 @@ func normalizeTags(v string) string {
 	return strings.Join(out, ";")
 }
 
-func (s *Sim) randomMAC() string {
+// randomMAC is a new MAC address for guest vmid.
+func (s *Sim) randomMAC(vmid int) string {
+	rng := s.idStream(vmid)
 	b := make([]byte, 3)
 	for i := range b {
-		b[i] = byte(s.rng.Uint32())
+		b[i] = byte(rng.Uint32())
 	}
 	return fmt.Sprintf("%s:%02X:%02X:%02X", strings.ToUpper(s.macPrefix), b[0], b[1], b[2])
 }
 
-func (s *Sim) randomUUID() string {
+// randomUUID is a new version 4 UUID for guest vmid.
+func (s *Sim) randomUUID(vmid int) string {
+	rng := s.idStream(vmid)
 	b := make([]byte, 16)
 	for i := range b {
-		b[i] = byte(s.rng.Uint32())
+		b[i] = byte(rng.Uint32())
 	}
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
@@ -413,13 +417,14 @@ func (s *Sim) randomUUID() string {
 
 // hashPassword stands in for PVE::Tools::encrypt_pw (sha512-crypt): a "$6$salt$hash" string. The hash is
 // not crypt(3)-compatible; only its shape matters to clients, which never see it.
-func (s *Sim) hashPassword(pw string) string {
+func (s *Sim) hashPassword(vmid int, pw string) string {
 	if regexp.MustCompile(`^\$(1|5|6|2a)\$`).MatchString(pw) {
 		return pw
 	}
+	rng := s.idStream(vmid)
 	salt := make([]byte, 12)
 	for i := range salt {
-		salt[i] = byte(s.rng.Uint32())
+		salt[i] = byte(rng.Uint32())
 	}
 	saltText := base64.RawStdEncoding.EncodeToString(salt)[:16]
 	sum := sha512.Sum512([]byte(saltText + pw))

@@ -127,7 +127,7 @@ func (s *Sim) prepareLXCValue(g *guest, key, val, defStorage string) (string, *a
 			return "", nil, dieErr("bridge '%s' does not exist", b)
 		}
 		if d["hwaddr"] == "" {
-			d["hwaddr"] = s.randomMAC()
+			d["hwaddr"] = s.randomMAC(g.vmid)
 		}
 		if d["type"] == "" {
 			d["type"] = "veth"

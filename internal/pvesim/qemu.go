@@ -74,9 +74,9 @@ func (s *Sim) prepareQemuValue(c *call, g *guest, key, val, defStorage string, c
 	case key == "tags":
 		return normalizeTags(val), nil, nil
 	case key == "cipassword":
-		return s.hashPassword(val), nil, nil
+		return s.hashPassword(g.vmid, val), nil, nil
 	case key == "vmgenid" && val == "1":
-		return s.randomUUID(), nil, nil
+		return s.randomUUID(g.vmid), nil, nil
 	case strings.HasPrefix(key, "net") && reIndexed.MatchString(key):
 		p := s.qemuDesc.prop(key)
 		d, err := parsePropertyString(p.FormatObject, val, key)
@@ -87,7 +87,7 @@ func (s *Sim) prepareQemuValue(c *call, g *guest, key, val, defStorage string, c
 			return "", nil, dieErr("bridge '%s' does not exist", b)
 		}
 		if d["macaddr"] == "" {
-			d["macaddr"] = s.randomMAC()
+			d["macaddr"] = s.randomMAC(g.vmid)
 		}
 		return printPropertyString(p.FormatObject, d), nil, nil
 	case isDrive(key):
@@ -291,11 +291,11 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 			conf[a.key] = printPropertyString(s.qemuDesc.prop(a.key).FormatObject, d)
 		}
 		if _, ok := conf["smbios1"]; !ok {
-			conf["smbios1"] = "uuid=" + s.randomUUID()
+			conf["smbios1"] = "uuid=" + s.randomUUID(vmid)
 		}
 		if v, ok := conf["vmgenid"]; !ok || v == "1" {
 			if conf["arch"] != "aarch64" {
-				conf["vmgenid"] = s.randomUUID()
+				conf["vmgenid"] = s.randomUUID(vmid)
 			}
 		}
 		if _, ok := conf["boot"]; !ok {
@@ -304,7 +304,7 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 				conf["boot"] = order
 			}
 		}
-		conf["meta"] = fmt.Sprintf("creation-qemu=%s,ctime=%d", simQemuVersion, time.Now().Unix())
+		conf["meta"] = fmt.Sprintf("creation-qemu=%s,ctime=%d", simQemuVersion, s.stampUnix())
 		delete(conf, "lock")
 		g.write()
 		if haManaged {

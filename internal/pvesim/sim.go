@@ -42,6 +42,8 @@ type Sim struct {
 	authDelay   time.Duration
 	macPrefix   string
 	rng         *mrand.Rand
+	seed        uint64              // the spec's seed, or a random one
+	idRNG       map[int]*mrand.Rand // per guest: see idStream
 	ticketKey   []byte
 	nextPID     int
 	bootTime    time.Time
@@ -60,6 +62,7 @@ type Sim struct {
 	resourcesLag time.Duration
 	haDelay      time.Duration
 	shutdownWait time.Duration
+	clock        time.Time // Spec.Clock; zero: the current time
 	pools        map[string]bool
 	mirrors      map[string]string
 
@@ -192,6 +195,7 @@ func New(spec Spec) (*Sim, error) {
 		shutdownWait: time.Duration(spec.ShutdownWait),
 		pools:        map[string]bool{},
 		mirrors:      map[string]string{},
+		clock:        spec.Clock,
 	}
 	for k, v := range defaultLockTimeouts {
 		s.lockTimeouts[k] = v
@@ -228,6 +232,7 @@ func New(spec Spec) (*Sim, error) {
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
 	s.rng = mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s.seed, s.idRNG = seed, map[int]*mrand.Rand{}
 	s.ticketKey = make([]byte, 32)
 	for i := range s.ticketKey {
 		s.ticketKey[i] = byte(s.rng.Uint32())
@@ -430,7 +435,7 @@ func (s *Sim) lookupVolume(nodeName, volid string) *volume {
 
 func (s *Sim) putVolume(v *volume) {
 	if v.ctime == 0 {
-		v.ctime = time.Now().Unix()
+		v.ctime = s.stampUnix()
 	}
 	s.volumes[volumeKey(v.node, v.volid)] = v
 }

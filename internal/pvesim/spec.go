@@ -30,7 +30,8 @@ type Spec struct {
 	AuthFailureDelay Duration `yaml:"authFailureDelay" json:"authFailureDelay"`
 	// MACPrefix is the prefix of generated MAC addresses (datacenter.cfg mac_prefix; default BC:24:11).
 	MACPrefix string `yaml:"macPrefix" json:"macPrefix"`
-	// Seed makes generated MACs, UUIDs and ticket keys repeatable when non-zero.
+	// Seed makes generated MACs, UUIDs and ticket keys repeatable when non-zero. A guest's MACs and UUIDs
+	// depend on the seed, its vmid and what was done to it, not on the order of requests for other guests.
 	Seed int64 `yaml:"seed" json:"seed"`
 	// LockTimeouts are the waits for a guest's config flock: "default" (PVE: 10s), "create" (5s) and
 	// "clone" (1s). Unset entries keep PVE's values.
@@ -51,6 +52,10 @@ type Spec struct {
 	Mirrors map[string]string `yaml:"mirrors" json:"mirrors"`
 	// Faults configures fault injection (docs/simulator.md).
 	Faults Faults `yaml:"faults" json:"faults"`
+	// Clock, when set, is the time the simulator writes into the state it keeps (a VM's meta ctime, a
+	// volume's ctime, a snapshot's snaptime), so that identical runs leave identical configs and digests.
+	// Unset: the current time. Task timing, tickets and uptimes always follow the real clock.
+	Clock time.Time `yaml:"clock" json:"clock"`
 }
 
 // NodeSpec is one cluster node.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Templates, resize and snapshots: qemu-server src/PVE/API2/Qemu.pm (template, resize_vm, snapshot,
@@ -359,7 +358,7 @@ func (s *Sim) handleSnapshotCreate(c *call) (any, error) {
 				}
 			}
 			sec.lxc = append(sec.lxc, g.file.current.lxc...)
-			sec.conf["snaptime"] = strconv.FormatInt(nowUnix(), 10)
+			sec.conf["snaptime"] = strconv.FormatInt(s.stampUnix(), 10)
 			if descr != "" {
 				sec.conf["description"] = descr
 			}
@@ -412,5 +411,3 @@ func (s *Sim) handleSnapshotDelete(c *call) (any, error) {
 			return nil
 		}}), nil
 }
-
-func nowUnix() int64 { return time.Now().Unix() }

@@ -290,18 +290,19 @@ func (s *ClusterStatus) foldResult(r plan.Result) {
 	if op.State != plan.OpWaiting && op.State != plan.OpDispatched {
 		return
 	}
+	msg := maskUPIDs(r.Message)
 	switch r.Status {
 	case plan.StatusStarted, plan.StatusProgress:
 		op.State = plan.OpDispatched
 	case plan.StatusSucceeded:
-		op.State, op.Message = plan.OpSucceeded, r.Message
+		op.State, op.Message = plan.OpSucceeded, msg
 	case plan.StatusFailed:
-		op.State, op.Message = plan.OpFailed, r.Message
+		op.State, op.Message = plan.OpFailed, msg
 		if op.Message == "" {
 			op.Message = "failed"
 		}
 	case plan.StatusSkipped:
-		op.State, op.Message = plan.OpSkipped, r.Message
+		op.State, op.Message = plan.OpSkipped, msg
 	}
 	if s.Tracking.SettledPhase == PhaseHeld {
 		// The plan was confirmed: its operations are running.
@@ -338,7 +339,7 @@ func (s *ClusterStatus) foldFinished(f plan.FinishedRun, at time.Time) {
 			i = len(s.Tracking.Operations) - 1
 		}
 		s.Tracking.Operations[i].State = state
-		s.Tracking.Operations[i].Message = o.Message
+		s.Tracking.Operations[i].Message = maskUPIDs(o.Message)
 	}
 	// Operations the summary does not list were never run.
 	for i := range s.Tracking.Operations {

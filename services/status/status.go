@@ -211,6 +211,8 @@ func (s *service) run(ctx context.Context) error {
 			// event that concerns it, however old.
 			from = 1
 		}
+		// Every report has folded what lies below from: it is read, even when nothing follows it.
+		s.processed[src.stream] = max(s.processed[src.stream], from-1)
 		wg.Go(func() { s.follow(fctx, src, from, items) })
 	}
 	defer wg.Wait()
