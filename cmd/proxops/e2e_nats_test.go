@@ -34,14 +34,33 @@ func TestUpWithAnExternalNATSServerKeepsTheRunThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	// A deployed system is provisioned once by its operator, before any service joins it.
-	if _, err := b.Provision(ctx, bus.ProvisionConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	ci := srv.ClientInfo()
 	t.Setenv("PROXOPS_NATS_PASSWORD", ci.Password)
 
+	// Before its operator provisions it, up refuses the server, naming what is missing.
 	out, errOut, code := e.run("up", "--once", "--listen", "127.0.0.1:0", "--nats", ci.URL, "--nats-user", ci.User)
+	if code == 0 || !strings.Contains(out+errOut, "the NATS server is not provisioned for ProxOps (run proxops provision against it)") {
+		t.Fatalf("up --nats on a bare server: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// A deployed system is provisioned once by its operator, before any service joins it; a second run
+	// changes nothing.
+	for _, want := range []string{"created", "unchanged"} {
+		out, code, err := runCLI(t, "provision", "--nats", ci.URL, "--nats-user", ci.User)
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if code != 0 || err != nil || len(lines) != 16 {
+			t.Fatalf("provision (want %s): exit %d, err %v\n%s", want, code, err, out)
+		}
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) != 3 || f[2] != want {
+				t.Fatalf("provision (want %s): line %q\n%s", want, l, out)
+			}
+		}
+		if !strings.Contains(out, "PROXOPS_REPO") || !strings.Contains(out, "proxops_status") {
+			t.Fatalf("provision names no stream or bucket:\n%s", out)
+		}
+	}
+
+	out, errOut, code = e.run("up", "--once", "--listen", "127.0.0.1:0", "--nats", ci.URL, "--nats-user", ci.User)
 	if code != 0 || !strings.Contains(out, "demo: converged (13 operations applied)\n") || !strings.Contains(out, "(NATS "+ci.URL+")") {
 		t.Fatalf("up --once --nats: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

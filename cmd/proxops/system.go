@@ -196,6 +196,10 @@ func newSystem(ctx context.Context, cfg systemConfig) (*system, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := b.CheckProvisioned(ctx); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
 		s.bus = b
 	} else {
 		dir := cfg.DataDir

@@ -279,3 +279,18 @@ func (b *Bus) provisionObjectStore(ctx context.Context, want jetstream.ObjectSto
 	}
 	return Updated, nil
 }
+
+// CheckProvisioned says whether every stream of the contract exists, naming the first one missing: a client
+// of a deployed system fails with that instead of an error deep in its first consumer.
+func (b *Bus) CheckProvisioned(ctx context.Context) error {
+	for _, sc := range StreamConfigs(ProvisionConfig{}) {
+		have, err := b.existingStream(ctx, sc.Name)
+		if err != nil {
+			return fmt.Errorf("look up stream %s: %w", sc.Name, err)
+		}
+		if have == nil {
+			return fmt.Errorf("stream %s does not exist: the NATS server is not provisioned for ProxOps (run proxops provision against it)", sc.Name)
+		}
+	}
+	return nil
+}
