@@ -40,7 +40,7 @@ func TestApplyProgressSaysWhatStartsWhatIsStillRunningAndHowItEnded(t *testing.T
 	r.tick()
 	r.result(createResult(plan.StatusSucceeded, 21*time.Second, ""))
 	r.result(createResult(plan.StatusSucceeded, 21*time.Second, "")) // a duplicate final result prints nothing
-	r.tick()                                                        // nothing runs any more
+	r.tick()                                                         // nothing runs any more
 
 	fail := plan.Result{RunID: "r1", OpID: "iso-pve2-download", Cluster: "lab", Node: "pve2", Ref: "ISO/debian-12",
 		Action: plan.ActionDownload, Status: plan.StatusFailed, Elapsed: 2 * time.Second, Message: "checksum mismatch"}
