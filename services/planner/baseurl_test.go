@@ -110,7 +110,8 @@ func TestACommitCannotRedirectExecutorsWithTheirOwnEndpoint(t *testing.T) {
 		t.Fatalf("redirected commit: %+v; want it rejected as unobservable", o)
 	}
 	ds := o.rejected[0].Rejection.Diagnostics.Error()
-	if !strings.Contains(ds, elsewhere) || !strings.Contains(ds, e.srv.URL) {
+	if !strings.Contains(ds, "pve inventory read failed: node pve") || !strings.Contains(ds, ": refused: ") ||
+		!strings.Contains(ds, elsewhere) || !strings.Contains(ds, e.srv.URL) {
 		t.Errorf("diagnostics %q do not name both the commit's base-url and the executors' endpoint", ds)
 	}
 	if n := len(e.sim.Requests()); n != 0 {
