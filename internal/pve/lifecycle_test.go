@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -585,5 +586,45 @@ func TestShutdownStopsAGuestThatIgnoresACPIAfterTheTimeout(t *testing.T) {
 	mustApply(t, cl, shutdown(200, inventory.LXC, "timeout", "5"), pve.ApplyOptions{})
 	if c.sim.Running(200) {
 		t.Fatal("container 200 still running")
+	}
+}
+
+// A task that ends with "WARNINGS: n" did its work (pve-common's status_is_error says it is no error): the
+// adapter reports success, and the guest is running.
+func TestATaskEndingWithWarningsIsASuccess(t *testing.T) {
+	spec := baseSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	c := newSim(t, spec)
+	if err := c.sim.SetFaults(pvesim.Faults{TaskWarningRate: 1, TaskTypes: []string{"qmstart"}}); err != nil {
+		t.Fatal(err)
+	}
+	out := mustApply(t, c.client(t), plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionStart}, pve.ApplyOptions{})
+	if !strings.Contains(out.UPID, ":qmstart:100:") {
+		t.Fatalf("start: %+v", out)
+	}
+	req, err := http.NewRequest(http.MethodGet, c.srv.URL+"/api2/json/nodes/pve1/tasks/"+url.PathEscape(out.UPID)+"/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var status struct {
+		Data struct {
+			Status     string `json:"status"`
+			ExitStatus string `json:"exitstatus"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status.Data.Status != "stopped" || status.Data.ExitStatus != "WARNINGS: 1" {
+		t.Fatalf("the start task did not end with warnings: %+v", status.Data)
+	}
+	if !c.sim.Running(100) {
+		t.Fatal("the guest is not running after a start that ended with warnings")
 	}
 }

@@ -3,6 +3,7 @@ package pvesim
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,10 @@ type Faults struct {
 	TaskFailureRate    float64  `yaml:"taskFailureRate" json:"taskFailureRate"`
 	TaskFailureMessage string   `yaml:"taskFailureMessage" json:"taskFailureMessage"`
 	TaskTypes          []string `yaml:"taskTypes" json:"taskTypes"`
+	// TaskWarningRate ends this share of the tasks that succeed (of TaskTypes, or all when empty) with
+	// exitstatus "WARNINGS: 1" and a "WARN: " line in their log, as PVE does for a task that logged a
+	// warning: their work is done, and clients must count them as successes.
+	TaskWarningRate float64 `yaml:"taskWarningRate" json:"taskWarningRate"`
 	// MaxConcurrent limits the API requests served at once, as pveproxy/pvedaemon's small worker pools
 	// do; excess requests queue. 0 means no limit.
 	MaxConcurrent int `yaml:"maxConcurrent" json:"maxConcurrent"`
@@ -116,6 +121,9 @@ func validateFaults(f Faults) error {
 		return err
 	}
 	if err := rate("taskFailureRate", f.TaskFailureRate); err != nil {
+		return err
+	}
+	if err := rate("taskWarningRate", f.TaskWarningRate); err != nil {
 		return err
 	}
 	for i, e := range f.Errors {
@@ -255,19 +263,8 @@ func (s *Sim) injectedTaskFailure(seq uint64, typ string) error {
 	s.mu.Lock()
 	cfg := s.faults.cfg
 	s.mu.Unlock()
-	if cfg.TaskFailureRate <= 0 {
+	if cfg.TaskFailureRate <= 0 || !cfg.taskTypeMatches(typ) {
 		return nil
-	}
-	if len(cfg.TaskTypes) > 0 {
-		found := false
-		for _, t := range cfg.TaskTypes {
-			if t == typ {
-				found = true
-			}
-		}
-		if !found {
-			return nil
-		}
 	}
 	if unitRand(cfg.Seed, seq, 3) < cfg.TaskFailureRate {
 		msg := cfg.TaskFailureMessage
@@ -277,4 +274,17 @@ func (s *Sim) injectedTaskFailure(seq uint64, typ string) error {
 		return fmt.Errorf("%s", msg)
 	}
 	return nil
+}
+
+// taskTypeMatches says whether the task faults apply to a task type: every type when TaskTypes is empty.
+func (f Faults) taskTypeMatches(typ string) bool {
+	return len(f.TaskTypes) == 0 || slices.Contains(f.TaskTypes, typ)
+}
+
+// injectedTaskWarning decides whether the seq-th task, if it succeeds, ends with warnings.
+func (s *Sim) injectedTaskWarning(seq uint64, typ string) bool {
+	s.mu.Lock()
+	cfg := s.faults.cfg
+	s.mu.Unlock()
+	return cfg.TaskWarningRate > 0 && cfg.taskTypeMatches(typ) && unitRand(cfg.Seed, seq, 4) < cfg.TaskWarningRate
 }

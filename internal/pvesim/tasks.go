@@ -143,6 +143,7 @@ func (s *Sim) spawn(ts *taskSpec) string {
 		if err == nil {
 			err = s.injectedTaskFailure(seq, ts.typ)
 		}
+		warn := err == nil && s.injectedTaskWarning(seq, ts.typ)
 		if err == nil && ts.fetch != nil {
 			err = ts.fetch(taskLog{t: t, s: s, unlocked: true})
 		}
@@ -164,6 +165,9 @@ func (s *Sim) spawn(ts *taskSpec) string {
 			msg := strings.TrimRight(err.Error(), "\n")
 			t.exit = msg
 			t.lines = append(t.lines, "TASK ERROR: "+msg)
+		} else if warn {
+			t.exit = "WARNINGS: 1"
+			t.lines = append(t.lines, "WARN: injected warning", "TASK WARNINGS: 1")
 		} else {
 			t.exit = "OK"
 			t.lines = append(t.lines, "TASK OK")
