@@ -97,7 +97,8 @@ func (r *running) stop() {
 	})
 }
 
-// waitEvent waits for an event matching keep to be stored on the stream and returns the first one stored.
+// waitEvent waits for an event matching keep to be stored on the stream, and for the publish call that
+// stored it to have returned to the watcher, and returns the first one stored.
 func (r *running) waitEvent(what string, keep func(watcher.RepoChanged) bool) watcher.RepoChanged {
 	r.t.Helper()
 	var found watcher.RepoChanged
@@ -107,7 +108,7 @@ func (r *running) waitEvent(what string, keep func(watcher.RepoChanged) bool) wa
 			return false
 		}
 		found = evs[0]
-		return true
+		return len(r.bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.EventID == found.EventID })) > 0
 	})
 	return found
 }

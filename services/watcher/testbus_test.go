@@ -27,7 +27,7 @@ import (
 //
 // Thin wrappers around the real adapters let a test see what the stream cannot show: every publish call,
 // duplicates included (the stream deduplicates them by id), how often a tree was written, and what the
-// watcher answered to each request. They record and delegate; only a failure set with setFail replaces the
+// watcher answered to each request. They delegate and record; only a failure set with setFail replaces the
 // real publish.
 type testBus struct {
 	t   testing.TB
@@ -163,7 +163,8 @@ func (b *testBus) requestsSettled() bool {
 	return info.NumPending == 0 && info.NumAckPending == 0
 }
 
-// publishLog records every publish call of the watchers on a testBus, and can make them fail.
+// publishLog records every publish call of the watchers on a testBus that succeeded, and can make them
+// fail.
 type publishLog struct {
 	mu     sync.Mutex
 	events []watcher.RepoChanged
@@ -213,7 +214,8 @@ func (p *publishLog) forCommit(commit string) []watcher.RepoChanged {
 	return p.matching(func(ev watcher.RepoChanged) bool { return ev.Commit == commit })
 }
 
-// recordingPublisher records each call in its log, then publishes through the real adapter.
+// recordingPublisher publishes through the real adapter and records each call that returned, as the
+// watcher saw it return: a call is in the log once the watcher goes on past it.
 type recordingPublisher struct {
 	log    *publishLog
 	next   watcher.Publisher
@@ -224,13 +226,15 @@ func (p recordingPublisher) PublishRepoChanged(ctx context.Context, ev watcher.R
 	if err := p.log.failure(); err != nil {
 		return err
 	}
+	if err := p.next.PublishRepoChanged(ctx, ev); err != nil {
+		return err
+	}
 	p.log.record(ev)
-	err := p.next.PublishRepoChanged(ctx, ev)
 	select {
 	case p.log.notify <- struct{}{}:
 	default:
 	}
-	return err
+	return nil
 }
 
 func (p recordingPublisher) PublishSourceHealth(ctx context.Context, h watcher.SourceHealth) error {

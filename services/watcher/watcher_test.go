@@ -81,9 +81,11 @@ func TestStartupAnnouncesTheCurrentCommitAtOnce(t *testing.T) {
 	if snap.Commit != s.first || snap.Tree != ev.Tree {
 		t.Errorf("snapshot names commit %s tree %s, want %s %s", snap.Commit, snap.Tree, s.first, ev.Tree)
 	}
-	if st := r.w.Status(); st.Commit != s.first || st.Stale {
-		t.Errorf("status = %+v, want commit %s, not stale", st, s.first)
-	}
+	// The status follows once the publish returned.
+	waitFor(t, "the status to name the first commit", func() bool {
+		st := r.w.Status()
+		return st.Commit == s.first && !st.Stale
+	})
 }
 
 func TestPollingPicksUpAPush(t *testing.T) {
@@ -106,9 +108,9 @@ func TestPollingPicksUpAPush(t *testing.T) {
 	if got := fileContent(snap, "vm/base/db.yaml"); got != "kind: VM\nmetadata:\n  name: db\n" {
 		t.Errorf("vm/base/db.yaml in the snapshot = %q", got)
 	}
-	if got := r.metric("proxops_watcher_revision_info", map[string]string{"commit": second}); got != 1 {
-		t.Errorf("revision metric for %s = %v, want 1", second, got)
-	}
+	waitFor(t, "the revision metric of "+second, func() bool {
+		return r.metric("proxops_watcher_revision_info", map[string]string{"commit": second}) == 1
+	})
 }
 
 func TestPollWithoutChangeDoesNotFetch(t *testing.T) {
@@ -428,9 +430,7 @@ func TestForcePushIsFollowed(t *testing.T) {
 		evs := r.bus.pub.forCommit(second)
 		return len(evs) == 2
 	})
-	if st := r.w.Status(); st.Commit != second {
-		t.Errorf("status commit = %s, want %s", st.Commit, second)
-	}
+	waitFor(t, "the status to name the second commit", func() bool { return r.w.Status().Commit == second })
 }
 
 func TestTreeIsStoredOnceHoweverManyTriggersFire(t *testing.T) {
