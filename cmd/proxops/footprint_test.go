@@ -46,7 +46,8 @@ func serviceBinaries(tb testing.TB, dir string) {
 		"github.com/proxops/proxops/services/watcher/cmd/proxops-watcher",
 		"github.com/proxops/proxops/services/planner/cmd/proxops-planner",
 		"github.com/proxops/proxops/services/executor/cmd/proxops-executor",
-		"github.com/proxops/proxops/services/status/cmd/proxops-status")
+		"github.com/proxops/proxops/services/status/cmd/proxops-status",
+		"github.com/proxops/proxops/services/adopter/cmd/proxops-adopter")
 	cmd.Env = buildEnv
 	if out, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("build the services: %v\n%s", err, out)
@@ -171,6 +172,7 @@ func BenchmarkFootprint(b *testing.B) {
 		{"planner", `"msg":"planner ready"`, nil},
 		{"executor", `"msg":"executor ready"`, []string{"--cluster", "demo", "--node", "pve1", "--pve-url", srv.URL}},
 		{"status", `"msg":"status http listening"`, []string{"--listen", "127.0.0.1:0"}},
+		{"adopter", `"msg":"adopter ready"`, []string{"--metrics-listen", "127.0.0.1:0"}},
 	}
 	for _, s := range services {
 		b.Run(s.name, func(b *testing.B) {

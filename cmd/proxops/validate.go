@@ -20,6 +20,37 @@ type validateOptions struct {
 	clusters []string
 	strict   bool
 	output   string
+	// process is laid over the repository's proxops.yaml: the --config file and the explicit global flags.
+	process *repo.Config
+}
+
+// validateSource says which work tree validate reads and what is laid over its proxops.yaml. --repo (or
+// --git-path) is read exactly as given; without it, the repository the other commands would use
+// (--config or PROXOPS_CONFIG and its git source, else PROXOPS_GIT_PATH, else the repository containing the
+// current directory). A --config file and the global flags given explicitly are laid over the tree's
+// proxops.yaml as diff and apply lay them, so validate checks the configuration they would run with.
+func validateSource(g globalOptions, repoFlag string, lookup func(string) (string, bool)) (string, *repo.Config, error) {
+	if repoFlag != "" {
+		flagCfg, err := g.flagConfig()
+		if err != nil {
+			return "", nil, err
+		}
+		cfgEnv, _ := lookup(envConfig)
+		if !g.changed("config") && cfgEnv == "" && len(flagCfg.Positions) == 0 {
+			return repoFlag, nil, nil
+		}
+	}
+	src, err := resolveSource(g, repoFlag, lookup)
+	if err != nil {
+		return "", nil, err
+	}
+	if src.URL != "" {
+		return "", nil, fmt.Errorf("validate reads a local repository, and the configuration follows %s: give --repo DIR (a clone of it)", src.URL)
+	}
+	if repoFlag != "" {
+		return repoFlag, src.Process, nil
+	}
+	return src.Root, src.Process, nil
 }
 
 func newValidateCommand() *cobra.Command {
@@ -30,14 +61,22 @@ func newValidateCommand() *cobra.Command {
 		Long: `validate reads the repository's work tree (proxops.yaml, clusters/<name>/config.yaml and
 resources.yaml, and every manifest a composition lists), checks every rule, and reports every problem at
 once as path:line:col: Kind/name: field: message. It exits 1 when there is an error (or, with --strict, a
-warning) and 0 otherwise. Without --repo (or the predecessor's --git-path) it uses the repository that
-contains the current directory.`,
+warning) and 0 otherwise. Without --repo (or the predecessor's --git-path) it uses the repository the
+other commands would use: the git source of --config (or PROXOPS_CONFIG), else PROXOPS_GIT_PATH, else the
+repository that contains the current directory. A --config file and the global flags given explicitly are
+laid over the repository's proxops.yaml, as diff and apply do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			g := globalsOf(cmd)
 			// The predecessor's --git-path names the repository here as --repo does.
-			if g := globalsOf(cmd); opts.repo == "" && g.changed("git-path") {
+			if opts.repo == "" && g.changed("git-path") {
 				opts.repo = g.gitPath
 			}
+			root, process, err := validateSource(g, opts.repo, os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			opts.repo, opts.process = root, process
 			return runValidate(cmd.OutOrStdout(), opts)
 		},
 	}
@@ -67,7 +106,7 @@ func runValidate(w io.Writer, opts validateOptions) error {
 	} else if !info.IsDir() {
 		return fmt.Errorf("--repo %s is not a directory", root)
 	}
-	r := repo.Load(os.DirFS(root))
+	r := repo.LoadWith(os.DirFS(root), repo.LoadOptions{Process: opts.process})
 	report, err := newValidateReport(r, opts)
 	if err != nil {
 		return err

@@ -148,3 +148,51 @@ func TestValidateRejectsAnUnknownOutputFormat(t *testing.T) {
 		t.Errorf("exit %d, %v", code, err)
 	}
 }
+
+// validate finds the repository the way the other commands do when no --repo is given, and checks the
+// configuration they would run with: a --config file laid over the repository's proxops.yaml.
+func TestValidateUsesTheConfigurationAndRepositoryTheOtherCommandsUse(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) string {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return full
+	}
+	write(".git/HEAD", "ref: refs/heads/main\n")
+	write("clusters/home/config.yaml", "pve:\n  clusters:\n    home:\n      base-url: https://pve.home.invalid:8006\n")
+	write("clusters/home/resources.yaml", "resources: []\n")
+	t.Chdir(t.TempDir())
+	const ok = "1 cluster, 0 resources, 0 errors, 0 warnings\n"
+
+	t.Setenv("PROXOPS_GIT_PATH", root)
+	if out, code, err := runCLI(t, "validate"); code != 0 || err != nil || out != ok {
+		t.Errorf("PROXOPS_GIT_PATH: exit %d, %v, output %q", code, err, out)
+	}
+	t.Setenv("PROXOPS_GIT_PATH", "")
+
+	etc := t.TempDir()
+	good := filepath.Join(etc, "proxops.yaml")
+	if err := os.WriteFile(good, []byte("git:\n  path: "+root+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code, err := runCLI(t, "validate", "--config", good); code != 0 || err != nil || out != ok {
+		t.Errorf("--config naming the repository: exit %d, %v, output %q", code, err, out)
+	}
+	bad := filepath.Join(etc, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("git:\n  path: "+root+"\nreconcile:\n  prune-budget: -5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"validate", "--config", bad}, {"validate", "--config", bad, "--repo", root}} {
+		if out, code, err := runCLI(t, args...); code != 1 || err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "prune-budget") {
+			t.Errorf("%v: exit %d, %v, output %q", args, code, err, out)
+		}
+	}
+	if out, code, err := runCLI(t, "validate", "--git-url", "https://git.example.invalid/ops/infra.git"); code != 1 || err == nil || !strings.Contains(err.Error(), "give --repo DIR") {
+		t.Errorf("--git-url: exit %d, %v, output %q", code, err, out)
+	}
+}

@@ -93,6 +93,10 @@ type Operation struct {
 	// against; set by the planner when a value carries SecretRefs, so an executor holding another version
 	// of the file refuses the operation.
 	SecretsDigest string
+	// BaseURL is the base-url the repository declares for the cluster, set by the planner (empty: not
+	// said). An executor with its own endpoint refuses an operation whose BaseURL names another endpoint.
+	// It is not part of the plan's content id.
+	BaseURL string
 
 	Precondition Precondition
 	DependsOn    []string

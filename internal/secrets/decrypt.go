@@ -14,10 +14,8 @@ import (
 	"github.com/getsops/sops/v3"
 	"github.com/getsops/sops/v3/aes"
 	sopsage "github.com/getsops/sops/v3/age"
-	"github.com/getsops/sops/v3/config"
 	"github.com/getsops/sops/v3/keyservice"
 	"github.com/getsops/sops/v3/logging"
-	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 	"github.com/sirupsen/logrus"
 )
 
@@ -34,7 +32,9 @@ var quietSOPS sync.Once
 // The steps are those of sops' decrypt package (load, recover the data key, decrypt the tree, verify the MAC),
 // driven through sops' public tree and key-service API so the age identities can be injected: the decrypt
 // package only reads them from the process environment, which a library serving several clusters must not
-// change. Every failure is an *Error of one Class, never sops' own text.
+// change. The YAML is read into sops' tree by loadEncryptedTree (yamltree.go), which builds the tree sops' YAML
+// store builds without linking that store's dependencies. Every failure is an *Error of one Class, never
+// sops' own text.
 //
 // Decrypt does not cache; a Decryptor does.
 func Decrypt(ctx context.Context, file string, data []byte, keys KeySource) (*Store, error) {
@@ -58,8 +58,7 @@ func Decrypt(ctx context.Context, file string, data []byte, keys KeySource) (*St
 		return nil, err
 	}
 
-	store := sopsyaml.NewStore(&config.YAMLStoreConfig{})
-	tree, err := store.LoadEncryptedFile(data)
+	tree, err := loadEncryptedTree(data)
 	if err != nil {
 		return nil, &Error{Class: ClassMalformed, File: file, Message: "the sops metadata block cannot be read; " +
 			"re-encrypt the file with sops"}
@@ -96,7 +95,7 @@ func Decrypt(ctx context.Context, file string, data []byte, keys KeySource) (*St
 			"or changed after the file was encrypted; restore it from git history or re-encrypt it with sops"}
 	}
 
-	plain, err := store.EmitPlainFile(tree.Branches)
+	plain, err := plainYAML(tree.Branches)
 	if err != nil {
 		return nil, &Error{Class: ClassMalformed, File: file, Message: "the decrypted document cannot be rendered"}
 	}

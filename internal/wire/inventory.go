@@ -41,6 +41,9 @@ type ObserveRequest struct {
 	// ListNodes asks for the nodes of the PVE cluster as well (NodeInventory.ClusterNodes): how a planner
 	// learns the nodes of a cluster whose allowlist is empty.
 	ListNodes bool
+	// BaseURL is the base-url the repository declares for the cluster (empty: not said). An executor with
+	// its own endpoint refuses a request whose BaseURL names another endpoint.
+	BaseURL string
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -164,7 +167,7 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
 	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
-		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes}
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL}
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -174,7 +177,8 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 		return ObserveRequest{}, fmt.Errorf("observe request: %w", err)
 	}
 	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
-		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes()}, nil
+		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
+		BaseURL: p.GetBaseUrl()}, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.

@@ -93,7 +93,7 @@ func operationToProto(o plan.Operation) (*planv1.Operation, error) {
 		Vmid: int64(o.VMID), GuestType: gt, Ref: o.Ref, Action: action,
 		Values: kvsToProto(o.Values), Delete: o.Delete, DependsOn: o.DependsOn, Reason: o.Reason,
 		Params: kvsToProto(o.Params), SourceVmid: int64(o.SourceVMID), Storage: o.Storage,
-		SecretsDigest: o.SecretsDigest,
+		SecretsDigest: o.SecretsDigest, BaseUrl: o.BaseURL,
 		Precondition: &planv1.Precondition{
 			ExpectAbsent: o.Precondition.ExpectAbsent, Digest: o.Precondition.Digest,
 			Expect: kvsToProto(o.Precondition.Expect), Fingerprint: o.Precondition.Fingerprint,
@@ -121,7 +121,7 @@ func operationFromProto(p *planv1.Operation) (plan.Operation, error) {
 		VMID: int(p.GetVmid()), GuestType: gt, Ref: p.GetRef(), Action: action,
 		Values: kvsFromProto(p.GetValues()), Delete: p.GetDelete(), Params: kvsFromProto(p.GetParams()),
 		SourceVMID: int(p.GetSourceVmid()), Storage: p.GetStorage(),
-		SecretsDigest: p.GetSecretsDigest(),
+		SecretsDigest: p.GetSecretsDigest(), BaseURL: p.GetBaseUrl(),
 		Precondition: plan.Precondition{
 			ExpectAbsent: pre.GetExpectAbsent(), Digest: pre.GetDigest(), Expect: kvsFromProto(pre.GetExpect()),
 			Fingerprint: pre.GetFingerprint(), ExpectTag: pre.GetExpectTag(),

@@ -46,6 +46,7 @@ func sampleOperation() plan.Operation {
 		Delete:     []string{"ide2"},
 		Params:     []plan.KV{{Key: "timeout", Value: "60"}},
 		SourceVMID: 9000, Storage: "local-lvm", SecretsDigest: "sha256:0f4c",
+		BaseURL: "https://pve.example.invalid:8006",
 		Precondition: plan.Precondition{ExpectAbsent: true, Digest: "d1", Expect: []plan.KV{{Key: "memory", Value: "2048"}},
 			Fingerprint: "uuid=x", ExpectTag: true},
 		DependsOn: []string{"op-1", "op-2"}, Reason: "VM/web-01: config drift (memory)",
@@ -179,7 +180,8 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 }
 
 func TestObserveRequestRoundTrips(t *testing.T) {
-	r := wire.ObserveRequest{Cluster: "lab", Node: "pve1", RequestID: "r1", ContentStorages: []string{"local", "nfs"}, AllContent: true}
+	r := wire.ObserveRequest{Cluster: "lab", Node: "pve1", RequestID: "r1", ContentStorages: []string{"local", "nfs"}, AllContent: true,
+		ListNodes: true, BaseURL: "https://pve.example.invalid:8006"}
 	var back inventoryv1.ObserveRequest
 	roundTrip(t, wire.ObserveRequestToProto(r), &back)
 	got, err := wire.ObserveRequestFromProto(&back)

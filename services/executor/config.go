@@ -32,12 +32,15 @@ type Config struct {
 	NATS bus.ConnectConfig
 
 	// PVE is the endpoint and credentials. OwnEndpoint says they come from the executor's own configuration
-	// (flags, environment, secrets) rather than from the repository (single-host mode).
+	// (flags, environment, secrets) rather than from the repository (single-host mode). An executor with its
+	// own endpoint refuses every observe request and operation that names a base-url (the one the commit
+	// declares for the cluster) other than PVE.BaseURL: a commit can never send its credentials to another
+	// host. Without it the base-url they name is not checked: an in-process executor is built from the
+	// repository's base-url and rebuilt when it changes.
 	PVE         pve.Config
 	OwnEndpoint bool
-	// RepoBaseURL is the base-url the repository's clusters/<name>/config.yaml declares, when known. An
-	// executor whose endpoint differs refuses every operation and observe: a commit can never send its
-	// credentials to another host.
+	// RepoBaseURL is the base-url the repository's clusters/<name>/config.yaml declares, when known at
+	// start. An executor whose endpoint differs refuses every operation and observe.
 	RepoBaseURL string
 	// Secrets resolves the secret references operations carry (nil: operations with references fail).
 	Secrets pve.SecretResolver
@@ -148,12 +151,23 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// endpointMismatch says why the repository's base-url is refused, or "" when it matches or is unknown.
-func (c Config) endpointMismatch() string {
-	if c.RepoBaseURL == "" || pve.SameEndpoint(c.RepoBaseURL, c.PVE.BaseURL) {
+// endpointMismatch says why the base-url the repository declares for the cluster is refused, or "" when it
+// matches this executor's PVE endpoint (pve.SameEndpoint) or is unknown.
+func (c Config) endpointMismatch(baseURL string) string {
+	if baseURL == "" || pve.SameEndpoint(baseURL, c.PVE.BaseURL) {
 		return ""
 	}
-	return fmt.Sprintf("the repository's base-url %s is not this executor's PVE endpoint; refusing to act for it", c.RepoBaseURL)
+	return fmt.Sprintf("refused: the repository's base-url %s for cluster %s is not this executor's PVE endpoint %s; "+
+		"a commit cannot redirect an executor", baseURL, c.Cluster, c.PVE.BaseURL)
+}
+
+// requestMismatch says why an observe request or operation naming baseURL is refused, or "". Only an
+// executor with its own endpoint checks it: an in-process one uses the repository's base-url already.
+func (c Config) requestMismatch(baseURL string) string {
+	if !c.OwnEndpoint {
+		return ""
+	}
+	return c.endpointMismatch(baseURL)
 }
 
 // ParseTokenValue splits PROXOPS_PVE_TOKEN_VALUE (user@realm!tokenid=secret) at its last '='.

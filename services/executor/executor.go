@@ -74,8 +74,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e := &executor{cfg: cfg, log: log, bus: b, pve: clients, version: version, metrics: m, ops: ops, guests: map[int]*sync.Mutex{},
 		storages: map[string]chan struct{}{}}
-	m.readOnly(cfg.ObserveOnly || cfg.endpointMismatch() != "")
-	if msg := cfg.endpointMismatch(); msg != "" {
+	m.readOnly(cfg.ObserveOnly || cfg.endpointMismatch(cfg.RepoBaseURL) != "")
+	if msg := cfg.endpointMismatch(cfg.RepoBaseURL); msg != "" {
 		log.Error("endpoint mismatch: every operation and observe will be refused", "repo_base_url", cfg.RepoBaseURL)
 	}
 	return e.run(ctx)
@@ -153,15 +153,19 @@ func (e *executor) run(ctx context.Context) error {
 	return err
 }
 
-// refusal says why this executor must not act for a cluster and node, or "".
-func (e *executor) refusal(cluster, node string) string {
+// refusal says why this executor must not act for a cluster and node at the base-url a request or
+// operation names (empty: not named), or "".
+func (e *executor) refusal(cluster, node, baseURL string) string {
 	switch {
 	case cluster != e.cfg.Cluster || node != e.cfg.Node:
 		return fmt.Sprintf("refused: this executor serves %s/%s, not %s/%s", e.cfg.Cluster, e.cfg.Node, cluster, node)
 	case len(e.cfg.AllowedNodes) > 0 && !slices.Contains(e.cfg.AllowedNodes, node):
 		return fmt.Sprintf("refused: node %s is not in cluster %s's allowlist", node, cluster)
 	}
-	return e.cfg.endpointMismatch()
+	if msg := e.cfg.endpointMismatch(e.cfg.RepoBaseURL); msg != "" {
+		return msg
+	}
+	return e.cfg.requestMismatch(baseURL)
 }
 
 func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, error) {
@@ -169,7 +173,8 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	if err != nil {
 		return nil, err
 	}
-	if msg := e.refusal(req.Cluster, req.Node); msg != "" {
+	if msg := e.refusal(req.Cluster, req.Node, req.BaseURL); msg != "" {
+		e.log.Warn("observe refused", "reason", msg)
 		return nil, errors.New(msg)
 	}
 	var n inventory.Node
@@ -302,7 +307,7 @@ func (h *opRun) log() *slog.Logger {
 
 func (h *opRun) run(ctx context.Context) error {
 	e := h.e
-	if msg := e.refusal(h.op.Cluster, h.op.Node); msg != "" {
+	if msg := e.refusal(h.op.Cluster, h.op.Node, h.op.BaseURL); msg != "" {
 		h.log().Warn("operation refused", "reason", msg)
 		e.metrics.operation(string(h.op.Action), "refused")
 		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})

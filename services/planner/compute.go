@@ -97,8 +97,11 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 			Message: "plan error: " + err.Error()}}), nil
 	}
 	// An operation with secret references names the version of the secrets file it was planned with: an
-	// executor holding another version refuses it rather than write other keys than the ones compared.
+	// executor holding another version refuses it rather than write other keys than the ones compared. Every
+	// operation names the base-url the commit declares: an executor with its own endpoint refuses one that
+	// names another, so a commit cannot redirect its credentials.
 	for i := range pl.Operations {
+		pl.Operations[i].BaseURL = c.Config.BaseURL
 		if hasSecretRefs(pl.Operations[i]) {
 			pl.Operations[i].SecretsDigest = store.Digest()
 		}
@@ -308,7 +311,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 			seeds = p.inventoriedNodes(ctx, c.Name)
 		}
 		for _, n := range seeds {
-			inv, err := p.observeNode(ctx, c.Name, n, content[n], true)
+			inv, err := p.observeNode(ctx, c, n, content[n], true)
 			if err != nil {
 				diags = append(diags, p.observeDiag(c, n, err))
 				continue
@@ -328,7 +331,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		// plan): the first of those nodes is observed before the others, and what it lists as shared is not
 		// listed again.
 		n := unknown[i]
-		inv, err := p.observeNode(ctx, c.Name, n, content[n], false)
+		inv, err := p.observeNode(ctx, c, n, content[n], false)
 		if err != nil {
 			return inventory.Cluster{}, diag.List{p.observeDiag(c, n, err)}, nil
 		}
@@ -346,7 +349,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 			continue
 		}
 		wg.Go(func() {
-			inv, err := p.observeNode(ctx, c.Name, n, content[n], false)
+			inv, err := p.observeNode(ctx, c, n, content[n], false)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -371,8 +374,10 @@ func (p *planner) observeDiag(c *repo.Cluster, node string, err error) diag.Diag
 		Message: fmt.Sprintf("pve inventory read failed: node %s: %v", node, err)}
 }
 
-// observeNode asks one node's executors for its inventory within the observe timeout.
-func (p *planner) observeNode(ctx context.Context, cluster, node string, content []string, listNodes bool) (wire.NodeInventory, error) {
+// observeNode asks one node's executors for its inventory within the observe timeout. The request names
+// the cluster's base-url, which an executor with its own endpoint checks against it.
+func (p *planner) observeNode(ctx context.Context, c *repo.Cluster, node string, content []string, listNodes bool) (wire.NodeInventory, error) {
+	cluster := c.Name
 	subject, err := bus.ObserveSubject(cluster, node)
 	if err != nil {
 		return wire.NodeInventory{}, err
@@ -380,7 +385,7 @@ func (p *planner) observeNode(ctx context.Context, cluster, node string, content
 	octx, cancel := context.WithTimeout(ctx, p.cfg.ObserveTimeout)
 	defer cancel()
 	req := wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("obs"),
-		ContentStorages: content, ListNodes: listNodes})
+		ContentStorages: content, ListNodes: listNodes, BaseURL: c.Config.BaseURL})
 	inv, err := wire.DecodeNodeInventory(octx, func(ctx context.Context, into proto.Message) error {
 		return p.bus.Request(ctx, subject, req, into)
 	})

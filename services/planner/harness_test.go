@@ -143,7 +143,8 @@ func (e *env) startExecutorsOf(cluster string, nodes ...string) {
 	}
 }
 
-func (e *env) startExecutor(cluster, n string, b *bus.Bus) {
+// startExecutor runs a cluster's executor of a node on a connection; opts adjust its configuration.
+func (e *env) startExecutor(cluster, n string, b *bus.Bus, opts ...func(*executor.Config)) {
 	e.t.Helper()
 	cfg := executor.Config{
 		Cluster: cluster, Node: n, Replica: "exec-" + n, Bus: b,
@@ -151,6 +152,9 @@ func (e *env) startExecutor(cluster, n string, b *bus.Bus) {
 			TaskPollMin: 2 * time.Millisecond, TaskPollMax: 20 * time.Millisecond, ReadBackoff: time.Millisecond},
 		AckWait: 5 * time.Second, RetryBackoff: 20 * time.Millisecond, ShutdownGrace: time.Second,
 		Logger: testLogger(e.t).With("executor", n),
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	e.run("executor "+n, func(ctx context.Context) error { return executor.Run(ctx, cfg) })
 	durable, _ := bus.ExecutorConsumer(cluster, n)

@@ -86,7 +86,10 @@ type ObserveRequest struct {
 	AllContent bool `protobuf:"varint,5,opt,name=all_content,json=allContent,proto3" json:"all_content,omitempty"`
 	// Also report the nodes of the PVE cluster (cluster_nodes), as PVE lists them: how a planner learns the
 	// nodes of a cluster whose allowlist is empty.
-	ListNodes     bool `protobuf:"varint,6,opt,name=list_nodes,json=listNodes,proto3" json:"list_nodes,omitempty"`
+	ListNodes bool `protobuf:"varint,6,opt,name=list_nodes,json=listNodes,proto3" json:"list_nodes,omitempty"`
+	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
+	// own endpoint refuses the request when this is set and names another endpoint.
+	BaseUrl       string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +164,13 @@ func (x *ObserveRequest) GetListNodes() bool {
 		return x.ListNodes
 	}
 	return false
+}
+
+func (x *ObserveRequest) GetBaseUrl() string {
+	if x != nil {
+		return x.BaseUrl
+	}
+	return ""
 }
 
 // NodeInventory is one node's live state.
@@ -870,7 +880,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x01\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -880,7 +890,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\vall_content\x18\x05 \x01(\bR\n" +
 	"allContent\x12\x1d\n" +
 	"\n" +
-	"list_nodes\x18\x06 \x01(\bR\tlistNodes\"\xc6\x03\n" +
+	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
+	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\xc6\x03\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +

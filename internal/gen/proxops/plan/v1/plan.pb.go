@@ -792,6 +792,9 @@ type Operation struct {
 	// operation's secret references against; set only when a value carries secret_refs. An executor whose
 	// own secrets file has another digest refuses the operation.
 	SecretsDigest string `protobuf:"bytes,19,opt,name=secrets_digest,json=secretsDigest,proto3" json:"secrets_digest,omitempty"`
+	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
+	// own endpoint refuses the operation when this is set and names another endpoint.
+	BaseUrl       string `protobuf:"bytes,20,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,6 +958,13 @@ func (x *Operation) GetStorage() string {
 func (x *Operation) GetSecretsDigest() string {
 	if x != nil {
 		return x.SecretsDigest
+	}
+	return ""
+}
+
+func (x *Operation) GetBaseUrl() string {
+	if x != nil {
+		return x.BaseUrl
 	}
 	return ""
 }
@@ -2403,7 +2413,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06expect\x18\x03 \x03(\v2\x19.proxops.plan.v1.KeyValueR\x06expect\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x1d\n" +
 	"\n" +
-	"expect_tag\x18\x05 \x01(\bR\texpectTag\"\xa2\x05\n" +
+	"expect_tag\x18\x05 \x01(\bR\texpectTag\"\xbd\x05\n" +
 	"\tOperation\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\tR\x04opId\x12\x17\n" +
@@ -2427,7 +2437,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vsource_vmid\x18\x11 \x01(\x03R\n" +
 	"sourceVmid\x12\x18\n" +
 	"\astorage\x18\x12 \x01(\tR\astorage\x12%\n" +
-	"\x0esecrets_digest\x18\x13 \x01(\tR\rsecretsDigest\"\xa5\x01\n" +
+	"\x0esecrets_digest\x18\x13 \x01(\tR\rsecretsDigest\x12\x19\n" +
+	"\bbase_url\x18\x14 \x01(\tR\abaseUrl\"\xa5\x01\n" +
 	"\aFinding\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.proxops.plan.v1.FindingKindR\x04kind\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
