@@ -95,8 +95,9 @@ func TestAnUnansweredPVERequestFailsAfterTheRequestTimeout(t *testing.T) {
 			if abandoned.IsZero() {
 				t.Fatal("the executor never gave up on the unanswered request")
 			}
-			// Bounded by the request timeout, not by the 30 s default nor by anything else.
-			if waited := abandoned.Sub(heldAt); waited < timeout || waited > 10*timeout {
+			// Bounded by the request timeout, not by the 30 s default nor by anything else. The client's clock
+			// starts before the request reaches the server, so the server sees a little less than the timeout.
+			if waited := abandoned.Sub(heldAt); waited < timeout/2 || waited > 10*timeout {
 				t.Errorf("the unanswered request was abandoned after %s, want about the request timeout %s", waited, timeout)
 			}
 			if conf, _ := e.sim.Config(100); conf["memory"] != "4096" {
