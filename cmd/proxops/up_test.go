@@ -25,25 +25,11 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/render"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // syncBuffer is a buffer several goroutines write and read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.SyncBuffer
 
 var statusPageLine = regexp.MustCompile(`status page at http://([0-9.]+:[0-9]+)/`)
 

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -391,6 +392,11 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 		start := time.Now()
 		err := cl.Req(ctx, method, p, data, &raw)
 		c.observe(method, tmpl, err, start)
+		if err != nil && ctx.Err() == nil && isTimeout(err) {
+			// The request's own timeout, not the caller's deadline: say which request went unanswered.
+			err = &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s %s: no answer from PVE within %s (request timeout): %w",
+				method, p, c.cfg.RequestTimeout, err)}
+		}
 		// A 401 means the request was not executed: renew the ticket once and send it again.
 		if err != nil && c.cfg.TokenID == "" && statusOf(err) == http.StatusUnauthorized && attempt == 0 {
 			if lerr := c.login(ctx, ticket); lerr != nil {
@@ -431,6 +437,12 @@ func transientRead(err error) bool {
 		}
 	}
 	return true
+}
+
+// isTimeout reports whether a request failed because it took too long.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // sleepCtx waits d unless ctx ends first.

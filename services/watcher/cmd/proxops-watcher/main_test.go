@@ -3,13 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -115,10 +113,10 @@ func TestWatcherProcessServesMetricsAndHealthWithoutAWebhook(t *testing.T) {
 	repoDir := t.TempDir()
 	commit := commitFile(t, repoDir, "clusters/lab/config.yaml", "name: lab\n")
 	info := srv.ClientInfo()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	env := envOf(map[string]string{"PROXOPS_NATS_PASSWORD": info.Password, "HOME": t.TempDir()})
 	runCtx, stop := context.WithCancel(ctx)
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{"-git-path", repoDir, "-data-dir", t.TempDir(), "-nats-url", info.URL,
@@ -126,8 +124,8 @@ func TestWatcherProcessServesMetricsAndHealthWithoutAWebhook(t *testing.T) {
 	}()
 	want := `proxops_watcher_revision_info{branch="main",commit="` + commit + `"`
 	body := ""
-	waitUntil(t, "the announced commit on /metrics", done, &stderr, func() bool {
-		body = get(t, "http://"+addr+"/metrics")
+	testkit.WaitUntil(t, "the announced commit on /metrics", done, &stderr, func() bool {
+		body = testkit.Get("http://" + addr + "/metrics")
 		return strings.Contains(body, want)
 	})
 	for _, series := range []string{"go_goroutines ", "proxops_watcher_stale 0", "proxops_desired_stale 0", "proxops_git_last_fetch_age_seconds "} {
@@ -136,8 +134,8 @@ func TestWatcherProcessServesMetricsAndHealthWithoutAWebhook(t *testing.T) {
 		}
 	}
 	// The commit counts as announced once its RepoChanged is stored, just after it was read.
-	waitUntil(t, "/healthz ok with the announced commit", done, &stderr, func() bool {
-		h := get(t, "http://"+addr+"/healthz")
+	testkit.WaitUntil(t, "/healthz ok with the announced commit", done, &stderr, func() bool {
+		h := testkit.Get("http://" + addr + "/healthz")
 		return strings.Contains(h, `"ok":true`) && strings.Contains(h, commit)
 	})
 	if resp, err := http.Post("http://"+addr+"/webhook/github", "application/json", strings.NewReader("{}")); err == nil {
@@ -184,62 +182,4 @@ func commitFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return h.String()
-}
-
-// freeAddr returns a loopback address no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
-// get returns the body of url, or "" when it cannot be read.
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-// waitUntil polls cond; it fails when the process exits first or after 30 s.
-func waitUntil(t *testing.T, what string, done <-chan int, log *syncBuffer, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		select {
-		case code := <-done:
-			t.Fatalf("exited with %d while waiting for %s; log:\n%s", code, what, log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 30 s; log:\n%s", what, log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,0 +1,76 @@
+// Package testkit holds small helpers the tests of several packages share: a buffer that many goroutines
+// may write (a process's log), a free loopback address, and polling a running command for a condition.
+// Only tests import it.
+package testkit
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// FreeAddr returns a loopback address no one listens on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// Get returns the body of url, whatever its status, or "" when it cannot be read.
+func Get(url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// WaitUntil polls cond every 20 ms while a command runs; it fails the test when the command exits first (its
+// exit code arrives on done) or after 30 s, showing the command's log.
+func WaitUntil(t testing.TB, what string, done <-chan int, log *SyncBuffer, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		select {
+		case code := <-done:
+			t.Fatalf("exited with %d while waiting for %s; log:\n%s", code, what, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 30 s; log:\n%s", what, log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
