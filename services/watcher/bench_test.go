@@ -24,7 +24,7 @@ func BenchmarkWebhookToRepoChanged(b *testing.B) {
 	srv := newGitHTTPServer(b, root, false, "", "")
 	r := startWatcher(b, watcher.Config{
 		URL: srv.url("repo.git"), DataDir: b.TempDir(), PollInterval: time.Hour, DriftInterval: -1,
-	}, newFakeBus())
+	}, newTestBus(b))
 	r.waitCommit(first, watcher.TriggerStartup)
 
 	var latencies []time.Duration

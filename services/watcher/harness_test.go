@@ -23,18 +23,6 @@ import (
 
 const testSecret = "webhook-secret-for-tests"
 
-// fakeBus holds the in-memory doubles of the bus; a test keeps it across watcher restarts.
-type fakeBus struct {
-	trees *memTrees
-	pub   *memPublisher
-	kv    *memKV
-	reqs  *memRequests
-}
-
-func newFakeBus() *fakeBus {
-	return &fakeBus{trees: newMemTrees(), pub: newMemPublisher(), kv: newMemKV(), reqs: newMemRequests()}
-}
-
 // syncBuffer collects log output from several goroutines.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -57,16 +45,18 @@ func (s *syncBuffer) String() string {
 type running struct {
 	t      testing.TB
 	w      *watcher.Watcher
-	bus    *fakeBus
+	bus    *testBus
 	reg    *prometheus.Registry
 	logs   *syncBuffer
 	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	// disconnect closes the watcher's own connection to the server.
+	disconnect func()
+	done       chan error
+	once       sync.Once
 }
 
-// startWatcher runs a watcher on the fake bus until the test ends or stop is called.
-func startWatcher(t testing.TB, cfg watcher.Config, bus *fakeBus) *running {
+// startWatcher runs a watcher on its own connection to the bus until the test ends or stop is called.
+func startWatcher(t testing.TB, cfg watcher.Config, bus *testBus) *running {
 	t.Helper()
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
@@ -76,15 +66,14 @@ func startWatcher(t testing.TB, cfg watcher.Config, bus *fakeBus) *running {
 	}
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
-	w, err := watcher.New(cfg, watcher.Deps{
-		Trees: bus.trees, Publisher: bus.pub, KV: bus.kv, Requests: bus.reqs, Health: bus.pub, Registry: reg,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	deps, disconnect := bus.connect(reg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	w, err := watcher.New(cfg, deps)
 	if err != nil {
+		disconnect()
 		t.Fatalf("new watcher: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{t: t, w: w, bus: bus, reg: reg, logs: logs, cancel: cancel, done: make(chan error, 1)}
+	r := &running{t: t, w: w, bus: bus, reg: reg, logs: logs, cancel: cancel, disconnect: disconnect, done: make(chan error, 1)}
 	go func() { r.done <- w.Run(ctx) }()
 	t.Cleanup(func() { r.stop() })
 	waitFor(t, "the watcher's http server", func() bool { return w.ListenAddr() != "" })
@@ -104,20 +93,22 @@ func (r *running) stop() {
 		case <-time.After(waitTimeout):
 			r.t.Error("watcher did not stop")
 		}
+		r.disconnect()
 	})
 }
 
-// waitEvent waits for an event matching keep and returns it.
+// waitEvent waits for an event matching keep to be stored on the stream, and for the publish call that
+// stored it to have returned to the watcher, and returns the first one stored.
 func (r *running) waitEvent(what string, keep func(watcher.RepoChanged) bool) watcher.RepoChanged {
 	r.t.Helper()
 	var found watcher.RepoChanged
 	waitFor(r.t, what, func() bool {
-		evs := r.bus.pub.matching(keep)
+		evs := r.bus.storedMatching(keep)
 		if len(evs) == 0 {
 			return false
 		}
 		found = evs[0]
-		return true
+		return len(r.bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.EventID == found.EventID })) > 0
 	})
 	return found
 }
@@ -128,6 +119,23 @@ func (r *running) waitCommit(commit string, trigger watcher.Trigger) watcher.Rep
 	return r.waitEvent(fmt.Sprintf("%s event for %s", trigger, commit), func(ev watcher.RepoChanged) bool {
 		return ev.Commit == commit && ev.Trigger == trigger
 	})
+}
+
+// waitCall waits for a publish call announcing commit with the trigger, whether or not the stream kept it
+// (a duplicate id is dropped), and returns it.
+func (r *running) waitCall(commit string, trigger watcher.Trigger) watcher.RepoChanged {
+	r.t.Helper()
+	keep := func(ev watcher.RepoChanged) bool { return ev.Commit == commit && ev.Trigger == trigger }
+	var found watcher.RepoChanged
+	waitFor(r.t, fmt.Sprintf("a %s publish for %s", trigger, commit), func() bool {
+		evs := r.bus.pub.matching(keep)
+		if len(evs) == 0 {
+			return false
+		}
+		found = evs[0]
+		return true
+	})
+	return found
 }
 
 // get fetches a path of the watcher's http server.

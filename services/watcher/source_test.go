@@ -58,12 +58,12 @@ func TestLocalRepositoryIsReadFromCommitsWithoutBeingTouched(t *testing.T) {
 	before := fingerprint(t, repo.dir)
 
 	cfg := watcher.Config{Path: repo.dir, PollInterval: 20 * time.Millisecond, DriftInterval: -1}
-	r := startWatcher(t, cfg, newFakeBus())
+	r := startWatcher(t, cfg, newTestBus(t))
 	ev := r.waitCommit(first, watcher.TriggerStartup)
 	if ev.Repo != repo.dir || ev.Tree != repo.treeOf(first) {
 		t.Errorf("event repo %q tree %q, want %q %q", ev.Repo, ev.Tree, repo.dir, repo.treeOf(first))
 	}
-	snap, err := r.bus.trees.GetTree(t.Context(), ev.Tree)
+	snap, err := r.bus.getTree(ev.Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestLocalRepositoryIsReadFromCommitsWithoutBeingTouched(t *testing.T) {
 
 	second := repo.commit("commit the work")
 	got := r.waitCommit(second, watcher.TriggerPoll)
-	snap, err = r.bus.trees.GetTree(t.Context(), got.Tree)
+	snap, err = r.bus.getTree(got.Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestHTTPSWithTokenAndCAFile(t *testing.T) {
 			cfg := base
 			cfg.DataDir = t.TempDir()
 			tc.edit(&cfg)
-			r := startWatcher(t, cfg, newFakeBus())
+			r := startWatcher(t, cfg, newTestBus(t))
 			ev := r.waitCommit(first, watcher.TriggerStartup)
 			if ev.Repo != srv.url("repo.git") {
 				t.Errorf("event repo = %q, want %q", ev.Repo, srv.url("repo.git"))
@@ -164,7 +164,7 @@ func TestHTTPSWithTokenAndCAFile(t *testing.T) {
 			cfg := base
 			cfg.DataDir = t.TempDir()
 			tc.edit(&cfg)
-			r := startWatcher(t, cfg, newFakeBus())
+			r := startWatcher(t, cfg, newTestBus(t))
 			waitFor(t, "failures", func() bool { return r.w.Status().ConsecutiveFailures >= 2 })
 			st := r.w.Status()
 			if !strings.Contains(st.LastError, tc.error) {
@@ -197,7 +197,7 @@ func TestSSHWithKeyAndKnownHosts(t *testing.T) {
 	t.Run("known host", func(t *testing.T) {
 		cfg := base
 		cfg.DataDir = t.TempDir()
-		r := startWatcher(t, cfg, newFakeBus())
+		r := startWatcher(t, cfg, newTestBus(t))
 		ev := r.waitCommit(first, watcher.TriggerStartup)
 		if ev.Repo != "ssh://"+srv.addr+"/repo.git" {
 			t.Errorf("event repo = %q, want the url without its user", ev.Repo)
@@ -218,7 +218,7 @@ func TestSSHWithKeyAndKnownHosts(t *testing.T) {
 		// The known_hosts entry of another server, under this server's address.
 		line := strings.Replace(other.knownHostsLine(), knownhostsAddr(other.addr), knownhostsAddr(srv.addr), 1)
 		cfg.KnownHostsFile = writeFile(t, "known_hosts", line+"\n")
-		r := startWatcher(t, cfg, newFakeBus())
+		r := startWatcher(t, cfg, newTestBus(t))
 		waitFor(t, "failures", func() bool { return r.w.Status().ConsecutiveFailures >= 2 })
 		if st := r.w.Status(); !strings.Contains(st.LastError, "key mismatch") {
 			t.Errorf("last error %q, want a host key mismatch", st.LastError)

@@ -56,7 +56,7 @@ func newRemoteSetup(t *testing.T) *remoteSetup {
 
 func TestStartupAnnouncesTheCurrentCommitAtOnce(t *testing.T) {
 	s := newRemoteSetup(t)
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 
 	ev := r.waitCommit(s.first, watcher.TriggerStartup)
 	want := watcher.RepoChanged{
@@ -66,7 +66,7 @@ func TestStartupAnnouncesTheCurrentCommitAtOnce(t *testing.T) {
 	if diff := cmp.Diff(want, ev); diff != "" {
 		t.Errorf("startup event (-want +got):\n%s", diff)
 	}
-	snap, err := r.bus.trees.GetTree(context.Background(), ev.Tree)
+	snap, err := r.bus.getTree(ev.Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +81,17 @@ func TestStartupAnnouncesTheCurrentCommitAtOnce(t *testing.T) {
 	if snap.Commit != s.first || snap.Tree != ev.Tree {
 		t.Errorf("snapshot names commit %s tree %s, want %s %s", snap.Commit, snap.Tree, s.first, ev.Tree)
 	}
-	if st := r.w.Status(); st.Commit != s.first || st.Stale {
-		t.Errorf("status = %+v, want commit %s, not stale", st, s.first)
-	}
+	// The status follows once the publish returned.
+	waitFor(t, "the status to name the first commit", func() bool {
+		st := r.w.Status()
+		return st.Commit == s.first && !st.Stale
+	})
 }
 
 func TestPollingPicksUpAPush(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 50 * time.Millisecond
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
 	s.repo.write("vm/base/db.yaml", "kind: VM\nmetadata:\n  name: db\n")
@@ -99,22 +101,22 @@ func TestPollingPicksUpAPush(t *testing.T) {
 	if ev.EventID != s.server.url("repo.git")+"@"+second {
 		t.Errorf("event id = %q, want <repo>@<commit>", ev.EventID)
 	}
-	snap, err := r.bus.trees.GetTree(context.Background(), ev.Tree)
+	snap, err := r.bus.getTree(ev.Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := fileContent(snap, "vm/base/db.yaml"); got != "kind: VM\nmetadata:\n  name: db\n" {
 		t.Errorf("vm/base/db.yaml in the snapshot = %q", got)
 	}
-	if got := r.metric("proxops_watcher_revision_info", map[string]string{"commit": second}); got != 1 {
-		t.Errorf("revision metric for %s = %v, want 1", second, got)
-	}
+	waitFor(t, "the revision metric of "+second, func() bool {
+		return r.metric("proxops_watcher_revision_info", map[string]string{"commit": second}) == 1
+	})
 }
 
 func TestPollWithoutChangeDoesNotFetch(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 20 * time.Millisecond
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
 	fetches := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "fetch"})
@@ -143,7 +145,7 @@ func TestPollAndWebhookForTheSameCommitPublishOneEvent(t *testing.T) {
 	t.Run("poll first", func(t *testing.T) {
 		s := newRemoteSetup(t)
 		s.cfg.PollInterval = 20 * time.Millisecond
-		r := startWatcher(t, s.cfg, newFakeBus())
+		r := startWatcher(t, s.cfg, newTestBus(t))
 		r.waitCommit(s.first, watcher.TriggerStartup)
 
 		second := s.repo.commitAndPush("second")
@@ -160,7 +162,7 @@ func TestPollAndWebhookForTheSameCommitPublishOneEvent(t *testing.T) {
 	t.Run("webhook first", func(t *testing.T) {
 		s := newRemoteSetup(t)
 		s.cfg.PollInterval = 300 * time.Millisecond
-		r := startWatcher(t, s.cfg, newFakeBus())
+		r := startWatcher(t, s.cfg, newTestBus(t))
 		r.waitCommit(s.first, watcher.TriggerStartup)
 
 		// Push and deliver right after a poll, so the webhook is seen well before the next one.
@@ -185,7 +187,7 @@ func TestPollAndWebhookForTheSameCommitPublishOneEvent(t *testing.T) {
 		// Two replicas of the watcher, one woken by the webhook, one polling: the bus deduplicates their
 		// announcements because they carry the same id.
 		s := newRemoteSetup(t)
-		bus := newFakeBus()
+		bus := newTestBus(t)
 		hooked := startWatcher(t, s.cfg, bus)
 		polling := s.cfg
 		polling.DataDir = t.TempDir()
@@ -197,11 +199,14 @@ func TestPollAndWebhookForTheSameCommitPublishOneEvent(t *testing.T) {
 		if code, body := hooked.send(pushHook(watcher.ProviderGitLab, second)); code != http.StatusAccepted {
 			t.Fatalf("webhook: %d %s", code, body)
 		}
-		hooked.waitCommit(second, watcher.TriggerWebhook)
-		poller.waitCommit(second, watcher.TriggerPoll)
+		hooked.waitCall(second, watcher.TriggerWebhook)
+		poller.waitCall(second, watcher.TriggerPoll)
 		evs := bus.pub.forCommit(second)
 		if len(evs) != 2 || evs[0].EventID != evs[1].EventID {
 			t.Errorf("replicas announced %+v, want two announcements with one id", evs)
+		}
+		if stored := bus.storedMatching(func(ev watcher.RepoChanged) bool { return ev.Commit == second }); len(stored) != 1 {
+			t.Errorf("the stream holds %+v for %s, want the one announcement it kept", stored, second)
 		}
 	})
 }
@@ -210,7 +215,7 @@ func TestSignedWebhookOfEachProviderTriggersAnEvent(t *testing.T) {
 	for _, provider := range []string{watcher.ProviderGitHub, watcher.ProviderGitea, watcher.ProviderGitLab} {
 		t.Run(provider, func(t *testing.T) {
 			s := newRemoteSetup(t)
-			r := startWatcher(t, s.cfg, newFakeBus())
+			r := startWatcher(t, s.cfg, newTestBus(t))
 			r.waitCommit(s.first, watcher.TriggerStartup)
 
 			second := s.repo.commitAndPush("pushed")
@@ -231,7 +236,7 @@ func TestSignedWebhookOfEachProviderTriggersAnEvent(t *testing.T) {
 
 func TestForgejoSignatureHeaderIsAccepted(t *testing.T) {
 	s := newRemoteSetup(t)
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 	second := s.repo.commitAndPush("pushed")
 
@@ -255,7 +260,7 @@ func TestForgejoSignatureHeaderIsAccepted(t *testing.T) {
 
 func TestUnverifiedOrOversizedWebhooksAreRefusedAndTriggerNothing(t *testing.T) {
 	s := newRemoteSetup(t)
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 	// A new commit is waiting: anything that reached git would announce it.
 	second := s.repo.commitAndPush("not yet announced")
@@ -318,7 +323,7 @@ func TestUnverifiedOrOversizedWebhooksAreRefusedAndTriggerNothing(t *testing.T) 
 func TestWebhookIgnoresOtherBranchesAndOtherEvents(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 20 * time.Millisecond
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
 	s.repo.write("vm/base/feature.yaml", "kind: VM\n")
@@ -355,7 +360,7 @@ func TestWebhookIgnoresOtherBranchesAndOtherEvents(t *testing.T) {
 
 func TestReplayedDeliveryAfterRestartTriggersNothing(t *testing.T) {
 	s := newRemoteSetup(t)
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	r := startWatcher(t, s.cfg, bus)
 	r.waitCommit(s.first, watcher.TriggerStartup)
 	second := s.repo.commitAndPush("second")
@@ -397,7 +402,7 @@ func TestReplayedDeliveryAfterRestartTriggersNothing(t *testing.T) {
 func TestForcePushIsFollowed(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 20 * time.Millisecond
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
 	s.repo.write("vm/base/web.yaml", "kind: VM\nversion: 2\n")
@@ -410,7 +415,7 @@ func TestForcePushIsFollowed(t *testing.T) {
 	rewritten := s.repo.commit("v3 rewritten")
 	s.repo.push("main", true)
 	ev := r.waitCommit(rewritten, watcher.TriggerPoll)
-	snap, err := r.bus.trees.GetTree(context.Background(), ev.Tree)
+	snap, err := r.bus.getTree(ev.Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,16 +430,14 @@ func TestForcePushIsFollowed(t *testing.T) {
 		evs := r.bus.pub.forCommit(second)
 		return len(evs) == 2
 	})
-	if st := r.w.Status(); st.Commit != second {
-		t.Errorf("status commit = %s, want %s", st.Commit, second)
-	}
+	waitFor(t, "the status to name the second commit", func() bool { return r.w.Status().Commit == second })
 }
 
 func TestTreeIsStoredOnceHoweverManyTriggersFire(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 20 * time.Millisecond
 	s.cfg.DriftInterval = 200 * time.Millisecond
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	r := startWatcher(t, s.cfg, bus)
 	r.waitCommit(s.first, watcher.TriggerStartup)
 	tree := s.repo.treeOf(s.first)
@@ -446,21 +449,20 @@ func TestTreeIsStoredOnceHoweverManyTriggersFire(t *testing.T) {
 	}
 	r.waitEvent("the second commit", func(ev watcher.RepoChanged) bool { return ev.Commit == again })
 	r.waitEvent("a drift tick", func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerDrift })
-	if err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "r1"}); err != nil {
+	if err := bus.send(watcher.ReconcileRequest{RequestID: "r1"}); err != nil {
 		t.Fatal(err)
 	}
 	r.stop()
 	r2 := startWatcher(t, s.cfg, bus)
-	r2.waitEvent("the restart's startup event", func(ev watcher.RepoChanged) bool {
-		return ev.Trigger == watcher.TriggerStartup && ev.Commit == again
-	})
+	// The stream drops this announcement: the webhook's event for the same commit has its id.
+	r2.waitCall(again, watcher.TriggerStartup)
 
 	for _, ev := range bus.pub.all() {
 		if ev.Tree != tree {
 			t.Errorf("event %s names tree %s, want %s", ev.EventID, ev.Tree, tree)
 		}
 	}
-	if n := bus.trees.writesOf(tree); n != 1 {
+	if n := bus.writes.of(tree); n != 1 {
 		t.Errorf("tree written %d times, want once", n)
 	}
 	if got := r2.metric("proxops_watcher_trees_stored_total", nil); got != 0 {
@@ -471,7 +473,7 @@ func TestTreeIsStoredOnceHoweverManyTriggersFire(t *testing.T) {
 func TestDriftScheduleReannouncesWithADriftID(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.DriftInterval = 150 * time.Millisecond
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
 	var drifts []watcher.RepoChanged
@@ -503,7 +505,7 @@ func TestDriftScheduleReannouncesWithADriftID(t *testing.T) {
 func TestDryRunRequestsDoNotHoldBackDriftTicks(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.DriftInterval = 200 * time.Millisecond
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	r := startWatcher(t, s.cfg, bus)
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
@@ -518,7 +520,7 @@ func TestDryRunRequestsDoNotHoldBackDriftTicks(t *testing.T) {
 			case <-time.After(10 * time.Millisecond):
 			}
 			req := watcher.ReconcileRequest{RequestID: "preview-" + strconv.Itoa(i), DryRun: true, Clusters: []string{"lab"}}
-			if err := bus.reqs.send(t, req); err != nil {
+			if err := bus.send(req); err != nil {
 				t.Errorf("request: %v", err)
 				return
 			}
@@ -534,7 +536,7 @@ func TestDryRunRequestsDoNotHoldBackDriftTicks(t *testing.T) {
 func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 20 * time.Millisecond
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	r := startWatcher(t, s.cfg, bus)
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
@@ -565,15 +567,15 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 		t.Errorf("announced %+v while the remote was down", evs)
 	}
 	// One report when the source turned stale, however many polls failed since.
-	if hs := bus.pub.healthReports(); len(hs) != 2 || hs[0].Stale || !hs[1].Stale || hs[1].Commit != s.first || hs[1].LastError == "" {
+	if hs := bus.healthReports(); len(hs) != 2 || hs[0].Stale || !hs[1].Stale || hs[1].Commit != s.first || hs[1].LastError == "" {
 		t.Errorf("health reports while failing: %+v; want healthy, then stale on %s with the error", hs, s.first)
 	}
 
 	s.server.down.Store(false)
 	r.waitCommit(second, watcher.TriggerPoll)
 	waitFor(t, "recovery", func() bool { return !r.w.Status().Stale })
-	waitFor(t, "a healthy report", func() bool { return len(bus.pub.healthReports()) == 3 })
-	if h := bus.pub.healthReports()[2]; h.Stale || h.LastError != "" || h.Failures != 0 {
+	waitFor(t, "a healthy report", func() bool { return len(bus.healthReports()) == 3 })
+	if h := bus.healthReports()[2]; h.Stale || h.LastError != "" || h.Failures != 0 {
 		t.Errorf("health report after recovery: %+v", h)
 	}
 	if code, _ := r.get("/healthz"); code != http.StatusOK {
@@ -592,7 +594,7 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 func TestOversizedCommitKeepsTheLastGoodTreeUntilTheBranchMoves(t *testing.T) {
 	s := newRemoteSetup(t)
 	s.cfg.PollInterval = 20 * time.Millisecond
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
 	s.repo.write("vm/base/huge.yaml", strings.Repeat("x", watcher.MaxSnapshotFileSize+1))
@@ -617,7 +619,7 @@ func TestOversizedCommitKeepsTheLastGoodTreeUntilTheBranchMoves(t *testing.T) {
 
 func TestStartupWhenTheRemoteIsDownAnnouncesTheLastGoodTree(t *testing.T) {
 	s := newRemoteSetup(t)
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	r := startWatcher(t, s.cfg, bus)
 	r.waitCommit(s.first, watcher.TriggerStartup)
 	r.stop()
@@ -636,7 +638,7 @@ func TestStartupWhenTheRemoteIsDownAnnouncesTheLastGoodTree(t *testing.T) {
 
 func TestPublishFailureIsRetried(t *testing.T) {
 	s := newRemoteSetup(t)
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	bus.pub.setFail(errors.New("bus unavailable"))
 	r := startWatcher(t, s.cfg, bus)
 	waitFor(t, "failed publishes", func() bool { return r.metric("proxops_watcher_publish_failures_total", nil) >= 2 })
@@ -646,13 +648,13 @@ func TestPublishFailureIsRetried(t *testing.T) {
 
 func TestReconcileRequests(t *testing.T) {
 	s := newRemoteSetup(t)
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	r := startWatcher(t, s.cfg, bus)
 	r.waitCommit(s.first, watcher.TriggerStartup)
 	repo := s.server.url("repo.git")
 
 	t.Run("current commit", func(t *testing.T) {
-		err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "req-1", Clusters: []string{"lab"}, DryRun: true, RequestedBy: "cli:test"})
+		err := bus.send(watcher.ReconcileRequest{RequestID: "req-1", Clusters: []string{"lab"}, DryRun: true, RequestedBy: "cli:test"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -668,7 +670,7 @@ func TestReconcileRequests(t *testing.T) {
 	})
 	t.Run("picks up a new commit first", func(t *testing.T) {
 		second := s.repo.commitAndPush("second")
-		if err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "req-2"}); err != nil {
+		if err := bus.send(watcher.ReconcileRequest{RequestID: "req-2"}); err != nil {
 			t.Fatal(err)
 		}
 		ev := r.waitEvent("the manual event", func(ev watcher.RepoChanged) bool { return ev.RequestID == "req-2" })
@@ -681,10 +683,10 @@ func TestReconcileRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := bus.trees.PutTree(context.Background(), snap); err != nil {
+		if err := bus.putTree(snap); err != nil {
 			t.Fatal(err)
 		}
-		if err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "preview-1", Tree: snap.Tree, DryRun: true}); err != nil {
+		if err := bus.send(watcher.ReconcileRequest{RequestID: "preview-1", Tree: snap.Tree, DryRun: true}); err != nil {
 			t.Fatal(err)
 		}
 		ev := r.waitEvent("the preview event", func(ev watcher.RepoChanged) bool { return ev.RequestID == "preview-1" })
@@ -703,16 +705,18 @@ func TestReconcileRequests(t *testing.T) {
 			{RequestID: "ok", Clusters: []string{"Bad.Name"}},
 			{RequestID: "ok", Tree: "sha256-" + strings.Repeat("0", 64)},
 		} {
-			if err := bus.reqs.send(t, req); !errors.Is(err, watcher.ErrInvalidRequest) {
+			if err := bus.send(req); !errors.Is(err, watcher.ErrInvalidRequest) {
 				t.Errorf("request %+v: error %v, want ErrInvalidRequest", req, err)
 			}
 		}
+		// Refused requests are terminated, not handed back for another delivery.
+		waitFor(t, "every request settled", bus.requestsSettled)
 	})
 }
 
 func TestMetricsAndHealthAreServed(t *testing.T) {
 	s := newRemoteSetup(t)
-	r := startWatcher(t, s.cfg, newFakeBus())
+	r := startWatcher(t, s.cfg, newTestBus(t))
 	r.waitCommit(s.first, watcher.TriggerStartup)
 	r.send(webhook{provider: watcher.ProviderGitLab, ref: "refs/heads/main", after: s.first})
 
@@ -738,7 +742,9 @@ func TestMetricsAndHealthAreServed(t *testing.T) {
 
 func TestWebhookEndpointsNeedASecret(t *testing.T) {
 	s := newRemoteSetup(t)
-	w, err := watcher.New(s.cfg, watcher.Deps{Trees: newMemTrees(), Publisher: newMemPublisher(), KV: newMemKV()})
+	deps, disconnect := newTestBus(t).connect(nil, nil)
+	defer disconnect()
+	w, err := watcher.New(s.cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -767,24 +773,24 @@ func TestRequestsOnlyWatcherAnnouncesOnlyRequestedTrees(t *testing.T) {
 	repo := newWorkRepo(t, root)
 	seed(repo)
 	first := repo.commitAndPush("initial manifests")
-	bus := newFakeBus()
+	bus := newTestBus(t)
 	cfg := watcher.Config{Path: repo.dir, PollInterval: 10 * time.Millisecond, DriftInterval: 10 * time.Millisecond, RequestsOnly: true}
 	r := startWatcher(t, cfg, bus)
 	snap, err := watcher.SnapshotBranch(context.Background(), repo.dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.trees.PutTree(context.Background(), snap); err != nil {
+	if err := bus.putTree(snap); err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "apply-1", Tree: snap.Tree}); err != nil {
+	if err := bus.send(watcher.ReconcileRequest{RequestID: "apply-1", Tree: snap.Tree}); err != nil {
 		t.Fatal(err)
 	}
 	ev := r.waitEvent("the requested tree", func(ev watcher.RepoChanged) bool { return ev.RequestID == "apply-1" })
 	if ev.Commit != first || ev.Tree != snap.Tree || ev.DryRun || ev.Trigger != watcher.TriggerManual {
 		t.Fatalf("event %+v, want commit %s tree %s", ev, first, snap.Tree)
 	}
-	if err := bus.reqs.send(t, watcher.ReconcileRequest{RequestID: "now"}); !errors.Is(err, watcher.ErrInvalidRequest) {
+	if err := bus.send(watcher.ReconcileRequest{RequestID: "now"}); !errors.Is(err, watcher.ErrInvalidRequest) {
 		t.Fatalf("request without a tree: %v, want ErrInvalidRequest", err)
 	}
 	if all := bus.pub.all(); len(all) != 1 {
