@@ -89,6 +89,10 @@ func TestExecutorProcessServesThePredecessorsSeriesPerNode(t *testing.T) {
 		}
 		return -1
 	}
+	// /metrics is served before the executor answers observes: wait until it says it is ready.
+	testkit.WaitUntil(t, "the executor to be ready", done, &stderr, func() bool {
+		return strings.Contains(stderr.String(), `"msg":"executor ready"`)
+	})
 	observe("first")
 	if a := age(); a < 0 {
 		t.Fatalf("no proxops_pve_last_read_age_seconds%s after an observe", node)
