@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -72,5 +75,45 @@ func WaitUntil(t testing.TB, what string, done <-chan int, log *SyncBuffer, cond
 			t.Fatalf("no %s after 30 s; log:\n%s", what, log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Commands builds Go commands once per test binary into a temporary directory, for tests that run services
+// as separate processes (so a kill is a real SIGKILL). Remove deletes the directory; call it from TestMain.
+type Commands struct {
+	// Prefix names the temporary directory.
+	Prefix string
+	// Packages are the import paths to build.
+	Packages []string
+
+	once sync.Once
+	dir  string
+	err  error
+	out  []byte
+}
+
+// Path builds the commands on first use and returns the path of the one named name.
+func (c *Commands) Path(t testing.TB, name string) string {
+	t.Helper()
+	c.once.Do(func() {
+		dir, err := os.MkdirTemp("", c.Prefix)
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.dir = dir
+		cmd := exec.Command("go", append([]string{"build", "-o", dir + string(os.PathSeparator)}, c.Packages...)...)
+		c.out, c.err = cmd.CombinedOutput()
+	})
+	if c.err != nil {
+		t.Fatalf("build commands: %v\n%s", c.err, c.out)
+	}
+	return filepath.Join(c.dir, name)
+}
+
+// Remove deletes the built commands.
+func (c *Commands) Remove() {
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
 	}
 }

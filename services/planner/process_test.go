@@ -1,12 +1,9 @@
 package planner_test
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,36 +11,21 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // Crash tests: services run as separate processes and are killed with SIGKILL, no cleanup at all.
 
-var binaries struct {
-	once sync.Once
-	dir  string
-	err  error
-	out  []byte
-}
+// commands are the planner and executor commands, built once per test run.
+var commands = &testkit.Commands{Prefix: "proxops-planner-test", Packages: []string{
+	"github.com/proxops/proxops/services/planner/cmd/proxops-planner",
+	"github.com/proxops/proxops/services/executor/cmd/proxops-executor",
+}}
 
-// binary builds the planner and executor commands once per test run and returns the path of one.
+// binary returns the path of one of the commands.
 func binary(t testing.TB, name string) string {
 	t.Helper()
-	binaries.once.Do(func() {
-		dir, err := os.MkdirTemp("", "proxops-planner-test")
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		binaries.dir = dir
-		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
-			"github.com/proxops/proxops/services/planner/cmd/proxops-planner",
-			"github.com/proxops/proxops/services/executor/cmd/proxops-executor")
-		binaries.out, binaries.err = cmd.CombinedOutput()
-	})
-	if binaries.err != nil {
-		t.Fatalf("build commands: %v\n%s", binaries.err, binaries.out)
-	}
-	return filepath.Join(binaries.dir, name)
+	return commands.Path(t, name)
 }
 
 // proc is a service running as a separate process.
@@ -101,22 +83,8 @@ func (e *env) startExecutorProcess(node, replica string) *proc {
 		"--metrics-listen", "")
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a process's log, written by its output copiers and read by the test.
+type lockedBuffer = testkit.SyncBuffer
 
 // slowSpec makes creates take long enough to kill a process in the middle of a run.
 func slowSpec() pvesim.Spec {
@@ -200,8 +168,6 @@ func TestExecutorReplicaKilledMidTaskLeavesTheRunWhole(t *testing.T) {
 // TestMain removes the commands built for the crash tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binaries.dir != "" {
-		_ = os.RemoveAll(binaries.dir)
-	}
+	commands.Remove()
 	os.Exit(code)
 }

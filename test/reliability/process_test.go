@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,54 +9,35 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // Separate processes: the planner, the executors and the NATS servers are built once per test run and run
 // as their own processes, so a kill is a real SIGKILL with no cleanup at all.
 
-var binaries struct {
-	once sync.Once
-	dir  string
-	err  error
-	out  []byte
-}
+// commands are nats-server and the planner and executor commands, built once per test run.
+var commands = &testkit.Commands{Prefix: "proxops-reliability-", Packages: []string{
+	"github.com/nats-io/nats-server/v2",
+	"github.com/proxops/proxops/services/planner/cmd/proxops-planner",
+	"github.com/proxops/proxops/services/executor/cmd/proxops-executor",
+}}
 
-// binary builds nats-server and the planner and executor commands once per test run and returns the path
-// of one of them.
+// binary returns the path of one of the commands.
 func binary(t testing.TB, name string) string {
 	t.Helper()
-	binaries.once.Do(func() {
-		dir, err := os.MkdirTemp("", "proxops-reliability-")
-		if err != nil {
-			binaries.err = err
-			return
-		}
-		binaries.dir = dir
-		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
-			"github.com/nats-io/nats-server/v2",
-			"github.com/proxops/proxops/services/planner/cmd/proxops-planner",
-			"github.com/proxops/proxops/services/executor/cmd/proxops-executor")
-		binaries.out, binaries.err = cmd.CombinedOutput()
-	})
-	if binaries.err != nil {
-		t.Fatalf("build commands: %v\n%s", binaries.err, binaries.out)
-	}
-	return filepath.Join(binaries.dir, name)
+	return commands.Path(t, name)
 }
 
 // TestMain removes the commands built for the process tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binaries.dir != "" {
-		_ = os.RemoveAll(binaries.dir)
-	}
+	commands.Remove()
 	os.Exit(code)
 }
 
@@ -69,22 +49,8 @@ type proc struct {
 	done chan struct{}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a process's log, written by its output copiers and read by the test.
+type lockedBuffer = testkit.SyncBuffer
 
 // startProc starts a command; at the test's end it is stopped with SIGTERM (SIGKILL after 30 s) and, when
 // the test failed, its log is shown.
