@@ -5,15 +5,23 @@ package testkit
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/proxops/proxops/internal/event"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes and reads.
@@ -116,4 +124,41 @@ func (c *Commands) Remove() {
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)
 	}
+}
+
+// RunService runs a service's Run function until the returned stop is called or the test ends; stop waits for
+// it to return (30 s at most) and reports an error it returned.
+func RunService(t testing.TB, what string, fn func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s: %v", what, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s did not stop", what)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Snapshot is a repository of files (path to content) as a tree snapshot, named by a hash of its paths
+// and contents, as the watcher stores trees.
+func Snapshot(files map[string]string) event.TreeSnapshot {
+	snap := event.TreeSnapshot{}
+	h := sha256.New()
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%s\x00%s\x00", p, files[p])
+		snap.Files = append(snap.Files, event.File{Path: p, Content: []byte(files[p])})
+	}
+	snap.Tree = hex.EncodeToString(h.Sum(nil))[:40]
+	return snap
 }

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/testcorpus"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/executor"
@@ -142,25 +142,7 @@ func (e *env) connect(user string) *bus.Bus {
 
 // run runs a service until the returned stop is called or the test ends.
 func (e *env) run(what string, fn func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					e.t.Errorf("%s: %v", what, err)
-				}
-			case <-time.After(30 * time.Second):
-				e.t.Errorf("%s did not stop", what)
-			}
-		})
-	}
-	e.t.Cleanup(stop)
-	return stop
+	return testkit.RunService(e.t, what, fn)
 }
 
 func (e *env) startExecutor(node string) {

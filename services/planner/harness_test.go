@@ -2,8 +2,6 @@ package planner_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +26,7 @@ import (
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/executor"
 	"github.com/proxops/proxops/services/planner"
@@ -165,25 +163,7 @@ func (e *env) startExecutor(cluster, n string, b *bus.Bus, opts ...func(*executo
 }
 
 func (e *env) run(what string, fn func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					e.t.Errorf("%s: %v", what, err)
-				}
-			case <-time.After(30 * time.Second):
-				e.t.Errorf("%s did not stop", what)
-			}
-		})
-	}
-	e.t.Cleanup(stop)
-	return stop
+	return testkit.RunService(e.t, what, fn)
 }
 
 // repoFiles is a repository as path → content; baseURL is filled into the cluster config.
@@ -219,18 +199,7 @@ func readRepo(t testing.TB, dir string) repoFiles {
 // snapshot stores a repository as a tree snapshot and returns its tree name.
 func (e *env) snapshot(files repoFiles) string {
 	e.t.Helper()
-	snap := event.TreeSnapshot{}
-	h := sha256.New()
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		fmt.Fprintf(h, "%s\x00%s\x00", p, files[p])
-		snap.Files = append(snap.Files, event.File{Path: p, Content: []byte(files[p])})
-	}
-	snap.Tree = hex.EncodeToString(h.Sum(nil))[:40]
+	snap := testkit.Snapshot(files)
 	if _, err := e.bus.PutObjectIfAbsent(testContext(e.t), bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
 		e.t.Fatalf("store tree: %v", err)
 	}
