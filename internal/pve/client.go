@@ -53,7 +53,8 @@ type Config struct {
 	Insecure bool
 	// RequestTimeout bounds each HTTP request (default 30s).
 	RequestTimeout time.Duration
-	// ReadAttempts is how often a read is tried on transient failures (default 3); writes are sent once.
+	// ReadAttempts is how often a read is tried on transient failures (default 4: three retries, as the
+	// predecessor did); writes are sent once.
 	ReadAttempts int
 	// ReadBackoff is the first retry window of reads (default 200ms).
 	ReadBackoff time.Duration
@@ -159,7 +160,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.RequestTimeout = 30 * time.Second
 	}
 	if cfg.ReadAttempts <= 0 {
-		cfg.ReadAttempts = 3
+		cfg.ReadAttempts = 4
 	}
 	if cfg.ReadBackoff <= 0 {
 		cfg.ReadBackoff = 200 * time.Millisecond

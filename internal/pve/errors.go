@@ -195,3 +195,16 @@ func terminal(format string, a ...any) *Error {
 func conflict(format string, a ...any) *Error {
 	return &Error{Class: plan.ErrorConflict, Err: fmt.Errorf(format, a...)}
 }
+
+// UnexplainedTaskFailure reports whether err is a PVE task that stopped with an error exit status none of
+// the known texts explains (not a lock, a guest timeout, a conflict or a transient cluster failure). Such a
+// failure is often passing (a worker that died, storage that hiccupped) and sometimes lasting; the executor
+// tries the operation once more in place, which re-observes before it sends anything, then reports it.
+func UnexplainedTaskFailure(err error) bool {
+	var te *TaskError
+	if !errors.As(err, &te) || ClassOf(err) != plan.ErrorTerminal {
+		return false
+	}
+	class, _ := classifyText(te.ExitStatus, plan.ErrorNone)
+	return class == plan.ErrorNone
+}

@@ -70,6 +70,9 @@ type Config struct {
 	// RetryBackoff is the first redelivery delay after a retryable failure (default 2s, doubling, at
 	// most 2 min).
 	RetryBackoff time.Duration
+	// TaskRetries is how often an operation whose PVE task failed for a reason PVE's text does not explain
+	// is tried again in place, re-observing first, before it is reported failed (default 1; -1 never).
+	TaskRetries int
 	// ShutdownGrace is how long operations in flight may finish after Run's context ends (default 20s);
 	// what is still running then is handed back.
 	ShutdownGrace time.Duration
@@ -118,6 +121,9 @@ func (c Config) withDefaults() Config {
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 2 * time.Second
 	}
+	if c.TaskRetries == 0 {
+		c.TaskRetries = 1
+	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 20 * time.Second
 	}
@@ -144,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.PVE.BaseURL == "" {
 		errs = append(errs, errors.New("no PVE endpoint: give --pve-url (or run in-process with the repository's base-url)"))
+	}
+	if c.TaskRetries < -1 {
+		errs = append(errs, fmt.Errorf("task retries %d: want 0 or more, or -1 for none", c.TaskRetries))
 	}
 	if c.MaxDeliver < -1 || c.MaxDeliver == 1 {
 		errs = append(errs, fmt.Errorf("max deliver %d: want at least 2, or -1 for unlimited", c.MaxDeliver))

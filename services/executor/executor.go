@@ -347,6 +347,7 @@ func (h *opRun) run(ctx context.Context) error {
 	}
 	lockSince := time.Time{}
 	delay := e.cfg.RetryBackoff
+	taskRetries := 0
 	for {
 		var out pve.Outcome
 		client, secrets, err := e.pve.current(opCtx)
@@ -416,6 +417,23 @@ func (h *opRun) run(ctx context.Context) error {
 			delay = min(2*delay, time.Minute)
 			continue
 		}
+		if pve.UnexplainedTaskFailure(err) && taskRetries < e.cfg.TaskRetries {
+			// Apply starts over from what PVE shows now: the journal holds the failed task, so a create,
+			// clone or download is only sent again once PVE shows its target free or absent.
+			taskRetries++
+			e.metrics.operation(string(h.op.Action), "retried")
+			h.log().Warn("PVE task failed; trying once more", "err", err, "retry_in", e.cfg.RetryBackoff)
+			upid, tail := failedTask(err)
+			h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "retrying after a failed task: " + err.Error(),
+				ErrorClass: plan.ErrorRetryable, UPID: upid, TaskLog: tail})
+			select {
+			case <-time.After(e.cfg.RetryBackoff):
+			case <-ctx.Done():
+				_ = h.d.NakWithDelay(0)
+				return ctx.Err()
+			}
+			continue
+		}
 		return h.fail(ctx, j, err)
 	}
 }
@@ -464,12 +482,7 @@ func (h *opRun) busy(ctx context.Context, busy *errGuestBusy) error {
 func (h *opRun) fail(ctx context.Context, j *journal, err error) error {
 	e := h.e
 	class := pve.ClassOf(err)
-	var perr *pve.Error
-	var upid string
-	var tail []string
-	if errors.As(err, &perr) {
-		upid, tail = perr.UPID, perr.TaskLog
-	}
+	upid, tail := failedTask(err)
 	if class == plan.ErrorRetryable && !h.d.LastDelivery() {
 		delay := h.e.cfg.RetryBackoff << min(h.attempt-1, 6)
 		delay = min(delay, 2*time.Minute)
@@ -496,6 +509,15 @@ func (h *opRun) fail(ctx context.Context, j *journal, err error) error {
 	e.metrics.operation(string(h.op.Action), "failed")
 	h.log().Warn("operation failed", "err", err, "class", string(class))
 	return h.d.Term(msg)
+}
+
+// failedTask returns the UPID and log tail of the failed task an error holds, if any.
+func failedTask(err error) (upid string, tail []string) {
+	var perr *pve.Error
+	if errors.As(err, &perr) {
+		return perr.UPID, perr.TaskLog
+	}
+	return "", nil
 }
 
 func (h *opRun) retry(ctx context.Context, err error) error {

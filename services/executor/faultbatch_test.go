@@ -81,8 +81,8 @@ func freshCheck(key string, r pvesim.RequestLogEntry) bool {
 
 // R2 at the executor: with 10 % of reads answered 500, 10 % of guest writes refused with a lock timeout,
 // 5 % of tasks failing and jittered latency, a mixed batch completes. Retryable failures are retried
-// within the retry budget, failed tasks are reported with PVE's exit status, and no non-idempotent request
-// is repeated without a fresh check of its target in between.
+// within the retry budget, a failed task is tried once more in place and, if it fails again, reported with
+// PVE's exit status, and no non-idempotent request is repeated without a fresh check of its target in between.
 func TestMixedBatchCompletesThroughInjectedFaults(t *testing.T) {
 	spec := pvesim.DefaultSpec()
 	for _, id := range []int{100, 101, 102, 103, 110, 111, 112, 113, 120, 121, 190} {
@@ -255,11 +255,15 @@ func TestMixedBatchCompletesThroughInjectedFaults(t *testing.T) {
 			t.Errorf("%s %d: %+v", op.Action, op.VMID, r)
 		}
 	}
-	// Seed 18 fails the 10th, 15th, 21st and 27th task the simulator starts.
-	if failed == 0 {
+	// Seed 18 fails the 10th, 15th, 21st and 27th task the simulator starts. A failed task is tried once
+	// more in place, so an operation fails only when its retry fails too.
+	retried := countWhere(e.results(), func(r plan.Result) bool {
+		return r.Status == plan.StatusProgress && strings.HasPrefix(r.Message, "retrying after a failed task: ")
+	})
+	if retried == 0 {
 		t.Error("no operation met an injected task failure")
 	}
-	t.Logf("%d of %d operations failed by injected task failures", failed, len(ops))
+	t.Logf("%d failed tasks tried again; %d of %d operations failed by injected task failures", retried, failed, len(ops))
 
 	log := e.sim.Requests()
 	readFaults, writeFaults := 0, 0
@@ -275,17 +279,14 @@ func TestMixedBatchCompletesThroughInjectedFaults(t *testing.T) {
 	if readFaults == 0 || writeFaults == 0 {
 		t.Fatalf("the faults did not happen: %d failed reads, %d failed writes", readFaults, writeFaults)
 	}
-	// No non-idempotent request twice without a fresh check between, and none answered twice.
+	// No non-idempotent request twice without a fresh check between, and none sent again after PVE accepted
+	// it unless its task failed.
 	last := map[string]int{}
-	accepted := map[string]int{}
 	repeated := map[string]bool{}
 	for i, r := range log {
 		key := nonIdempotentKey(r)
 		if key == "" {
 			continue
-		}
-		if r.Status == http.StatusOK {
-			accepted[key]++
 		}
 		if prev, ok := last[key]; ok {
 			repeated[key] = true
@@ -299,9 +300,10 @@ func TestMixedBatchCompletesThroughInjectedFaults(t *testing.T) {
 			if !checked {
 				t.Errorf("%s %s sent again without a fresh check (requests %d and %d)", r.Method, r.Path, prev, i)
 			}
-			if strings.HasPrefix(key, "file ") && log[prev].Status == http.StatusOK {
+			// Sent again after PVE accepted it: only when that task failed (PVE removed what it began).
+			if log[prev].Status == http.StatusOK {
 				if st, err := cl.TaskStatus(testContext(t), mustUPID(t, log[prev].UPID)); err != nil || st.OK() {
-					t.Errorf("%s sent again after an accepted download whose task did not fail (%+v, %v)", key, st, err)
+					t.Errorf("%s sent again after an accepted request whose task did not fail (%+v, %v)", key, st, err)
 				}
 			}
 		}
@@ -310,11 +312,6 @@ func TestMixedBatchCompletesThroughInjectedFaults(t *testing.T) {
 	for _, key := range []string{"guest 300", "guest 400", "delete 120", "file local:a.iso"} {
 		if !repeated[key] {
 			t.Errorf("%s was never sent again: the check above saw nothing", key)
-		}
-	}
-	for key, n := range accepted {
-		if n > 1 && !strings.HasPrefix(key, "file ") {
-			t.Errorf("%s accepted %d times", key, n)
 		}
 	}
 	dlq, _ := bus.DLQSubject(cluster, "pve1")

@@ -193,7 +193,11 @@ func runR2(t *testing.T, seed int64) {
 		o := e.wait(e.announce(repo, false), 3*time.Minute)
 		switch {
 		case len(o.rejected) > 0:
-			outcomes = append(outcomes, "rejected: "+o.rejected[0].Rejection.Reason)
+			var msgs []string
+			for _, d := range o.rejected[0].Rejection.Diagnostics {
+				msgs = append(msgs, d.Message)
+			}
+			outcomes = append(outcomes, fmt.Sprintf("rejected: %s (%s)", o.rejected[0].Rejection.Reason, strings.Join(msgs, "; ")))
 		default:
 			f := o.last()
 			var failed []string

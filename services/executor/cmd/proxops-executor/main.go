@@ -110,12 +110,16 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.DurationVar(&cfg.AckWait, "ack-wait", 30*time.Second, "redelivery timeout of an unacknowledged operation (also the guest guard's TTL)")
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 10, "deliveries of an operation before it is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 2*time.Second, "first delay before a retryable failure is retried")
+	fs.IntVar(&cfg.TaskRetries, "task-retries", 1, "times an operation whose PVE task failed without a known reason is tried again (0: never)")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9495", "address of the /metrics endpoint (empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err
 	}
 	if fs.NArg() > 0 {
 		return cfg, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.TaskRetries == 0 {
+		cfg.TaskRetries = -1 // the flag's 0 is "never"; the Config's zero value is the default
 	}
 	if *nodes != "" {
 		for n := range strings.SplitSeq(*nodes, ",") {
