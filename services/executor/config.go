@@ -152,7 +152,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no PVE endpoint: give --pve-url (or run in-process with the repository's base-url)"))
 	}
 	if c.TaskRetries < -1 {
-		errs = append(errs, fmt.Errorf("task retries %d: want 0 or more, or -1 for none", c.TaskRetries))
+		errs = append(errs, fmt.Errorf("task retries %d: want -1 (never) or more", c.TaskRetries))
 	}
 	if c.MaxDeliver < -1 || c.MaxDeliver == 1 {
 		errs = append(errs, fmt.Errorf("max deliver %d: want at least 2, or -1 for unlimited", c.MaxDeliver))

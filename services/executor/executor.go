@@ -422,7 +422,7 @@ func (h *opRun) run(ctx context.Context) error {
 			// clone or download is only sent again once PVE shows its target free or absent.
 			taskRetries++
 			e.metrics.operation(string(h.op.Action), "retried")
-			h.log().Warn("PVE task failed; trying once more", "err", err, "retry_in", e.cfg.RetryBackoff)
+			h.log().Warn("PVE task failed; trying again", "err", err, "retry_in", e.cfg.RetryBackoff)
 			upid, tail := failedTask(err)
 			h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "retrying after a failed task: " + err.Error(),
 				ErrorClass: plan.ErrorRetryable, UPID: upid, TaskLog: tail})
