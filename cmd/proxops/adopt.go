@@ -112,30 +112,12 @@ func runAdopt(ctx context.Context, out, errOut io.Writer, opts adoptOptions) err
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
 
-	var b *bus.Bus
-	switch {
-	case opts.nats.url != "":
-		if b, err = opts.nats.connectRemote(ctx); err != nil {
-			return err
-		}
-		defer func() { _ = b.Close() }()
-	default:
-		dir, err := opts.nats.dir()
-		if err != nil {
-			return err
-		}
-		lock, err := lockDataDir(dir)
-		if errors.Is(err, errDataDirBusy) {
-			if b, err = connectUp(ctx, dir); err != nil {
-				return err
-			}
-			defer func() { _ = b.Close() }()
-			break
-		}
-		if err != nil {
-			return err
-		}
-		defer lock.release()
+	b, dir, release, err := attachBus(ctx, opts.nats)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if b == nil {
 		// Read-only: the executors only observe (an operation an interrupted apply left queued stays queued),
 		// the planner only plans.
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: true, Warnings: errOut,

@@ -63,41 +63,50 @@ func connectUp(ctx context.Context, dir string) (*bus.Bus, error) {
 	return b, nil
 }
 
-// withBus runs fn with a connection to ProxOps' NATS: --nats, else the proxops up on the data directory,
-// else a server of its own on the data directory (no services), provisioned.
-func withBus(ctx context.Context, o natsOptions, fn func(*bus.Bus) error) error {
+// attachBus connects to ProxOps' NATS: --nats, else the proxops up that holds the data directory. When
+// neither is there, it locks the data directory and returns it as own, for the caller to run a server of
+// its own there; b is nil then. release closes the connection or unlocks the directory.
+func attachBus(ctx context.Context, o natsOptions) (b *bus.Bus, own string, release func(), err error) {
 	if o.url != "" {
-		b, err := o.connectRemote(ctx)
-		if err != nil {
-			return err
+		if b, err = o.connectRemote(ctx); err != nil {
+			return nil, "", nil, err
 		}
-		defer func() { _ = b.Close() }()
-		return fn(b)
+		return b, "", func() { _ = b.Close() }, nil
 	}
 	dir, err := o.dir()
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	lock, err := lockDataDir(dir)
 	if errors.Is(err, errDataDirBusy) {
-		b, err := connectUp(ctx, dir)
-		if err != nil {
-			return err
+		if b, err = connectUp(ctx, dir); err != nil {
+			return nil, "", nil, err
 		}
-		defer func() { _ = b.Close() }()
-		return fn(b)
+		return b, "", func() { _ = b.Close() }, nil
 	}
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return nil, dir, lock.release, nil
+}
+
+// withBus runs fn with a connection to ProxOps' NATS: --nats, else the proxops up on the data directory,
+// else a server of its own on the data directory (no services), provisioned.
+func withBus(ctx context.Context, o natsOptions, fn func(*bus.Bus) error) error {
+	b, dir, release, err := attachBus(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer lock.release()
+	defer release()
+	if b != nil {
+		return fn(b)
+	}
 	srv, err := bus.StartServer(ctx, bus.ServerConfig{Dir: dir, SyncAlways: true})
 	if err != nil {
 		return err
 	}
 	defer srv.Shutdown()
-	b, err := srv.Connect(bus.Options{})
-	if err != nil {
+	if b, err = srv.Connect(bus.Options{}); err != nil {
 		return err
 	}
 	defer func() { _ = b.Close() }()

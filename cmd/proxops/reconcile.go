@@ -160,31 +160,13 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		}
 	}
 
-	var b *bus.Bus
 	var sys *system
-	switch {
-	case opts.nats.url != "":
-		if b, err = opts.nats.connectRemote(ctx); err != nil {
-			return err
-		}
-		defer func() { _ = b.Close() }()
-	default:
-		dir, err := opts.nats.dir()
-		if err != nil {
-			return err
-		}
-		lock, err := lockDataDir(dir)
-		if errors.Is(err, errDataDirBusy) {
-			if b, err = connectUp(ctx, dir); err != nil {
-				return err
-			}
-			defer func() { _ = b.Close() }()
-			break
-		}
-		if err != nil {
-			return err
-		}
-		defer lock.release()
+	b, dir, release, err := attachBus(ctx, opts.nats)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if b == nil {
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: !apply, Warnings: errOut, Logger: cliLogger(errOut, opts.logLevel),
 			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, selected, opts.pve),
 			// A diff never carries on an apply an earlier command left open on the data directory.
