@@ -21,7 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/wire"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes and reads.
@@ -161,4 +163,22 @@ func Snapshot(files map[string]string) event.TreeSnapshot {
 	}
 	snap.Tree = hex.EncodeToString(h.Sum(nil))[:40]
 	return snap
+}
+
+// Owned reads a cluster's ownership inventory (the proxops_owned bucket), by vmid.
+func Owned(t testing.TB, ctx context.Context, b *bus.Bus, cluster string) map[int]wire.OwnedGuest {
+	t.Helper()
+	entries, err := b.Entries(ctx, bus.BucketOwned, cluster+".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]wire.OwnedGuest{}
+	for _, en := range entries {
+		o, err := wire.UnmarshalOwnedGuest(en.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[o.VMID] = o
+	}
+	return out
 }

@@ -54,8 +54,14 @@ func OwnedGuestFromProto(m proto.Message) (OwnedGuest, error) {
 	return o, nil
 }
 
-// NewOwnedGuest is an empty proxops.plan.v1.OwnedGuest to read a KV value into.
-func NewOwnedGuest() proto.Message { return &planv1.OwnedGuest{} }
+// UnmarshalOwnedGuest decodes an ownership record as stored in the proxops_owned KV bucket.
+func UnmarshalOwnedGuest(data []byte) (OwnedGuest, error) {
+	m := &planv1.OwnedGuest{}
+	if err := proto.Unmarshal(data, m); err != nil {
+		return OwnedGuest{}, fmt.Errorf("owned guest: %w", err)
+	}
+	return OwnedGuestFromProto(m)
+}
 
 // ClusterControl is the planners' shared state of one cluster (KV proxops_clusters, key <cluster>): the
 // newest repository event asking to apply it, the last one handled, the run in progress and the run-time

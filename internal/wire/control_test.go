@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/event"
 	planv1 "github.com/proxops/proxops/internal/gen/proxops/plan/v1"
@@ -28,6 +29,17 @@ func TestOwnedGuestRoundTripsAndRefusesAnEmptyFingerprint(t *testing.T) {
 	}
 	if diff := cmp.Diff(in, out); diff != "" {
 		t.Fatalf("owned guest round trip (-in +out):\n%s", diff)
+	}
+	// As the proxops_owned bucket stores it.
+	stored, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := wire.UnmarshalOwnedGuest(stored); err != nil || !cmp.Equal(in, out) {
+		t.Fatalf("stored record read back as %+v, %v", out, err)
+	}
+	if _, err := wire.UnmarshalOwnedGuest([]byte{0xff, 0xff}); err == nil {
+		t.Fatal("a corrupt stored record was read")
 	}
 	in.Fingerprint = ""
 	if _, err := wire.OwnedGuestToProto(in); err == nil {

@@ -201,13 +201,9 @@ func (a *adopter) managed(ctx context.Context, cluster string) (map[int]manifest
 	}
 	out := map[int]manifest.Ref{}
 	for _, e := range entries {
-		m := wire.NewOwnedGuest()
-		if err := proto.Unmarshal(e.Value, m); err != nil {
-			a.log.Warn("unreadable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)
-			continue
-		}
-		o, err := wire.OwnedGuestFromProto(m)
+		o, err := wire.UnmarshalOwnedGuest(e.Value)
 		if err != nil {
+			a.log.Warn("unreadable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)
 			continue
 		}
 		if ref, ok := manifest.ParseRef(o.Ref); ok {

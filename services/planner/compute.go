@@ -273,12 +273,7 @@ func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, erro
 	}
 	var out []plan.Owned
 	for _, e := range entries {
-		m := wire.NewOwnedGuest()
-		if err := proto.Unmarshal(e.Value, m); err != nil {
-			p.log.Warn("unreadable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)
-			continue
-		}
-		o, err := wire.OwnedGuestFromProto(m)
+		o, err := wire.UnmarshalOwnedGuest(e.Value)
 		if err != nil || o.Fingerprint == "" {
 			p.log.Warn("unusable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)
 			continue

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
@@ -317,23 +315,7 @@ func (e *env) apply(files repoFiles) outcome {
 // owned reads the ownership inventory of the test cluster, by vmid.
 func (e *env) owned() map[int]wire.OwnedGuest {
 	e.t.Helper()
-	entries, err := e.bus.Entries(testContext(e.t), bus.BucketOwned, cluster+".*")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := map[int]wire.OwnedGuest{}
-	for _, en := range entries {
-		m := wire.NewOwnedGuest()
-		if err := proto.Unmarshal(en.Value, m); err != nil {
-			e.t.Fatal(err)
-		}
-		o, err := wire.OwnedGuestFromProto(m)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		out[o.VMID] = o
-	}
-	return out
+	return testkit.Owned(e.t, testContext(e.t), e.bus, cluster)
 }
 
 // writes counts the requests that change PVE.
