@@ -285,8 +285,10 @@ type clusterRun struct {
 	confirmed bool
 }
 
-func (c *clusterRun) done(apply, yes bool) bool {
-	return c.rejected != nil || c.finished != nil || (apply && c.held != nil && !yes)
+// done says nothing more is to come for the cluster: rejected, finished, or held by the latch for an apply
+// that does not confirm it.
+func (q reconcileRequest) done(c *clusterRun) bool {
+	return c.rejected != nil || c.finished != nil || (q.apply && c.held != nil && !q.yes)
 }
 
 // reconcileResult is every cluster's outcome.
@@ -308,57 +310,69 @@ type item struct {
 	err error
 }
 
+// reconcileFollow is one reconcile request in flight: what the steps of run read and extend.
+type reconcileFollow struct {
+	q         reconcileRequest
+	rep       *reporter
+	requestID string
+	items     chan item
+	res       *reconcileResult
+	runs      map[string]string        // run id → cluster
+	early     map[string][]plan.Result // results of runs not seen planned yet
+	// The stream positions the request follows from.
+	repoFrom, plansFrom, resultsFrom uint64
+	// Results and plan events come on two streams: a run's end can be read before its last results. Once
+	// every cluster is done, the results published by then are read too, so every operation's end is shown.
+	resultsSeen, drainTo uint64
+	drainUntil           time.Time
+}
+
+// run asks for the reconcile and follows it: mark the streams' ends, follow them, ask, wait for every cluster.
 func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
-	repoFrom, err := q.bus.LastSequence(ctx, bus.StreamRepo, bus.SubjectRepoChanged)
-	if err != nil {
+	f := &reconcileFollow{q: q, rep: rep, requestID: newRequestID(), items: make(chan item, 256),
+		res: &reconcileResult{clusters: map[string]*clusterRun{}}, runs: map[string]string{}, early: map[string][]plan.Result{}}
+	if err := f.markPositions(ctx); err != nil {
 		return nil, err
 	}
-	plansFrom, err := q.bus.LastSequence(ctx, bus.StreamPlans, bus.FilterPlans)
-	if err != nil {
-		return nil, err
-	}
-	resultsFrom, err := q.bus.LastSequence(ctx, bus.StreamResults, bus.FilterResults)
-	if err != nil {
-		return nil, err
-	}
-	items := make(chan item, 256)
 	fctx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
-	follow := func(stream, filter string, from uint64, decode func(*bus.Message) (item, bool)) {
-		go func() {
-			err := q.bus.Follow(fctx, stream, []string{filter}, from+1, func(m *bus.Message, _ time.Time) error {
-				it, ok := decode(m)
-				if !ok {
-					return nil
-				}
-				select {
-				case items <- it:
-					return nil
-				case <-fctx.Done():
-					return fctx.Err()
-				}
-			})
-			if err != nil && fctx.Err() == nil {
-				select {
-				case items <- item{err: err}:
-				case <-fctx.Done():
-				}
-			}
-		}()
+	f.followStreams(fctx)
+	if err := f.ask(ctx); err != nil {
+		return nil, err
 	}
-	requestID := newRequestID()
-	follow(bus.StreamRepo, bus.SubjectRepoChanged, repoFrom, func(m *bus.Message) (item, bool) {
+	return f.wait(ctx)
+}
+
+// markPositions notes where the streams end before the request, so only its answers are read.
+func (f *reconcileFollow) markPositions(ctx context.Context) error {
+	var err error
+	if f.repoFrom, err = f.q.bus.LastSequence(ctx, bus.StreamRepo, bus.SubjectRepoChanged); err != nil {
+		return err
+	}
+	if f.plansFrom, err = f.q.bus.LastSequence(ctx, bus.StreamPlans, bus.FilterPlans); err != nil {
+		return err
+	}
+	if f.resultsFrom, err = f.q.bus.LastSequence(ctx, bus.StreamResults, bus.FilterResults); err != nil {
+		return err
+	}
+	f.resultsSeen = f.resultsFrom
+	return nil
+}
+
+// followStreams follows the repository events, the plan events and, for an apply, the results into items.
+func (f *reconcileFollow) followStreams(ctx context.Context) {
+	f.follow(ctx, bus.StreamRepo, bus.SubjectRepoChanged, f.repoFrom, func(m *bus.Message) (item, bool) {
 		ev, err := wire.DecodeRepoChanged(ctx, m.Decode)
-		if err != nil || ev.RequestID != requestID {
+		if err != nil || ev.RequestID != f.requestID {
 			return item{}, false
 		}
 		return item{repoChanged: &ev}, true
 	})
-	follow(bus.StreamPlans, bus.FilterPlans, plansFrom, func(m *bus.Message) (item, bool) { return decodePlanEvent(ctx, m) })
-	if q.apply {
-		follow(bus.StreamResults, bus.FilterResults, resultsFrom, func(m *bus.Message) (item, bool) {
+	f.follow(ctx, bus.StreamPlans, bus.FilterPlans, f.plansFrom, func(m *bus.Message) (item, bool) { return decodePlanEvent(ctx, m) })
+	if f.q.apply {
+		f.follow(ctx, bus.StreamResults, bus.FilterResults, f.resultsFrom, func(m *bus.Message) (item, bool) {
 			r, err := wire.DecodeResult(ctx, m.Decode)
 			if err != nil {
 				return item{}, false
@@ -366,122 +380,188 @@ func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileRes
 			return item{result: &r, seq: m.Sequence}, true
 		})
 	}
+}
 
-	msg := wire.ReconcileRequestToProto(event.ReconcileRequest{RequestID: requestID, Clusters: q.clusters, DryRun: !q.apply,
-		Tree: q.tree, RequestedBy: requestedBy()})
-	if _, err := q.bus.Publish(ctx, bus.SubjectReconcileRequest, msg, bus.WithMsgID(requestID)); err != nil {
-		return nil, fmt.Errorf("ask for a reconcile: %w", err)
+// follow reads one stream after from in the background, decoding the messages it wants into items.
+func (f *reconcileFollow) follow(ctx context.Context, stream, filter string, from uint64, decode func(*bus.Message) (item, bool)) {
+	go func() {
+		err := f.q.bus.Follow(ctx, stream, []string{filter}, from+1, func(m *bus.Message, _ time.Time) error {
+			it, ok := decode(m)
+			if !ok {
+				return nil
+			}
+			select {
+			case f.items <- it:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			select {
+			case f.items <- item{err: err}:
+			case <-ctx.Done():
+			}
+		}
+	}()
+}
+
+// ask publishes the reconcile request.
+func (f *reconcileFollow) ask(ctx context.Context) error {
+	msg := wire.ReconcileRequestToProto(event.ReconcileRequest{RequestID: f.requestID, Clusters: f.q.clusters, DryRun: !f.q.apply,
+		Tree: f.q.tree, RequestedBy: requestedBy()})
+	if _, err := f.q.bus.Publish(ctx, bus.SubjectReconcileRequest, msg, bus.WithMsgID(f.requestID)); err != nil {
+		return fmt.Errorf("ask for a reconcile: %w", err)
 	}
+	return nil
+}
 
-	res := &reconcileResult{clusters: map[string]*clusterRun{}}
-	runs := map[string]string{}         // run id → cluster
-	early := map[string][]plan.Result{} // results of runs not seen planned yet
+// wait handles what comes back until every cluster is settled, the context ends or the watcher stays silent.
+func (f *reconcileFollow) wait(ctx context.Context) (*reconcileResult, error) {
 	// A deployed watcher busy with a long fetch answers late; an in-process one at once.
 	answered := time.NewTimer(time.Minute)
 	defer answered.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	// Results and plan events come on two streams: a run's end can be read before its last results. Once
-	// every cluster is done, the results published by then are read too, so every operation's end is shown.
-	resultsSeen, drainTo, drainUntil := resultsFrom, uint64(0), time.Time{}
 	for {
-		if res.names != nil && res.complete(q.apply, q.yes) {
-			if !q.apply {
-				return res, nil
-			}
-			if drainTo == 0 {
-				last, err := q.bus.LastSequence(ctx, bus.StreamResults, bus.FilterResults)
-				if err != nil {
-					return res, nil
-				}
-				drainTo, drainUntil = max(last, 1), time.Now().Add(5*time.Second)
-			}
-			if resultsSeen >= drainTo || time.Now().After(drainUntil) {
-				return res, nil
-			}
+		if f.settled(ctx) {
+			return f.res, nil
 		}
 		select {
 		case <-ctx.Done():
-			if res.names == nil {
-				return nil, fmt.Errorf("no answer to reconcile request %s: %w", requestID, ctx.Err())
+			if f.res.names == nil {
+				return nil, fmt.Errorf("no answer to reconcile request %s: %w", f.requestID, ctx.Err())
 			}
-			return nil, fmt.Errorf("waiting for the plans of request %s: %w (clusters still open: %s)", requestID, ctx.Err(),
-				strings.Join(res.open(q.apply, q.yes), ", "))
+			return nil, fmt.Errorf("waiting for the plans of request %s: %w (clusters still open: %s)", f.requestID, ctx.Err(),
+				strings.Join(f.q.open(f.res), ", "))
 		case <-answered.C:
-			if res.names == nil {
-				return nil, fmt.Errorf("the watcher did not answer reconcile request %s within a minute (is a watcher running?)", requestID)
+			if f.res.names == nil {
+				return nil, fmt.Errorf("the watcher did not answer reconcile request %s within a minute (is a watcher running?)", f.requestID)
 			}
 		case <-tick.C:
-			if q.sys != nil {
-				if err := q.sys.failed(); err != nil {
+			if f.q.sys != nil {
+				if err := f.q.sys.failed(); err != nil {
 					return nil, err
 				}
 			}
-			rep.tick()
-		case it := <-items:
-			if it.err != nil {
-				return nil, it.err
-			}
-			switch {
-			case it.repoChanged != nil:
-				names, err := q.clusterNames(ctx, *it.repoChanged)
-				if err != nil {
-					return nil, err
-				}
-				res.names = names
-				for _, n := range names {
-					res.clusters[n] = &clusterRun{}
-				}
-			case it.planned != nil:
-				p := it.planned
-				if p.RequestID != requestID {
-					continue
-				}
-				c := res.cluster(p.Cluster)
-				c.planned = p
-				runs[p.RunID] = p.Cluster
-				rep.planned(*p)
-				for _, r := range early[p.RunID] {
-					rep.result(r)
-				}
-				delete(early, p.RunID)
-			case it.rejected != nil:
-				if it.rejected.RequestID != requestID {
-					continue
-				}
-				res.cluster(it.rejected.Cluster).rejected = it.rejected
-				rep.rejected(*it.rejected)
-			case it.held != nil:
-				cl, ok := runs[it.held.RunID]
-				if !ok {
-					continue
-				}
-				c := res.cluster(cl)
-				c.held = it.held
-				if q.apply && q.yes && !c.confirmed {
-					if err := planner.Confirm(ctx, q.bus, cl, it.held.PlanID, requestedBy()); err != nil {
-						return nil, fmt.Errorf("confirm the held plan of %s: %w", cl, err)
-					}
-					c.confirmed = true
-				}
-				rep.held(*it.held, c.confirmed)
-			case it.finished != nil:
-				if it.finished.RequestID != requestID {
-					continue
-				}
-				res.cluster(it.finished.Cluster).finished = it.finished
-				rep.finished(*it.finished)
-			case it.result != nil:
-				resultsSeen = max(resultsSeen, it.seq)
-				r := *it.result
-				if _, ok := runs[r.RunID]; ok {
-					rep.result(r)
-				} else if len(early) < 1024 {
-					// A result can overtake its run's plan event: keep it until the plan is seen.
-					early[r.RunID] = append(early[r.RunID], r)
-				}
+			f.rep.tick()
+		case it := <-f.items:
+			if err := f.handle(ctx, it); err != nil {
+				return nil, err
 			}
 		}
+	}
+}
+
+// settled says every cluster is done and, for an apply, the results published by then are read (or five
+// seconds have passed reading them).
+func (f *reconcileFollow) settled(ctx context.Context) bool {
+	if f.res.names == nil || len(f.q.open(f.res)) > 0 {
+		return false
+	}
+	if !f.q.apply {
+		return true
+	}
+	if f.drainTo == 0 {
+		last, err := f.q.bus.LastSequence(ctx, bus.StreamResults, bus.FilterResults)
+		if err != nil {
+			return true
+		}
+		f.drainTo, f.drainUntil = max(last, 1), time.Now().Add(5*time.Second)
+	}
+	return f.resultsSeen >= f.drainTo || time.Now().After(f.drainUntil)
+}
+
+// handle passes one item to the step for its kind.
+func (f *reconcileFollow) handle(ctx context.Context, it item) error {
+	switch {
+	case it.err != nil:
+		return it.err
+	case it.repoChanged != nil:
+		return f.onRepoChanged(ctx, *it.repoChanged)
+	case it.planned != nil:
+		f.onPlanned(it.planned)
+	case it.rejected != nil:
+		f.onRejected(it.rejected)
+	case it.held != nil:
+		return f.onHeld(ctx, it.held)
+	case it.finished != nil:
+		f.onFinished(it.finished)
+	case it.result != nil:
+		f.onResult(*it.result, it.seq)
+	}
+	return nil
+}
+
+// onRepoChanged learns the clusters the request covers from the watcher's answer.
+func (f *reconcileFollow) onRepoChanged(ctx context.Context, ev event.RepoChanged) error {
+	names, err := f.q.clusterNames(ctx, ev)
+	if err != nil {
+		return err
+	}
+	f.res.names = names
+	for _, n := range names {
+		f.res.clusters[n] = &clusterRun{}
+	}
+	return nil
+}
+
+// onPlanned notes a plan of the request and shows the results that overtook it.
+func (f *reconcileFollow) onPlanned(p *plan.Planned) {
+	if p.RequestID != f.requestID {
+		return
+	}
+	f.res.cluster(p.Cluster).planned = p
+	f.runs[p.RunID] = p.Cluster
+	f.rep.planned(*p)
+	for _, r := range f.early[p.RunID] {
+		f.rep.result(r)
+	}
+	delete(f.early, p.RunID)
+}
+
+func (f *reconcileFollow) onRejected(rj *plan.Rejected) {
+	if rj.RequestID != f.requestID {
+		return
+	}
+	f.res.cluster(rj.Cluster).rejected = rj
+	f.rep.rejected(*rj)
+}
+
+// onHeld notes a plan held by the mass-prune latch and confirms it when the apply was given --yes.
+func (f *reconcileFollow) onHeld(ctx context.Context, h *plan.Held) error {
+	cl, ok := f.runs[h.RunID]
+	if !ok {
+		return nil
+	}
+	c := f.res.cluster(cl)
+	c.held = h
+	if f.q.apply && f.q.yes && !c.confirmed {
+		if err := planner.Confirm(ctx, f.q.bus, cl, h.PlanID, requestedBy()); err != nil {
+			return fmt.Errorf("confirm the held plan of %s: %w", cl, err)
+		}
+		c.confirmed = true
+	}
+	f.rep.held(*h, c.confirmed)
+	return nil
+}
+
+func (f *reconcileFollow) onFinished(fr *plan.FinishedRun) {
+	if fr.RequestID != f.requestID {
+		return
+	}
+	f.res.cluster(fr.Cluster).finished = fr
+	f.rep.finished(*fr)
+}
+
+// onResult shows an operation's result, or keeps it until its run's plan is seen.
+func (f *reconcileFollow) onResult(r plan.Result, seq uint64) {
+	f.resultsSeen = max(f.resultsSeen, seq)
+	if _, ok := f.runs[r.RunID]; ok {
+		f.rep.result(r)
+	} else if len(f.early) < 1024 {
+		// A result can overtake its run's plan event: keep it until the plan is seen.
+		f.early[r.RunID] = append(f.early[r.RunID], r)
 	}
 }
 
@@ -534,12 +614,11 @@ func (r *reconcileResult) cluster(name string) *clusterRun {
 	return c
 }
 
-func (r *reconcileResult) complete(apply, yes bool) bool { return len(r.open(apply, yes)) == 0 }
-
-func (r *reconcileResult) open(apply, yes bool) []string {
+// open lists the clusters still waited for.
+func (q reconcileRequest) open(r *reconcileResult) []string {
 	var out []string
 	for _, n := range r.names {
-		if !r.clusters[n].done(apply, yes) {
+		if !q.done(r.clusters[n]) {
 			out = append(out, n)
 		}
 	}

@@ -516,7 +516,8 @@ func (d *differ) planGuest(r *manifest.Resource) error {
 			fmt.Sprintf("vmid %d is a PVE template, the manifest declares a %s; PVE cannot turn a template back: declare it as a %s or replace the template by hand", vmid, r.Kind, other))
 		return nil
 	}
-	return d.planUpdate(r, lg, tagged, fp, hasRec && rec.Ref == ref.String() && rec.Node == g.Node && recMatches, markTemplate)
+	return d.planUpdate(&guestUpdate{r: r, g: g, fp: fp, tagged: tagged,
+		recorded: hasRec && rec.Ref == ref.String() && rec.Node == g.Node && recMatches, toTemplate: markTemplate})
 }
 
 // record stores a declared guest in the ownership inventory (after an operation, or at once).
@@ -560,202 +561,311 @@ func (d *differ) guestDiff(r *manifest.Resource, cfg map[string]string, template
 	return pvewire.LXC(d.desired(r), cfg, template)
 }
 
-func (d *differ) planUpdate(r *manifest.Resource, lg liveGuest, tagged bool, fp string, recorded bool, markTemplate bool) error {
-	g := lg.g
-	ref, vmid, t := r.Ref(), g.VMID, g.Type
-	running := g.Running() && !g.Template
-	paused := g.Paused()
-	current, eff := effective(g)
-	cfg := current
-	if running {
-		cfg = eff
+// guestUpdate is the state of one update plan for a guest that exists: what the steps in updateSteps read and
+// extend, in order.
+type guestUpdate struct {
+	r   *manifest.Resource
+	g   *inventory.Guest
+	ref manifest.Ref
+	// fp is the guest's fingerprint; tagged says it carries the ownership tag, recorded that the inventory
+	// already holds it under this reference and node.
+	fp       string
+	tagged   bool
+	recorded bool
+	// toTemplate: the manifest declares a template, the guest is not one yet and ProxOps may convert it.
+	toTemplate bool
+
+	desiredState manifest.State
+	running      bool // running and not a template: changes may wait for a restart
+	paused       bool
+	stopped      bool // stopped on PVE, or by an operation of this plan
+
+	current, eff, cfg map[string]string
+	diff              pvewire.Diff
+	pendingKeys       []string // keys already written and pending on PVE
+	restartKeys       []string // keys that take effect only after a restart
+	restart           bool     // the plan restarts the guest to apply restartKeys
+
+	u *unit
+	// expect holds the values the writes so far leave; digestSpent says the observed digest is used up.
+	expect      map[string]string
+	digestSpent bool
+	grown       map[string]string
+}
+
+// updateSteps plan an update of an existing guest, one concern each, in the order they run.
+var updateSteps = []func(*differ, *guestUpdate) error{
+	(*differ).diffConfig,
+	(*differ).findPendingKeys,
+	(*differ).findRestartKeys,
+	(*differ).reportHeldRestarts,
+	(*differ).planPowerDown,
+	(*differ).planResizes,
+	(*differ).planConfigure,
+	(*differ).recordTagged,
+	(*differ).planMarkTemplate,
+	(*differ).planPowerUp,
+}
+
+func (d *differ) planUpdate(s *guestUpdate) error {
+	g := s.g
+	s.ref = s.r.Ref()
+	s.desiredState = s.r.DesiredState()
+	s.running = g.Running() && !g.Template
+	s.paused = g.Paused()
+	s.stopped = !s.running
+	s.u = &unit{ref: s.ref, level: d.level(s.ref), node: g.Node, vmid: g.VMID}
+	s.expect, s.grown = map[string]string{}, map[string]string{}
+	for _, step := range updateSteps {
+		if err := step(d, s); err != nil {
+			return err
+		}
 	}
-	diff, err := d.guestDiff(r, cfg, g.Template)
+	if len(s.u.ops) > 0 {
+		d.addUnit(s.u)
+	}
+	return nil
+}
+
+// add appends an operation on the guest to its unit, after the unit's last one.
+func (d *differ) add(s *guestUpdate, op Operation) *Operation {
+	u := s.u
+	op.Cluster, op.Node, op.VMID, op.GuestType, op.Ref = d.cluster, s.g.Node, s.g.VMID, s.g.Type, s.ref.String()
+	if len(u.ops) > 0 {
+		op.DependsOn = []string{u.last()}
+	}
+	u.ops = append(u.ops, op)
+	return &u.ops[len(u.ops)-1]
+}
+
+// precondition is what a write checks: the first one the observed digest, later ones the values they expect.
+// A stop applies pending values and rewrites the config, so after a power operation the digest no longer
+// holds: the write checks the values it expects (pending values applied) instead.
+func (s *guestUpdate) precondition(keys ...string) Precondition {
+	if !s.digestSpent && !slices.ContainsFunc(s.u.ops, isPowerOp) {
+		s.digestSpent = true
+		return Precondition{Digest: s.g.Digest}
+	}
+	s.digestSpent = true
+	var p Precondition
+	for _, k := range keys {
+		v, ok := s.expect[k]
+		if !ok {
+			v = s.eff[k]
+		}
+		p.Expect = append(p.Expect, KV{Key: k, Value: v})
+	}
+	return p
+}
+
+func isPowerOp(o Operation) bool {
+	return o.Action == ActionShutdown || o.Action == ActionStop || o.Action == ActionResume
+}
+
+// diffConfig compares the manifest with the config PVE runs (a running guest's pending values applied).
+func (d *differ) diffConfig(s *guestUpdate) error {
+	s.current, s.eff = effective(s.g)
+	s.cfg = s.current
+	if s.running {
+		s.cfg = s.eff
+	}
+	diff, err := d.guestDiff(s.r, s.cfg, s.g.Template)
 	if err != nil {
 		return err
 	}
+	s.diff = diff
 	for _, a := range diff.Anomalies {
-		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, a.Field, a.Message)
+		d.finding(FindingAnomaly, s.ref.String(), s.g.Node, s.g.VMID, a.Field, a.Message)
 	}
-	// Keys already written and pending on PVE: the manifest's values, not yet applied.
-	var pendingKeys []string
-	if running && hasPending(g) {
-		curDiff, err := d.guestDiff(r, current, g.Template)
-		if err != nil {
-			return err
-		}
-		for _, c := range curDiff.Changes {
-			if !slices.ContainsFunc(diff.Changes, func(e pvewire.Change) bool { return e.Key == c.Key }) && slices.Contains(g.PendingKeys(), c.Key) {
-				pendingKeys = append(pendingKeys, c.Key)
-			}
-		}
-	}
-	var restartKeys []string
-	if running {
-		for _, c := range diff.Changes {
-			cur, inCurrent := current[c.Key]
-			// Writing back the current value drops a pending change (PVE cleans up pending values equal to
-			// the current ones): nothing waits for a restart then.
-			reverts := (c.Delete && !inCurrent) || (!c.Delete && inCurrent && cur == c.Value.Value && len(c.Value.SecretRefs) == 0)
-			if !reverts && !pvewire.AppliesLive(t, c, cfg) {
-				restartKeys = append(restartKeys, c.Key)
-			}
-		}
-		restartKeys = append(restartKeys, pendingKeys...)
-		slices.Sort(restartKeys)
-		restartKeys = slices.Compact(restartKeys)
-	}
-	desiredState := r.DesiredState()
-	policy := d.in.Settings.restart()
-	restart := running && len(restartKeys) > 0 && policy == RestartAuto && desiredState == manifest.StateStarted
-	if running && len(restartKeys) > 0 && policy == RestartNever && desiredState == manifest.StateStarted && !markTemplate {
-		for _, k := range restartKeys {
-			msg := "written, but PVE keeps it pending until the guest restarts (reconcile.restart: never)"
-			if slices.Contains(pendingKeys, k) {
-				msg = "already pending on PVE until the guest restarts (reconcile.restart: never)"
-			}
-			d.finding(FindingPending, ref.String(), g.Node, vmid, k, msg)
-		}
-	}
+	return nil
+}
 
-	u := &unit{ref: ref, level: d.level(ref), node: g.Node, vmid: vmid}
-	node := g.Node
-	add := func(op Operation) *Operation {
-		op.Cluster, op.Node, op.VMID, op.GuestType, op.Ref = d.cluster, node, vmid, t, ref.String()
-		if len(u.ops) > 0 {
-			op.DependsOn = []string{u.last()}
-		}
-		u.ops = append(u.ops, op)
-		return &u.ops[len(u.ops)-1]
+// findPendingKeys finds the keys already written and pending on PVE: the manifest's values, not yet applied.
+func (d *differ) findPendingKeys(s *guestUpdate) error {
+	if !s.running || !hasPending(s.g) {
+		return nil
 	}
-	stopped := !running
-	if paused {
-		if desiredState == manifest.StateStarted {
-			add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResume, "")), Action: ActionResume,
+	curDiff, err := d.guestDiff(s.r, s.current, s.g.Template)
+	if err != nil {
+		return err
+	}
+	for _, c := range curDiff.Changes {
+		if !slices.ContainsFunc(s.diff.Changes, func(e pvewire.Change) bool { return e.Key == c.Key }) && slices.Contains(s.g.PendingKeys(), c.Key) {
+			s.pendingKeys = append(s.pendingKeys, c.Key)
+		}
+	}
+	return nil
+}
+
+// findRestartKeys finds the keys of a running guest that take effect only after a restart, and whether the
+// plan restarts it.
+func (d *differ) findRestartKeys(s *guestUpdate) error {
+	if !s.running {
+		return nil
+	}
+	for _, c := range s.diff.Changes {
+		cur, inCurrent := s.current[c.Key]
+		// Writing back the current value drops a pending change (PVE cleans up pending values equal to
+		// the current ones): nothing waits for a restart then.
+		reverts := (c.Delete && !inCurrent) || (!c.Delete && inCurrent && cur == c.Value.Value && len(c.Value.SecretRefs) == 0)
+		if !reverts && !pvewire.AppliesLive(s.g.Type, c, s.cfg) {
+			s.restartKeys = append(s.restartKeys, c.Key)
+		}
+	}
+	s.restartKeys = append(s.restartKeys, s.pendingKeys...)
+	slices.Sort(s.restartKeys)
+	s.restartKeys = slices.Compact(s.restartKeys)
+	s.restart = len(s.restartKeys) > 0 && d.in.Settings.restart() == RestartAuto && s.desiredState == manifest.StateStarted
+	return nil
+}
+
+// reportHeldRestarts reports the keys that stay pending because the settings forbid a restart.
+func (d *differ) reportHeldRestarts(s *guestUpdate) error {
+	if !s.running || len(s.restartKeys) == 0 || d.in.Settings.restart() != RestartNever || s.desiredState != manifest.StateStarted || s.toTemplate {
+		return nil
+	}
+	for _, k := range s.restartKeys {
+		msg := "written, but PVE keeps it pending until the guest restarts (reconcile.restart: never)"
+		if slices.Contains(s.pendingKeys, k) {
+			msg = "already pending on PVE until the guest restarts (reconcile.restart: never)"
+		}
+		d.finding(FindingPending, s.ref.String(), s.g.Node, s.g.VMID, k, msg)
+	}
+	return nil
+}
+
+// planPowerDown resumes or stops a paused guest and shuts down a running one that should stop or restart.
+func (d *differ) planPowerDown(s *guestUpdate) error {
+	ref, vmid, t := s.ref, s.g.VMID, s.g.Type
+	if s.paused {
+		if s.desiredState == manifest.StateStarted {
+			d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionResume, "")), Action: ActionResume,
 				Reason:  fmt.Sprintf("%s: power %q → %q", ref, "paused", "running"),
 				Changes: []Change{{Field: "power", Before: "paused", After: "running"}}})
 		} else {
 			// A paused VM cannot process a shutdown request.
-			add(Operation{ID: d.opID(guestOpID(t, vmid, ActionStop, "")), Action: ActionStop,
+			d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionStop, "")), Action: ActionStop,
 				Reason:  fmt.Sprintf("%s: power %q → %q", ref, "paused", "stopped"),
 				Changes: []Change{{Field: "power", Before: "paused", After: "stopped"}}})
-			stopped = true
+			s.stopped = true
 		}
 	}
-	if running && !stopped && (desiredState == manifest.StateStopped || restart) {
+	if s.running && !s.stopped && (s.desiredState == manifest.StateStopped || s.restart) {
 		reason := fmt.Sprintf("%s: power %q → %q", ref, "running", "stopped")
-		if desiredState == manifest.StateStarted {
-			reason = fmt.Sprintf("%s: restart to apply %s (graceful shutdown, stop after %ds)", ref, strings.Join(restartKeys, ", "), d.in.Settings.shutdownSeconds())
+		if s.desiredState == manifest.StateStarted {
+			reason = fmt.Sprintf("%s: restart to apply %s (graceful shutdown, stop after %ds)", ref, strings.Join(s.restartKeys, ", "), d.in.Settings.shutdownSeconds())
 		}
-		add(Operation{ID: d.opID(guestOpID(t, vmid, ActionShutdown, "")), Action: ActionShutdown,
+		d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionShutdown, "")), Action: ActionShutdown,
 			Params: []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
 			Reason: reason, Changes: []Change{{Field: "power", Before: "running", After: "stopped"}}})
-		stopped = true
+		s.stopped = true
 	}
+	return nil
+}
 
-	// Writes: the first carries the observed digest, later ones the values they expect.
-	expect := map[string]string{}
-	expected := func(k string) string {
-		if v, ok := expect[k]; ok {
-			return v
-		}
-		return eff[k]
-	}
-	// A stop applies pending values and rewrites the config, so after a power operation the digest no longer
-	// holds: the write checks the values it expects (pending values applied) instead.
-	first := !slices.ContainsFunc(u.ops, func(o Operation) bool {
-		return o.Action == ActionShutdown || o.Action == ActionStop || o.Action == ActionResume
-	})
-	pre := func(keys ...string) Precondition {
-		if first {
-			first = false
-			return Precondition{Digest: g.Digest}
-		}
-		var p Precondition
-		for _, k := range keys {
-			p.Expect = append(p.Expect, KV{Key: k, Value: expected(k)})
-		}
-		return p
-	}
-	// Disks grow first; a rewrite of a grown disk's options then carries its new size. Its value after the
-	// resize is PVE's to print, so the rewrite does not expect one.
-	grown := map[string]string{}
-	for _, rs := range diff.Resizes {
-		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
+// planResizes grows disks first; a rewrite of a grown disk's options then carries its new size. Its value
+// after the resize is PVE's to print, so the rewrite does not expect one.
+func (d *differ) planResizes(s *guestUpdate) error {
+	ref, vmid, t := s.ref, s.g.VMID, s.g.Type
+	for _, rs := range s.diff.Resizes {
+		op := d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
 			Params:  []KV{{Key: "disk", Value: rs.Key}, {Key: "size", Value: rs.Size()}},
 			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pvewire.FormatSize(rs.From), pvewire.FormatSize(rs.To)),
 			Changes: []Change{{Field: rs.Key + " size", Before: pvewire.FormatSize(rs.From), After: pvewire.FormatSize(rs.To)}}})
-		op.Precondition = pre(rs.Key)
-		grown[rs.Key] = rs.Size()
+		op.Precondition = s.precondition(rs.Key)
+		s.grown[rs.Key] = rs.Size()
 	}
-	if len(diff.Changes) > 0 {
-		var vals []KV
-		var dels []string
-		var changes []Change
-		var keys []string
-		for _, c := range diff.Changes {
-			if size, ok := grown[c.Key]; ok && !c.Delete {
-				c.Value.Value = pvewire.WithSizeToken(t, c.Key, c.Value.Value, size)
-			} else {
-				keys = append(keys, c.Key)
-			}
-			if c.Delete {
-				dels = append(dels, c.Key)
-			} else {
-				vals = append(vals, KV{Key: c.Key, Value: c.Value.Value, SecretRefs: slices.Clone(c.Value.SecretRefs)})
-			}
-			changes = append(changes, displayChange(c))
+	return nil
+}
+
+// planConfigure writes the config changes in one operation: a claim of the ownership tag when the tag is all
+// that differs on an untagged guest, a configure otherwise.
+func (d *differ) planConfigure(s *guestUpdate) error {
+	if len(s.diff.Changes) == 0 {
+		return nil
+	}
+	ref, vmid, t := s.ref, s.g.VMID, s.g.Type
+	var vals []KV
+	var dels []string
+	var changes []Change
+	var keys []string
+	for _, c := range s.diff.Changes {
+		if size, ok := s.grown[c.Key]; ok && !c.Delete {
+			c.Value.Value = pvewire.WithSizeToken(t, c.Key, c.Value.Value, size)
+		} else {
+			keys = append(keys, c.Key)
 		}
-		slices.Sort(dels)
-		claim := !tagged && diff.OnlyTags()
-		action, id := ActionConfigure, guestOpID(t, vmid, ActionConfigure, "")
-		reason := fmt.Sprintf("%s: config drift", ref)
-		switch {
-		case claim:
-			action, id = ActionClaimTag, guestOpID(t, vmid, ActionClaimTag, "")
-			reason = fmt.Sprintf("%s: claim ownership (add tag %s)", ref, pvewire.OwnershipTag)
-		case restart || (running && desiredState == manifest.StateStopped && len(restartKeys) > 0):
-			reason += " (stop-required)"
-		case running && len(restartKeys) > 0:
-			reason += " (pending until restart)"
+		if c.Delete {
+			dels = append(dels, c.Key)
+		} else {
+			vals = append(vals, KV{Key: c.Key, Value: c.Value.Value, SecretRefs: slices.Clone(c.Value.SecretRefs)})
 		}
-		op := add(Operation{ID: d.opID(id), Action: action, Values: vals, Delete: dels, Reason: reason, Changes: changes})
-		op.Precondition = pre(keys...)
-		if claim || !tagged {
-			op.Precondition.Fingerprint = fp
-		}
-		for _, c := range diff.Changes {
-			if c.Delete {
-				expect[c.Key] = ""
-			} else {
-				expect[c.Key] = c.Value.Value
-			}
-		}
-		if !tagged {
-			d.record(r, g, fp, op.ID)
+		changes = append(changes, displayChange(c))
+	}
+	slices.Sort(dels)
+	claim := !s.tagged && s.diff.OnlyTags()
+	action, id := ActionConfigure, guestOpID(t, vmid, ActionConfigure, "")
+	reason := fmt.Sprintf("%s: config drift", ref)
+	switch {
+	case claim:
+		action, id = ActionClaimTag, guestOpID(t, vmid, ActionClaimTag, "")
+		reason = fmt.Sprintf("%s: claim ownership (add tag %s)", ref, pvewire.OwnershipTag)
+	case s.restart || (s.running && s.desiredState == manifest.StateStopped && len(s.restartKeys) > 0):
+		reason += " (stop-required)"
+	case s.running && len(s.restartKeys) > 0:
+		reason += " (pending until restart)"
+	}
+	op := d.add(s, Operation{ID: d.opID(id), Action: action, Values: vals, Delete: dels, Reason: reason, Changes: changes})
+	op.Precondition = s.precondition(keys...)
+	if claim || !s.tagged {
+		op.Precondition.Fingerprint = s.fp
+	}
+	for _, c := range s.diff.Changes {
+		if c.Delete {
+			s.expect[c.Key] = ""
+		} else {
+			s.expect[c.Key] = c.Value.Value
 		}
 	}
-	if tagged && !recorded {
-		d.record(r, g, fp, "")
+	if !s.tagged {
+		d.record(s.r, s.g, s.fp, op.ID)
 	}
-	if markTemplate {
-		op := add(Operation{ID: d.opID(guestOpID(t, vmid, ActionMarkTemplate, "")), Action: ActionMarkTemplate,
-			Reason:  fmt.Sprintf("%s: mark as PVE template (irreversible)", ref),
-			Changes: []Change{{Field: "template", Before: "0", After: "1"}}})
-		op.Precondition = pre("template")
-		op.Precondition.Fingerprint = fp
+	return nil
+}
+
+// recordTagged records a tagged guest the ownership inventory does not hold yet.
+func (d *differ) recordTagged(s *guestUpdate) error {
+	if s.tagged && !s.recorded {
+		d.record(s.r, s.g, s.fp, "")
 	}
-	if desiredState == manifest.StateStarted && !g.Template && (!g.Running() || (stopped && !paused) || (paused && restart)) {
-		reason := fmt.Sprintf("%s: power %q → %q", ref, "stopped", "running")
-		if g.Running() {
-			reason = fmt.Sprintf("%s: start after the restart", ref)
-		}
-		add(Operation{ID: d.opID(guestOpID(t, vmid, ActionStart, "")), Action: ActionStart, Reason: reason,
-			Changes: []Change{{Field: "power", Before: "stopped", After: "running"}}})
+	return nil
+}
+
+// planMarkTemplate turns the guest into a PVE template (irreversible) when the manifest declares one.
+func (d *differ) planMarkTemplate(s *guestUpdate) error {
+	if !s.toTemplate {
+		return nil
 	}
-	if len(u.ops) > 0 {
-		d.addUnit(u)
+	op := d.add(s, Operation{ID: d.opID(guestOpID(s.g.Type, s.g.VMID, ActionMarkTemplate, "")), Action: ActionMarkTemplate,
+		Reason:  fmt.Sprintf("%s: mark as PVE template (irreversible)", s.ref),
+		Changes: []Change{{Field: "template", Before: "0", After: "1"}}})
+	op.Precondition = s.precondition("template")
+	op.Precondition.Fingerprint = s.fp
+	return nil
+}
+
+// planPowerUp starts a guest that should run: one that was stopped, or that this plan stopped to restart.
+func (d *differ) planPowerUp(s *guestUpdate) error {
+	g := s.g
+	if s.desiredState != manifest.StateStarted || g.Template || !(!g.Running() || (s.stopped && !s.paused) || (s.paused && s.restart)) {
+		return nil
 	}
+	reason := fmt.Sprintf("%s: power %q → %q", s.ref, "stopped", "running")
+	if g.Running() {
+		reason = fmt.Sprintf("%s: start after the restart", s.ref)
+	}
+	d.add(s, Operation{ID: d.opID(guestOpID(g.Type, g.VMID, ActionStart, "")), Action: ActionStart, Reason: reason,
+		Changes: []Change{{Field: "power", Before: "stopped", After: "running"}}})
 	return nil
 }
 

@@ -153,49 +153,157 @@ func (s *Sim) cloneTarget(c *call) (target string, err error) {
 	return target, nil
 }
 
+// cloneRequest is what both clone_vm variants read from the request and carry from their checks into the
+// worker.
+type cloneRequest struct {
+	c        *call
+	nodeName string
+	// target is the other node the clone goes to (empty: this node); dstNode is where it ends up.
+	target, dstNode string
+	newid, vmid     int
+	src             *guest
+	snapname        string
+	// full: copy the volumes; else link them to the source's base volumes.
+	full      bool
+	storageID string
+	// oldconf is the configuration cloned: the source's current one, or its snapshot's.
+	oldconf map[string]string
+	created []string // volumes the worker made, removed when it fails
+}
+
+func newCloneRequest(c *call) cloneRequest {
+	return cloneRequest{c: c, nodeName: c.str("node"), newid: atoiDef(c.str("newid"), 0),
+		snapname: c.str("snapname"), storageID: c.str("storage")}
+}
+
+// startClone runs the target checks clone_vm runs first and settles the node the clone lands on.
+func (s *Sim) startClone(r *cloneRequest) error {
+	target, err := s.cloneTarget(r.c)
+	if err != nil {
+		return err
+	}
+	r.target, r.dstNode = target, r.nodeName
+	if target != "" {
+		r.dstNode = target
+	}
+	return nil
+}
+
+// loadSource finds the source guest, refuses a locked one and picks the configuration to clone and whether
+// the clone is full (by default: unless the source is a template).
+func (s *Sim) loadSource(r *cloneRequest, kind string) error {
+	src, err := s.guestOn(r.c, kind)
+	if err != nil {
+		return err
+	}
+	if err := checkLock(src); err != nil {
+		return dieErr("%s", err.Error())
+	}
+	r.src, r.vmid = src, src.vmid
+	r.full = src.conf()["template"] != "1"
+	if r.c.has("full") {
+		r.full = r.c.str("full") == "1"
+	}
+	return nil
+}
+
+// snapshotConf picks the configuration to clone: the source's current one, or the named snapshot's.
+func (s *Sim) snapshotConf(r *cloneRequest) error {
+	r.oldconf = r.src.conf()
+	if r.snapname != "" {
+		sec, ok := r.src.file.snapshots[r.snapname]
+		if !ok {
+			return dieErr("snapshot '%s' does not exist", r.snapname)
+		}
+		r.oldconf = sec.conf
+	}
+	return nil
+}
+
+// removeCreated deletes the volumes a failed clone made.
+func (s *Sim) removeCreated(r *cloneRequest) {
+	for _, v := range r.created {
+		s.deleteVolume(r.dstNode, v)
+	}
+}
+
+// qemuClone is one qemu clone: the shared request, the placeholder config reserving the new vmid and the
+// configuration the worker builds.
+type qemuClone struct {
+	cloneRequest
+	format      string
+	placeholder *guest
+	conf        map[string]string
+}
+
+// qemuCloneChecks are clone_vm's synchronous checks (load_and_check), in PVE's order.
+var qemuCloneChecks = []func(*Sim, *qemuClone) error{
+	func(s *Sim, q *qemuClone) error { return s.startClone(&q.cloneRequest) },
+	func(s *Sim, q *qemuClone) error { return s.loadSource(&q.cloneRequest, "qemu") },
+	func(s *Sim, q *qemuClone) error { return s.snapshotConf(&q.cloneRequest) },
+	(*Sim).checkQemuLinkedOptions,
+	(*Sim).checkQemuDrives,
+	(*Sim).checkQemuNewID,
+}
+
+// qemuCloneSteps are the qmclone worker's steps.
+var qemuCloneSteps = []func(*Sim, *qemuClone, taskLog) error{
+	(*Sim).reloadQemuSource,
+	(*Sim).copyQemuConfig,
+	(*Sim).newQemuIdentity,
+	(*Sim).writeQemuClone,
+}
+
 // handleQemuClone is POST …/qemu/{vmid}/clone. The early checks (load_and_check) run synchronously; the
 // worker takes the source's flock (shared, exclusive if running) and the target's, both with the clone
 // wait (1s), writes the temporary config "lock: clone", copies or links the disks and writes the result.
 func (s *Sim) handleQemuClone(c *call) (any, error) {
-	nodeName := c.str("node")
-	newid := atoiDef(c.str("newid"), 0)
-	target, err := s.cloneTarget(c)
-	if err != nil {
-		return nil, err
-	}
-	src, err := s.guestOn(c, "qemu")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLock(src); err != nil {
-		return nil, dieErr("%s", err.Error())
-	}
-	snapname := c.str("snapname")
-	oldconf := src.conf()
-	if snapname != "" {
-		sec, ok := src.file.snapshots[snapname]
-		if !ok {
-			return nil, dieErr("snapshot '%s' does not exist", snapname)
+	q := &qemuClone{cloneRequest: newCloneRequest(c), format: c.str("format")}
+	for _, check := range qemuCloneChecks {
+		if err := check(s, q); err != nil {
+			return nil, err
 		}
-		oldconf = sec.conf
 	}
-	full := src.conf()["template"] != "1"
-	if c.has("full") {
-		full = c.str("full") == "1"
+	s.reserveQemuClone(q)
+	work := func(l taskLog) error {
+		for _, step := range qemuCloneSteps {
+			if err := step(s, q, l); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	if c.has("storage") && !full {
-		return nil, dieErr("parameter 'storage' not allowed for linked clones")
+	onFail := func() {
+		if q.placeholder != nil && s.guests[q.newid] == q.placeholder {
+			delete(s.guests, q.newid)
+		}
+		s.removeCreated(&q.cloneRequest)
 	}
-	if c.has("format") && !full {
-		return nil, dieErr("parameter 'format' not allowed for linked clones")
+	return s.spawn(&taskSpec{node: q.nodeName, typ: "qmclone", id: strconv.Itoa(q.vmid), user: c.user,
+		lockKind: "qemu", lockVMID: q.vmid, lockShared: !q.src.running, lockTimeout: s.lockTimeout("clone"),
+		extraKind: "qemu", extraVMID: q.newid, work: work, onFail: onFail}), nil
+}
+
+// checkQemuLinkedOptions refuses a target storage or format for a linked clone.
+func (s *Sim) checkQemuLinkedOptions(q *qemuClone) error {
+	if q.c.has("storage") && !q.full {
+		return dieErr("parameter 'storage' not allowed for linked clones")
 	}
+	if q.c.has("format") && !q.full {
+		return dieErr("parameter 'format' not allowed for linked clones")
+	}
+	return nil
+}
+
+// checkQemuDrives checks every disk can be linked (for a linked clone) and is shared (for another node).
+func (s *Sim) checkQemuDrives(q *qemuClone) error {
 	shared := true
-	for _, k := range sortedKeys(oldconf) {
+	for _, k := range sortedKeys(q.oldconf) {
 		if !isDrive(k) {
 			continue
 		}
-		volid, _, ok := s.volumeOfKey("qemu", k, oldconf[k])
-		if d, err := parsePropertyString(s.qemuDesc.prop(k).FormatObject, oldconf[k], k); err == nil && isCloudInitVolume(d["file"]) {
+		volid, _, ok := s.volumeOfKey("qemu", k, q.oldconf[k])
+		if d, err := parsePropertyString(s.qemuDesc.prop(k).FormatObject, q.oldconf[k], k); err == nil && isCloudInitVolume(d["file"]) {
 			volid, ok = d["file"], true
 		}
 		if !ok {
@@ -205,150 +313,170 @@ func (s *Sim) handleQemuClone(c *call) (any, error) {
 		if st := s.storage(sid); st == nil || !st.shared {
 			shared = false
 		}
-		if !full && !isCloudInitVolume(volid) && !isBaseVolid(volid) {
-			return nil, dieErr("Linked clone feature is not supported for drive '%s'", k)
+		if !q.full && !isCloudInitVolume(volid) && !isBaseVolid(volid) {
+			return dieErr("Linked clone feature is not supported for drive '%s'", k)
 		}
 	}
-	if target != "" && !shared {
-		return nil, dieErr("can't clone VM to node '%s' (VM uses local storage)", target)
+	if q.target != "" && !shared {
+		return dieErr("can't clone VM to node '%s' (VM uses local storage)", q.target)
 	}
-	if o, ok := s.guests[newid]; ok && o.node == nodeName {
-		return nil, dieErr("unable to create VM %d: config file already exists", newid)
+	return nil
+}
+
+// checkQemuNewID refuses a vmid with a config on this node and a storage that holds no disk images.
+func (s *Sim) checkQemuNewID(q *qemuClone) error {
+	if o, ok := s.guests[q.newid]; ok && o.node == q.nodeName {
+		return dieErr("unable to create VM %d: config file already exists", q.newid)
 	}
-	if st := s.storage(c.str("storage")); st != nil && !st.content["images"] {
-		return nil, dieErr("storage '%s' does not support content-type 'images'", st.id)
+	if st := s.storage(q.storageID); st != nil && !st.content["images"] {
+		return dieErr("storage '%s' does not support content-type 'images'", st.id)
 	}
-	var placeholder *guest
-	if _, taken := s.guests[newid]; !taken {
-		placeholder = &guest{vmid: newid, kind: "qemu", node: nodeName, createdAt: time.Now(),
-			file: &configFile{current: newSection(), snapshots: map[string]*section{}, special: map[string]*section{}}}
-		placeholder.conf()["description"] = "qmclone temporary file"
-		placeholder.conf()["lock"] = "clone"
-		placeholder.write()
-		s.guests[newid] = placeholder
+	return nil
+}
+
+// reserveQemuClone writes the temporary config "lock: clone" when the vmid is free in the cluster.
+func (s *Sim) reserveQemuClone(q *qemuClone) {
+	if _, taken := s.guests[q.newid]; taken {
+		return
 	}
-	vmid := src.vmid
-	name, descr, pool := c.str("name"), c.str("description"), c.str("pool")
-	storageID, format := c.str("storage"), c.str("format")
-	var created []string
-	dstNode := nodeName
-	if target != "" {
-		dstNode = target
+	q.placeholder = &guest{vmid: q.newid, kind: "qemu", node: q.nodeName, createdAt: time.Now(),
+		file: &configFile{current: newSection(), snapshots: map[string]*section{}, special: map[string]*section{}}}
+	q.placeholder.conf()["description"] = "qmclone temporary file"
+	q.placeholder.conf()["lock"] = "clone"
+	q.placeholder.write()
+	s.guests[q.newid] = q.placeholder
+}
+
+// reloadQemuSource re-reads the source under its lock, after the new config file is known to be ours.
+func (s *Sim) reloadQemuSource(q *qemuClone, _ taskLog) error {
+	if q.placeholder == nil || s.guests[q.newid] != q.placeholder {
+		// pmxcfs refuses the new config file when the vmid exists on another node. Text not
+		// verified against PVE; see docs/simulator.md.
+		return fmt.Errorf("close (rename) atomic file '/etc/pve/nodes/%s/qemu-server/%d.conf' failed: File exists", q.nodeName, q.newid)
 	}
-	work := func(l taskLog) error {
-		if placeholder == nil || s.guests[newid] != placeholder {
-			// pmxcfs refuses the new config file when the vmid exists on another node. Text not
-			// verified against PVE; see docs/simulator.md.
-			return fmt.Errorf("close (rename) atomic file '/etc/pve/nodes/%s/qemu-server/%d.conf' failed: File exists", nodeName, newid)
-		}
-		src, ok := s.guests[vmid]
-		if !ok {
-			return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", nodeName, vmid)
-		}
-		old := src.conf()
-		if snapname != "" {
-			old = src.file.snapshots[snapname].conf
-		}
-		conf := map[string]string{}
-		for _, k := range sortedKeys(old) {
-			v := old[k]
-			switch {
-			case qemuCloneSkip[k] || strings.HasPrefix(k, "unused"):
-				continue
-			case strings.HasPrefix(k, "net") && reIndexed.MatchString(k):
-				p := s.qemuDesc.prop(k)
-				d, err := parsePropertyString(p.FormatObject, v, k)
-				if err != nil {
-					return fmt.Errorf("unable to parse network options for '%s'", k)
-				}
-				d["macaddr"] = s.randomMAC(newid) // always a new MAC
-				conf[k] = printPropertyString(p.FormatObject, d)
-			case isDrive(k):
-				p := s.qemuDesc.prop(k)
-				d, _ := parsePropertyString(p.FormatObject, v, k)
-				volid, size, isVol := s.volumeOfKey("qemu", k, v)
-				if isCloudInitVolume(d["file"]) {
-					volid, isVol = d["file"], true
-				}
-				if !isVol {
-					conf[k] = v // cdrom entries are copied verbatim
-					continue
-				}
-				if isCloudInitVolume(volid) {
-					// The cloud-init drive is always copied in full, to vm-<newid>-cloudinit.
-					sid, _, _ := splitVolID(volid)
-					if storageID != "" {
-						sid = storageID
-					}
-					l.printf("create full clone of drive %s (%s)", k, volid)
-					g := &guest{vmid: newid, kind: "qemu", node: dstNode, file: &configFile{current: newSection()}}
-					nv, err := s.allocate(g, &allocation{key: k, storage: sid, cloudinit: true, format: format}, taskLog{t: &task{}})
-					if err != nil {
-						return err
-					}
-					created = append(created, nv)
-					d["file"] = nv
-					conf[k] = printPropertyString(p.FormatObject, d)
-					continue
-				}
-				if full {
-					l.printf("create full clone of drive %s (%s)", k, volid)
-				} else {
-					l.printf("create linked clone of drive %s (%s)", k, volid)
-				}
-				nv, err := s.cloneVolume(src.node, dstNode, volid, size, newid, full, storageID, format, "images")
-				if err != nil {
-					return err
-				}
-				created = append(created, nv)
-				d["file"] = nv
-				d["size"] = formatSize(s.volumeSize(dstNode, nv, size))
-				conf[k] = printPropertyString(p.FormatObject, d)
-			default:
-				conf[k] = v
+	src, ok := s.guests[q.vmid]
+	if !ok {
+		return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", q.nodeName, q.vmid)
+	}
+	q.src = src
+	q.oldconf = src.conf()
+	if q.snapname != "" {
+		q.oldconf = src.file.snapshots[q.snapname].conf
+	}
+	return nil
+}
+
+// copyQemuConfig copies the configuration, skipping snapshot and runtime keys, with new MAC addresses and
+// cloned disks.
+func (s *Sim) copyQemuConfig(q *qemuClone, l taskLog) error {
+	q.conf = map[string]string{}
+	for _, k := range sortedKeys(q.oldconf) {
+		v := q.oldconf[k]
+		switch {
+		case qemuCloneSkip[k] || strings.HasPrefix(k, "unused"):
+			continue
+		case strings.HasPrefix(k, "net") && reIndexed.MatchString(k):
+			p := s.qemuDesc.prop(k)
+			d, err := parsePropertyString(p.FormatObject, v, k)
+			if err != nil {
+				return fmt.Errorf("unable to parse network options for '%s'", k)
 			}
-		}
-		sm := map[string]string{}
-		if v := conf["smbios1"]; v != "" {
-			if d, err := parsePropertyString(hashFormatProps("pve-qm-smbios1"), v, "smbios1"); err == nil {
-				sm = d
+			d["macaddr"] = s.randomMAC(q.newid) // always a new MAC
+			q.conf[k] = printPropertyString(p.FormatObject, d)
+		case isDrive(k):
+			if err := s.cloneQemuDrive(q, l, k, v); err != nil {
+				return err
 			}
+		default:
+			q.conf[k] = v
 		}
-		sm["uuid"] = s.randomUUID(newid)
-		conf["smbios1"] = printPropertyString(hashFormatProps("pve-qm-smbios1"), sm)
-		if conf["vmgenid"] != "" {
-			conf["vmgenid"] = s.randomUUID(newid)
-		}
-		if name != "" {
-			conf["name"] = name
-		} else if n := old["name"]; n != "" {
-			conf["name"] = "Copy-of-VM-" + n
-		} else {
-			conf["name"] = fmt.Sprintf("Copy-of-VM-%d", vmid)
-		}
-		if descr != "" {
-			conf["description"] = descr
-		}
-		if src.file.pending != nil && len(src.file.pending.conf) > 0 && snapname == "" {
-			l.printf("found pending changes for '%s', discarding for clone", strings.Join(sortedKeys(src.file.pending.conf), ","))
-		}
-		placeholder.file = &configFile{current: &section{conf: conf}, snapshots: map[string]*section{}, special: map[string]*section{}}
-		placeholder.node = dstNode
-		placeholder.pool = pool
-		placeholder.write()
+	}
+	return nil
+}
+
+// cloneQemuDrive is clone_disk for one drive: a cdrom is copied verbatim, the cloud-init drive always in full
+// to vm-<newid>-cloudinit, a disk in full or linked.
+func (s *Sim) cloneQemuDrive(q *qemuClone, l taskLog, k, v string) error {
+	p := s.qemuDesc.prop(k)
+	d, _ := parsePropertyString(p.FormatObject, v, k)
+	volid, size, isVol := s.volumeOfKey("qemu", k, v)
+	if isCloudInitVolume(d["file"]) {
+		volid, isVol = d["file"], true
+	}
+	if !isVol {
+		q.conf[k] = v // cdrom entries are copied verbatim
 		return nil
 	}
-	onFail := func() {
-		if placeholder != nil && s.guests[newid] == placeholder {
-			delete(s.guests, newid)
+	if isCloudInitVolume(volid) {
+		sid, _, _ := splitVolID(volid)
+		if q.storageID != "" {
+			sid = q.storageID
 		}
-		for _, v := range created {
-			s.deleteVolume(dstNode, v)
+		l.printf("create full clone of drive %s (%s)", k, volid)
+		g := &guest{vmid: q.newid, kind: "qemu", node: q.dstNode, file: &configFile{current: newSection()}}
+		nv, err := s.allocate(g, &allocation{key: k, storage: sid, cloudinit: true, format: q.format}, taskLog{t: &task{}})
+		if err != nil {
+			return err
+		}
+		q.created = append(q.created, nv)
+		d["file"] = nv
+		q.conf[k] = printPropertyString(p.FormatObject, d)
+		return nil
+	}
+	if q.full {
+		l.printf("create full clone of drive %s (%s)", k, volid)
+	} else {
+		l.printf("create linked clone of drive %s (%s)", k, volid)
+	}
+	nv, err := s.cloneVolume(q.src.node, q.dstNode, volid, size, q.newid, q.full, q.storageID, q.format, "images")
+	if err != nil {
+		return err
+	}
+	q.created = append(q.created, nv)
+	d["file"] = nv
+	d["size"] = formatSize(s.volumeSize(q.dstNode, nv, size))
+	q.conf[k] = printPropertyString(p.FormatObject, d)
+	return nil
+}
+
+// newQemuIdentity gives the clone a new SMBIOS uuid and vmgenid, its name and description.
+func (s *Sim) newQemuIdentity(q *qemuClone, _ taskLog) error {
+	conf := q.conf
+	sm := map[string]string{}
+	if v := conf["smbios1"]; v != "" {
+		if d, err := parsePropertyString(hashFormatProps("pve-qm-smbios1"), v, "smbios1"); err == nil {
+			sm = d
 		}
 	}
-	return s.spawn(&taskSpec{node: nodeName, typ: "qmclone", id: strconv.Itoa(vmid), user: c.user,
-		lockKind: "qemu", lockVMID: vmid, lockShared: !src.running, lockTimeout: s.lockTimeout("clone"),
-		extraKind: "qemu", extraVMID: newid, work: work, onFail: onFail}), nil
+	sm["uuid"] = s.randomUUID(q.newid)
+	conf["smbios1"] = printPropertyString(hashFormatProps("pve-qm-smbios1"), sm)
+	if conf["vmgenid"] != "" {
+		conf["vmgenid"] = s.randomUUID(q.newid)
+	}
+	if name := q.c.str("name"); name != "" {
+		conf["name"] = name
+	} else if n := q.oldconf["name"]; n != "" {
+		conf["name"] = "Copy-of-VM-" + n
+	} else {
+		conf["name"] = fmt.Sprintf("Copy-of-VM-%d", q.vmid)
+	}
+	if descr := q.c.str("description"); descr != "" {
+		conf["description"] = descr
+	}
+	return nil
+}
+
+// writeQemuClone replaces the temporary config with the clone's, on the node it goes to.
+func (s *Sim) writeQemuClone(q *qemuClone, l taskLog) error {
+	src := q.src
+	if src.file.pending != nil && len(src.file.pending.conf) > 0 && q.snapname == "" {
+		l.printf("found pending changes for '%s', discarding for clone", strings.Join(sortedKeys(src.file.pending.conf), ","))
+	}
+	q.placeholder.file = &configFile{current: &section{conf: q.conf}, snapshots: map[string]*section{}, special: map[string]*section{}}
+	q.placeholder.node = q.dstNode
+	q.placeholder.pool = q.c.str("pool")
+	q.placeholder.write()
+	return nil
 }
 
 // hashFormatProps returns the property-string schema of a hash format (for parsing smbios1 etc.).
@@ -356,14 +484,37 @@ func hashFormatProps(name string) map[string]*schema.Prop { return hashFormats[n
 
 var reLXCMountKey = regexp.MustCompile(`^(rootfs|mp\d+)$`)
 
+// lxcMount is a mount point of the source a container clone copies or links.
+type lxcMount struct {
+	key, volid string
+	size       int64
+	d          map[string]string
+}
+
+// lxcClone is one container clone: the shared request, the mount points to clone and the new config.
+type lxcClone struct {
+	cloneRequest
+	mounts  []lxcMount
+	newConf map[string]string
+	ng      *guest
+}
+
+// lxcCloneChecks are pve-container clone_vm's synchronous checks, in its order, under the source's config
+// lock.
+var lxcCloneChecks = []func(*Sim, *lxcClone) error{
+	func(s *Sim, q *lxcClone) error { return s.loadSource(&q.cloneRequest, "lxc") },
+	(*Sim).checkLXCLinkedStorage,
+	func(s *Sim, q *lxcClone) error { return s.snapshotConf(&q.cloneRequest) },
+	(*Sim).copyLXCConfig,
+	(*Sim).checkLXCNewID,
+}
+
 // handleLXCClone is POST …/lxc/{vmid}/clone. pve-container runs its checks synchronously: the source gets
 // `lock: disk` and the new config is written with `lock: create` before the vzclone worker copies or links
 // the volumes and drops both locks.
 func (s *Sim) handleLXCClone(c *call) (any, error) {
-	nodeName := c.str("node")
-	newid := atoiDef(c.str("newid"), 0)
-	target, err := s.cloneTarget(c)
-	if err != nil {
+	q := &lxcClone{cloneRequest: newCloneRequest(c)}
+	if err := s.startClone(&q.cloneRequest); err != nil {
 		return nil, err
 	}
 	fl, err := s.lockGuestSync("lxc", c.vmid(), "default") // set_lock runs under lock_config
@@ -371,144 +522,149 @@ func (s *Sim) handleLXCClone(c *call) (any, error) {
 		return nil, err
 	}
 	defer s.releaseFlock(fl)
-	src, err := s.guestOn(c, "lxc")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLock(src); err != nil {
-		return nil, dieErr("%s", err.Error())
-	}
-	full := src.conf()["template"] != "1"
-	if c.has("full") {
-		full = c.str("full") == "1"
-	}
-	storageID := c.str("storage")
-	if storageID != "" && !full {
-		return nil, dieErr("parameter 'storage' not allowed for linked clones")
-	}
-	snapname := c.str("snapname")
-	old := src.conf()
-	if snapname != "" {
-		sec, ok := src.file.snapshots[snapname]
-		if !ok {
-			return nil, dieErr("snapshot '%s' does not exist", snapname)
+	for _, check := range lxcCloneChecks {
+		if err := check(s, q); err != nil {
+			return nil, err
 		}
-		old = sec.conf
 	}
+	s.reserveLXCClone(q)
+	return s.spawn(&taskSpec{node: q.nodeName, typ: "vzclone", id: strconv.Itoa(q.vmid), user: c.user,
+		lockKind: "lxc", lockVMID: q.newid, lockTimeout: s.lockTimeout("clone"),
+		work: func(taskLog) error { return s.cloneLXCVolumes(q) }, onFail: func() { s.undoLXCClone(q) }}), nil
+}
+
+// checkLXCLinkedStorage refuses a target storage for a linked clone.
+func (s *Sim) checkLXCLinkedStorage(q *lxcClone) error {
+	if q.storageID != "" && !q.full {
+		return dieErr("parameter 'storage' not allowed for linked clones")
+	}
+	return nil
+}
+
+// copyLXCConfig builds the new config (new MAC addresses, no snapshot keys) and collects the mount points
+// to clone, refusing those that cannot be, and a clone to another node from local storage.
+func (s *Sim) copyLXCConfig(q *lxcClone) error {
 	shared := true
-	type mount struct {
-		key, volid string
-		size       int64
-		d          map[string]string
-	}
-	var mounts []mount
-	newConf := map[string]string{}
-	for _, k := range sortedKeys(old) {
-		v := old[k]
+	q.newConf = map[string]string{}
+	for _, k := range sortedKeys(q.oldconf) {
+		v := q.oldconf[k]
 		switch {
 		case strings.HasPrefix(k, "unused") || k == "snapshots" || k == "parent" || k == "snaptime" || k == "snapstate" || k == "template" || k == "lock":
 			continue
 		case reLXCMountKey.MatchString(k):
-			p := s.lxcDesc.prop(k)
-			d, err := parsePropertyString(p.FormatObject, v, k)
+			m, onShared, err := s.lxcCloneMount(q, k, v)
 			if err != nil {
-				return nil, dieErr("unable to parse mount point '%s'", k)
+				return err
 			}
-			if t := mountType(d["volume"]); t != "volume" {
-				return nil, dieErr("unable to clone mountpoint '%s' (type %s)", k, t)
-			}
-			sid, _, _ := splitVolID(d["volume"])
-			if storageID != "" {
-				sid = storageID
-			}
-			if st := s.storage(sid); st == nil || !st.shared {
-				shared = false
-			}
-			if full {
-				if src.running && snapname == "" {
-					return nil, dieErr("Cannot do full clones on a running container without snapshots")
-				}
-			} else if !isBaseVolid(d["volume"]) {
-				return nil, dieErr("Linked clone feature for '%s' is not available", d["volume"])
-			}
-			size, _ := parseSize(d["size"])
-			mounts = append(mounts, mount{key: k, volid: d["volume"], size: size, d: d})
+			shared = shared && onShared
+			q.mounts = append(q.mounts, m)
 		case strings.HasPrefix(k, "net") && reIndexed.MatchString(k):
 			p := s.lxcDesc.prop(k)
 			d, err := parsePropertyString(p.FormatObject, v, k)
 			if err != nil {
-				return nil, dieErr("unable to parse network options for '%s'", k)
+				return dieErr("unable to parse network options for '%s'", k)
 			}
-			d["hwaddr"] = s.randomMAC(newid) // always a new MAC
-			newConf[k] = printPropertyString(p.FormatObject, d)
+			d["hwaddr"] = s.randomMAC(q.newid) // always a new MAC
+			q.newConf[k] = printPropertyString(p.FormatObject, d)
 		default:
-			newConf[k] = v
+			q.newConf[k] = v
 		}
 	}
-	if target != "" && !shared {
-		return nil, dieErr("can't clone CT to node '%s' (CT uses local storage)", target)
+	if q.target != "" && !shared {
+		return dieErr("can't clone CT to node '%s' (CT uses local storage)", q.target)
 	}
-	if o, ok := s.guests[newid]; ok {
-		return nil, dieErr("%s %d already exists on node '%s'", o.typeWord(), newid, o.node)
+	return nil
+}
+
+// lxcCloneMount checks one mount point can be cloned and says whether its clone lands on shared storage.
+func (s *Sim) lxcCloneMount(q *lxcClone, k, v string) (lxcMount, bool, error) {
+	p := s.lxcDesc.prop(k)
+	d, err := parsePropertyString(p.FormatObject, v, k)
+	if err != nil {
+		return lxcMount{}, false, dieErr("unable to parse mount point '%s'", k)
 	}
-	if h := c.str("hostname"); h != "" {
-		newConf["hostname"] = h
+	if t := mountType(d["volume"]); t != "volume" {
+		return lxcMount{}, false, dieErr("unable to clone mountpoint '%s' (type %s)", k, t)
 	}
-	if c.has("description") {
-		newConf["description"] = c.str("description")
+	sid, _, _ := splitVolID(d["volume"])
+	if q.storageID != "" {
+		sid = q.storageID
 	}
-	newConf["lock"] = "create"
-	src.conf()["lock"] = "disk"
-	src.write()
-	ng := &guest{vmid: newid, kind: "lxc", node: nodeName, createdAt: time.Now(), pool: c.str("pool"),
-		file: &configFile{current: &section{conf: newConf}, snapshots: map[string]*section{}, special: map[string]*section{}}}
-	ng.write()
-	s.guests[newid] = ng
-	vmid := src.vmid
-	dstNode := nodeName
-	if target != "" {
-		dstNode = target
-	}
-	var created []string
-	work := func(l taskLog) error {
-		src, ok := s.guests[vmid]
-		ng2, ok2 := s.guests[newid]
-		if !ok || !ok2 || ng2 != ng {
-			return fmt.Errorf("Lost 'create' config lock, aborting.")
+	st := s.storage(sid)
+	onShared := st != nil && st.shared
+	if q.full {
+		if q.src.running && q.snapname == "" {
+			return lxcMount{}, false, dieErr("Cannot do full clones on a running container without snapshots")
 		}
-		for _, m := range mounts {
-			nv, err := s.cloneVolume(src.node, dstNode, m.volid, m.size, newid, full, storageID, "", "rootdir")
-			if err != nil {
-				return err
-			}
-			created = append(created, nv)
-			m.d["volume"] = nv
-			m.d["size"] = formatSize(s.volumeSize(dstNode, nv, m.size))
-			ng.conf()[m.key] = printPropertyString(s.lxcDesc.prop(m.key).FormatObject, m.d)
-		}
-		delete(ng.conf(), "lock")
-		ng.node = dstNode
-		ng.write()
-		if src.conf()["lock"] == "disk" {
-			delete(src.conf(), "lock")
-			src.write()
-		}
-		return nil
+	} else if !isBaseVolid(d["volume"]) {
+		return lxcMount{}, false, dieErr("Linked clone feature for '%s' is not available", d["volume"])
 	}
-	onFail := func() {
-		if s.guests[newid] == ng {
-			delete(s.guests, newid)
-		}
-		if src, ok := s.guests[vmid]; ok && src.conf()["lock"] == "disk" {
-			delete(src.conf(), "lock")
-			src.write()
-		}
-		for _, v := range created {
-			s.deleteVolume(dstNode, v)
-		}
+	size, _ := parseSize(d["size"])
+	return lxcMount{key: k, volid: d["volume"], size: size, d: d}, onShared, nil
+}
+
+// checkLXCNewID refuses a vmid that exists anywhere in the cluster.
+func (s *Sim) checkLXCNewID(q *lxcClone) error {
+	if o, ok := s.guests[q.newid]; ok {
+		return dieErr("%s %d already exists on node '%s'", o.typeWord(), q.newid, o.node)
 	}
-	return s.spawn(&taskSpec{node: nodeName, typ: "vzclone", id: strconv.Itoa(vmid), user: c.user,
-		lockKind: "lxc", lockVMID: newid, lockTimeout: s.lockTimeout("clone"), work: work, onFail: onFail}), nil
+	return nil
+}
+
+// reserveLXCClone locks the source ("disk") and writes the new config with "lock: create".
+func (s *Sim) reserveLXCClone(q *lxcClone) {
+	if h := q.c.str("hostname"); h != "" {
+		q.newConf["hostname"] = h
+	}
+	if q.c.has("description") {
+		q.newConf["description"] = q.c.str("description")
+	}
+	q.newConf["lock"] = "create"
+	q.src.conf()["lock"] = "disk"
+	q.src.write()
+	q.ng = &guest{vmid: q.newid, kind: "lxc", node: q.nodeName, createdAt: time.Now(), pool: q.c.str("pool"),
+		file: &configFile{current: &section{conf: q.newConf}, snapshots: map[string]*section{}, special: map[string]*section{}}}
+	q.ng.write()
+	s.guests[q.newid] = q.ng
+}
+
+// cloneLXCVolumes is the vzclone worker: it copies or links the mount points and drops both locks.
+func (s *Sim) cloneLXCVolumes(q *lxcClone) error {
+	src, ok := s.guests[q.vmid]
+	ng2, ok2 := s.guests[q.newid]
+	if !ok || !ok2 || ng2 != q.ng {
+		return fmt.Errorf("Lost 'create' config lock, aborting.")
+	}
+	for _, m := range q.mounts {
+		nv, err := s.cloneVolume(src.node, q.dstNode, m.volid, m.size, q.newid, q.full, q.storageID, "", "rootdir")
+		if err != nil {
+			return err
+		}
+		q.created = append(q.created, nv)
+		m.d["volume"] = nv
+		m.d["size"] = formatSize(s.volumeSize(q.dstNode, nv, m.size))
+		q.ng.conf()[m.key] = printPropertyString(s.lxcDesc.prop(m.key).FormatObject, m.d)
+	}
+	delete(q.ng.conf(), "lock")
+	q.ng.node = q.dstNode
+	q.ng.write()
+	if src.conf()["lock"] == "disk" {
+		delete(src.conf(), "lock")
+		src.write()
+	}
+	return nil
+}
+
+// undoLXCClone removes a failed clone's config and volumes and unlocks the source.
+func (s *Sim) undoLXCClone(q *lxcClone) {
+	if s.guests[q.newid] == q.ng {
+		delete(s.guests, q.newid)
+	}
+	if src, ok := s.guests[q.vmid]; ok && src.conf()["lock"] == "disk" {
+		delete(src.conf(), "lock")
+		src.write()
+	}
+	s.removeCreated(&q.cloneRequest)
 }
 
 // renameToBase is vdisk_create_base for the simulator: vm-N-disk-M becomes base-N-disk-M (the last path
