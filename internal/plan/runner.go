@@ -1,6 +1,9 @@
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // OpState is the state of one operation within a run.
 type OpState string
@@ -54,7 +57,8 @@ type Finished struct {
 // Run is the plan runner's state machine: which operations are ready to dispatch, which are skipped because
 // a dependency failed, and when the plan is finished. It is fed results in any order, including duplicates
 // and results replayed after a crash; it never dispatches an operation twice and keeps at most one operation
-// per guest in flight.
+// per guest in flight. Each result costs time in proportion to the operations it makes ready or skips, not
+// to the size of the plan.
 type Run struct {
 	ops     []Operation
 	index   map[string]int
@@ -62,16 +66,29 @@ type Run struct {
 	message []string
 	// busy maps a vmid to the index of its operation in flight.
 	busy map[int]int
+	// unmet counts each operation's dependencies that have not succeeded; dependants lists, per operation,
+	// the operations that depend on it.
+	unmet      []int
+	dependants [][]int
+	// ready holds the waiting operations whose dependencies all succeeded.
+	ready map[int]struct{}
+	// open counts the operations that are not final.
+	open int
 }
 
 // NewRun starts a run of a plan. It fails when a dependency names an unknown operation or points forward.
 func NewRun(p Plan) (*Run, error) {
+	n := len(p.Operations)
 	r := &Run{
-		ops:     p.Operations,
-		index:   make(map[string]int, len(p.Operations)),
-		state:   make([]OpState, len(p.Operations)),
-		message: make([]string, len(p.Operations)),
-		busy:    make(map[int]int),
+		ops:        p.Operations,
+		index:      make(map[string]int, n),
+		state:      make([]OpState, n),
+		message:    make([]string, n),
+		busy:       make(map[int]int),
+		unmet:      make([]int, n),
+		dependants: make([][]int, n),
+		ready:      make(map[int]struct{}),
+		open:       n,
 	}
 	for i, op := range p.Operations {
 		if _, dup := r.index[op.ID]; dup {
@@ -89,6 +106,11 @@ func NewRun(p Plan) (*Run, error) {
 			if j >= i {
 				return nil, fmt.Errorf("plan %s: operation %s depends on %s, which is not before it", p.ID, op.ID, dep)
 			}
+			r.unmet[i]++
+			r.dependants[j] = append(r.dependants[j], i)
+		}
+		if r.unmet[i] == 0 {
+			r.ready[i] = struct{}{}
 		}
 	}
 	return r, nil
@@ -97,12 +119,18 @@ func NewRun(p Plan) (*Run, error) {
 // Ready returns the operations that may be dispatched now, in plan order: waiting, every dependency
 // succeeded, and no other operation of the same guest in flight (or picked in this call).
 func (r *Run) Ready() []Operation {
+	if len(r.ready) == 0 {
+		return nil
+	}
+	idx := make([]int, 0, len(r.ready))
+	for i := range r.ready {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
 	var out []Operation
 	picked := map[int]bool{}
-	for i, op := range r.ops {
-		if r.state[i] != OpWaiting || !r.depsSucceeded(i) {
-			continue
-		}
+	for _, i := range idx {
+		op := r.ops[i]
 		if op.VMID > 0 {
 			if _, inFlight := r.busy[op.VMID]; inFlight || picked[op.VMID] {
 				continue
@@ -114,13 +142,27 @@ func (r *Run) Ready() []Operation {
 	return out
 }
 
-func (r *Run) depsSucceeded(i int) bool {
-	for _, dep := range r.ops[i].DependsOn {
-		if r.state[r.index[dep]] != OpSucceeded {
-			return false
+// set moves operation i to state s, keeping the counts and the ready set.
+func (r *Run) set(i int, s OpState) {
+	was := r.state[i]
+	if was == s {
+		return
+	}
+	r.state[i] = s
+	if was == OpWaiting {
+		delete(r.ready, i)
+	}
+	if !was.final() && s.final() {
+		r.open--
+	}
+	if s == OpSucceeded {
+		for _, k := range r.dependants[i] {
+			r.unmet[k]--
+			if r.unmet[k] == 0 && r.state[k] == OpWaiting {
+				r.ready[k] = struct{}{}
+			}
 		}
 	}
-	return true
 }
 
 // Dispatched records that an operation was published. It is a no-op for an operation that is not waiting.
@@ -132,7 +174,7 @@ func (r *Run) Dispatched(id string) error {
 	if r.state[i] != OpWaiting {
 		return nil
 	}
-	r.state[i] = OpDispatched
+	r.set(i, OpDispatched)
 	if vmid := r.ops[i].VMID; vmid > 0 {
 		r.busy[vmid] = i
 	}
@@ -159,10 +201,10 @@ func (r *Run) Observe(res Result) bool {
 		r.settle(i, OpSucceeded, res.Message)
 	case StatusFailed:
 		r.settle(i, OpFailed, res.Message)
-		r.skipDependants()
+		r.skipDependants(i)
 	case StatusSkipped:
 		r.settle(i, OpSkipped, res.Message)
-		r.skipDependants()
+		r.skipDependants(i)
 	default:
 		return false
 	}
@@ -170,24 +212,38 @@ func (r *Run) Observe(res Result) bool {
 }
 
 func (r *Run) settle(i int, s OpState, msg string) {
-	r.state[i] = s
+	r.set(i, s)
 	r.message[i] = msg
 	if vmid := r.ops[i].VMID; vmid > 0 && r.busy[vmid] == i {
 		delete(r.busy, vmid)
 	}
 }
 
-// skipDependants marks every waiting operation with a failed, skipped or superseded dependency as skipped.
-// Dependencies point backwards, so one pass in plan order reaches the transitive closure.
-func (r *Run) skipDependants() {
-	for i, op := range r.ops {
-		if r.state[i] != OpWaiting {
-			continue
+// skipDependants marks every waiting operation that depends, directly or not, on operation from (which did
+// not succeed) as skipped, naming the first of its own dependencies that did not succeed. Dependencies
+// point backwards, so visiting the affected operations in plan order settles each dependency first.
+func (r *Run) skipDependants(from int) {
+	seen := map[int]bool{}
+	queue := []int{from}
+	var affected []int
+	for len(queue) > 0 {
+		j := queue[0]
+		queue = queue[1:]
+		for _, k := range r.dependants[j] {
+			if seen[k] || r.state[k] != OpWaiting {
+				continue
+			}
+			seen[k] = true
+			affected = append(affected, k)
+			queue = append(queue, k)
 		}
-		for _, dep := range op.DependsOn {
+	}
+	slices.Sort(affected)
+	for _, i := range affected {
+		for _, dep := range r.ops[i].DependsOn {
 			j := r.index[dep]
 			if s := r.state[j]; s == OpFailed || s == OpSkipped || s == OpSuperseded {
-				r.state[i] = OpSkipped
+				r.set(i, OpSkipped)
 				r.message[i] = fmt.Sprintf("skipped: %s %s did not succeed", r.ops[j].Ref, r.ops[j].Action)
 				break
 			}
@@ -199,7 +255,7 @@ func (r *Run) skipDependants() {
 func (r *Run) Supersede() {
 	for i := range r.ops {
 		if r.state[i] == OpWaiting {
-			r.state[i] = OpSuperseded
+			r.set(i, OpSuperseded)
 			r.message[i] = "superseded by a newer commit"
 		}
 	}
@@ -216,6 +272,15 @@ func (r *Run) InFlight() []string {
 	return ids
 }
 
+// Operation returns an operation of the plan by id.
+func (r *Run) Operation(id string) (Operation, bool) {
+	i, ok := r.index[id]
+	if !ok {
+		return Operation{}, false
+	}
+	return r.ops[i], true
+}
+
 // State returns an operation's state.
 func (r *Run) State(id string) (OpState, bool) {
 	i, ok := r.index[id]
@@ -226,14 +291,7 @@ func (r *Run) State(id string) (OpState, bool) {
 }
 
 // Done reports whether every operation is final.
-func (r *Run) Done() bool {
-	for _, s := range r.state {
-		if !s.final() {
-			return false
-		}
-	}
-	return true
-}
+func (r *Run) Done() bool { return r.open == 0 }
 
 // Finished summarises the run; call it when Done.
 func (r *Run) Finished() Finished {

@@ -485,23 +485,30 @@ type allocation struct {
 	rest      map[string]string // the other property-string keys of the value
 }
 
-// nextVolName finds the lowest free vm-<vmid>-disk-<n> name on a storage (pve-storage find_free_diskname).
+// nextVolName finds the lowest free vm-<vmid>-disk-<n> name on a storage (pve-storage find_free_diskname):
+// not a volume of the storage, nor named in the config of the guest the name is for. PVE looks at the
+// storage's volumes only; the config is looked at too because a config may name a volume the simulator
+// does not hold. Other guests' configs are not searched: that would make every allocation cost as much as
+// the whole cluster's configs.
 func (s *Sim) nextVolName(st *storage, nodeName string, vmid int, format, prefix string) string {
 	for n := 0; ; n++ {
 		name := fmt.Sprintf("%s-%d-disk-%d", prefix, vmid, n)
 		volid := s.volidFor(st, vmid, name, format)
-		if s.lookupVolume(nodeName, volid) == nil && !s.volidInAnyConfig(volid) {
+		if s.lookupVolume(nodeName, volid) == nil && !s.volidInConfig(vmid, volid) {
 			return name
 		}
 	}
 }
 
-func (s *Sim) volidInAnyConfig(volid string) bool {
-	for _, g := range s.guests {
-		for _, v := range g.conf() {
-			if strings.HasPrefix(v, volid+",") || v == volid {
-				return true
-			}
+// volidInConfig reports whether the config of guest vmid names a volume.
+func (s *Sim) volidInConfig(vmid int, volid string) bool {
+	g, ok := s.guests[vmid]
+	if !ok {
+		return false
+	}
+	for _, v := range g.conf() {
+		if strings.HasPrefix(v, volid+",") || v == volid {
+			return true
 		}
 	}
 	return false

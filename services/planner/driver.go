@@ -26,6 +26,8 @@ type driver struct {
 
 	// lastSeq is where this driver last saw the cluster's plan subjects end.
 	lastSeq uint64
+	// recordsAfter indexes the ownership records of the plan being run by the operation they wait for.
+	recordsAfter map[string][]int
 
 	cancel   context.CancelFunc
 	lostOnce sync.Once

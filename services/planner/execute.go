@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/proxops/proxops/internal/bus"
@@ -34,6 +33,7 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 		f, _ := notApplied(pl)
 		return d.finish(ctx, planned, f, log)
 	}
+	d.recordsAfter = recordsAfter(pl)
 	for _, rec := range pl.Record {
 		if rec.After == "" {
 			d.recordOwned(ctx, runID, rec.Owned, log)
@@ -155,7 +155,8 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
 	}
-	for _, rec := range pl.Record {
+	for _, i := range d.recordsAfter[res.OpID] {
+		rec := pl.Record[i]
 		if rec.After != res.OpID {
 			continue
 		}
@@ -169,6 +170,18 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 		}
 		d.recordOwned(ctx, runID, o, l)
 	}
+}
+
+// recordsAfter indexes a plan's ownership records by the operation whose success writes them, so taking a
+// result costs the same whatever the plan's size.
+func recordsAfter(pl plan.Plan) map[string][]int {
+	out := map[string][]int{}
+	for i, rec := range pl.Record {
+		if rec.After != "" {
+			out[rec.After] = append(out[rec.After], i)
+		}
+	}
+	return out
 }
 
 // reloadResults feeds the run's results stored from sequence from up to the end of the results stream into
@@ -259,11 +272,10 @@ func (d *driver) lookUpStale(ctx context.Context, r *plan.Run, pl plan.Plan, run
 		if err != nil || !rec.Status.Final() {
 			continue
 		}
-		i := slices.IndexFunc(pl.Operations, func(o plan.Operation) bool { return o.ID == id })
-		if i < 0 {
+		op, ok := r.Operation(id)
+		if !ok {
 			continue
 		}
-		op := pl.Operations[i]
 		log.Info("outcome taken from the operation journal", "op_id", id, "status", string(rec.Status))
 		d.take(ctx, r, pl, runID, plan.Result{RunID: runID, OpID: id, PlanID: pl.ID, Cluster: d.cluster, Node: op.Node,
 			VMID: op.VMID, GuestType: op.GuestType, Ref: op.Ref, Action: op.Action, Status: rec.Status, Message: rec.Message,
