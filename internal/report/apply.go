@@ -328,15 +328,22 @@ func (s *ClusterStatus) foldFinished(f plan.FinishedRun, at time.Time) {
 		}
 		s.Tracking.Operations = nil
 	}
+	place := make(map[string]int, len(s.Tracking.Operations))
+	for i, t := range s.Tracking.Operations {
+		if _, dup := place[t.ID]; !dup {
+			place[t.ID] = i
+		}
+	}
 	for _, o := range f.Operations {
 		state := o.State
 		if state == plan.OpWaiting {
 			state = plan.OpSkipped
 		}
-		i := slices.IndexFunc(s.Tracking.Operations, func(t OpTrack) bool { return t.ID == o.ID })
-		if i < 0 {
+		i, ok := place[o.ID]
+		if !ok {
 			s.Tracking.Operations = append(s.Tracking.Operations, OpTrack{ID: o.ID, Ref: o.Ref, Action: o.Action})
 			i = len(s.Tracking.Operations) - 1
+			place[o.ID] = i
 		}
 		s.Tracking.Operations[i].State = state
 		s.Tracking.Operations[i].Message = maskUPIDs(o.Message)
@@ -430,6 +437,18 @@ func (s *ClusterStatus) derive(refs ...string) {
 		}
 	}
 
+	done := 0
+	for _, o := range ops {
+		if opDone(o.State) {
+			done++
+		}
+	}
+	s.derivePhase(done, s.countOps(plan.OpFailed))
+}
+
+// derivePhase sets the phase and its reason; done and failed count the last plan's operations past
+// dispatch and failed.
+func (s *ClusterStatus) derivePhase(done, failed int) {
 	pending := s.Tracking.SeenEventID != "" && s.Tracking.SeenEventID != s.Tracking.AnsweredEventID
 	switch {
 	case pending:
@@ -437,7 +456,10 @@ func (s *ClusterStatus) derive(refs ...string) {
 		s.Reason = "waiting for the plan of commit " + shortCommit(s.LastCommitSeen)
 	case s.Tracking.SettledPhase == PhaseApplying:
 		s.Phase = PhaseApplying
-		s.Reason = s.applyingReason()
+		s.Reason = fmt.Sprintf("%d of %s done", done, plural(len(s.Tracking.Operations), "operation"))
+		if failed > 0 {
+			s.Reason += fmt.Sprintf(", %d failed", failed)
+		}
 	default:
 		s.Phase = s.Tracking.SettledPhase
 		s.Reason = s.Tracking.SettledReason
@@ -445,21 +467,6 @@ func (s *ClusterStatus) derive(refs ...string) {
 	if s.Phase == "" {
 		s.Phase = PhaseUnknown
 	}
-}
-
-func (s *ClusterStatus) applyingReason() string {
-	total := len(s.Tracking.Operations)
-	done := 0
-	for _, o := range s.Tracking.Operations {
-		if o.State != plan.OpWaiting && o.State != plan.OpDispatched {
-			done++
-		}
-	}
-	reason := fmt.Sprintf("%d of %s done", done, plural(total, "operation"))
-	if failed := s.countOps(plan.OpFailed); failed > 0 {
-		reason += fmt.Sprintf(", %d failed", failed)
-	}
-	return reason
 }
 
 func shortCommit(c string) string {

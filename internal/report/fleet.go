@@ -44,6 +44,10 @@ func (c Change) Changed() bool { return c.After.Revision != c.Before.Revision }
 // concerns it, so the result does not depend on whether the cluster's first plan or the event came first.
 type Fleet struct {
 	clusters map[string]ClusterStatus
+	// index lets results be folded in place, per cluster; shared marks the clusters whose status was handed
+	// out since, and is copied before it is next changed in place.
+	index  map[string]*resultIndex
+	shared map[string]bool
 	// The latest repository event for every cluster, and per cluster the latest restricted to a list.
 	repoAll *repoMark
 	repoFor map[string]repoMark
@@ -58,7 +62,8 @@ type repoMark struct {
 
 // NewFleet starts from statuses loaded from storage.
 func NewFleet(loaded ...ClusterStatus) *Fleet {
-	f := &Fleet{clusters: map[string]ClusterStatus{}, repoFor: map[string]repoMark{}}
+	f := &Fleet{clusters: map[string]ClusterStatus{}, repoFor: map[string]repoMark{}, index: map[string]*resultIndex{},
+		shared: map[string]bool{}}
 	for _, s := range loaded {
 		f.clusters[s.Cluster] = s
 	}
@@ -68,6 +73,7 @@ func NewFleet(loaded ...ClusterStatus) *Fleet {
 // Status returns one cluster's status.
 func (f *Fleet) Status(cluster string) (ClusterStatus, bool) {
 	s, ok := f.clusters[cluster]
+	f.shared[cluster] = ok
 	return s, ok
 }
 
@@ -76,6 +82,7 @@ func (f *Fleet) Statuses() []ClusterStatus {
 	out := make([]ClusterStatus, 0, len(f.clusters))
 	for _, s := range f.clusters {
 		out = append(out, s)
+		f.shared[s.Cluster] = true
 	}
 	slices.SortFunc(out, func(a, b ClusterStatus) int { return cmp.Compare(a.Cluster, b.Cluster) })
 	return out
@@ -95,7 +102,9 @@ func (f *Fleet) ResumeFrom(s Stream) uint64 {
 	return low + 1
 }
 
-// Apply folds one event and returns what it did to each cluster it concerns, sorted by cluster.
+// Apply folds one event and returns what it did to each cluster it concerns, sorted by cluster. A result
+// is folded in place, at a cost that does not grow with the plan: the Before and After of its Change share
+// their slices with the Fleet's status and are only good until the next Apply (their other fields stay).
 func (f *Fleet) Apply(e Event) []Change {
 	if e.Repo != nil {
 		return f.applyRepo(e)
@@ -104,6 +113,12 @@ func (f *Fleet) Apply(e Event) []Change {
 	if cluster == "" {
 		return nil
 	}
+	if e.Result != nil {
+		if ch, ok := f.applyResult(cluster, e); ok {
+			return ch
+		}
+	}
+	delete(f.index, cluster)
 	before, known := f.clusters[cluster]
 	start := before
 	if !known {
@@ -125,6 +140,35 @@ func (f *Fleet) Apply(e Event) []Change {
 	return []Change{ch}
 }
 
+// applyResult folds a result into a known cluster in place; false when Apply must fold it.
+func (f *Fleet) applyResult(cluster string, e Event) ([]Change, bool) {
+	s, known := f.clusters[cluster]
+	if !known || e.Preview() {
+		return nil, false
+	}
+	if e.Seq != 0 && e.Seq <= s.Tracking.ResultsSeq {
+		return nil, true
+	}
+	ix := f.index[cluster]
+	if !ix.fits(&s) {
+		if ix = newResultIndex(&s); ix == nil {
+			return nil, false
+		}
+		f.index[cluster] = ix
+	}
+	if f.shared[cluster] {
+		s = s.clone()
+	}
+	before := s
+	if !ix.fold(&s, e) {
+		delete(f.index, cluster)
+		return nil, false
+	}
+	f.shared[cluster] = false
+	f.clusters[cluster] = s
+	return []Change{{Cluster: cluster, Before: before, After: s}}, true
+}
+
 func (f *Fleet) applyRepo(e Event) []Change {
 	if e.Preview() {
 		return nil
@@ -144,6 +188,7 @@ func (f *Fleet) applyRepo(e Event) []Change {
 		if !folded {
 			continue
 		}
+		delete(f.index, s.Cluster)
 		f.clusters[s.Cluster] = after
 		out = append(out, Change{Cluster: s.Cluster, Before: s, After: after})
 	}

@@ -294,11 +294,15 @@ func New(cluster string) ClusterStatus {
 
 // Resource returns a resource by kind and name.
 func (r Report) Resource(kind, name string) (Resource, bool) {
-	i, ok := slices.BinarySearchFunc(r.Resources, Resource{Kind: kind, Name: name}, CompareResources)
+	i, ok := binarySearchResource(r.Resources, kind, name)
 	if !ok {
 		return Resource{}, false
 	}
 	return r.Resources[i], true
+}
+
+func binarySearchResource(rs []Resource, kind, name string) (int, bool) {
+	return slices.BinarySearchFunc(rs, Resource{Kind: kind, Name: name}, CompareResources)
 }
 
 // SplitRef splits Kind/name; a ref without a slash is a name of an unknown kind.

@@ -138,6 +138,8 @@ type service struct {
 	ready     bool
 	// sources is each repository's latest SourceHealth, by repository and branch.
 	sources map[[2]string]event.SourceHealth
+	// parts is how many parts each cluster's stored report has (0: one value).
+	parts map[string]int
 }
 
 // Run runs the status service until ctx is cancelled.
@@ -157,7 +159,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	s := &service{cfg: cfg, log: cfg.Logger, metrics: m, start: cfg.Now(), page: page, dirty: map[string]bool{},
-		processed: map[report.Stream]uint64{}, target: map[report.Stream]uint64{}, sources: map[[2]string]event.SourceHealth{}}
+		processed: map[report.Stream]uint64{}, target: map[report.Stream]uint64{}, sources: map[[2]string]event.SourceHealth{},
+		parts: map[string]int{}}
 	s.snap.Store(&snapshot{processed: map[string]uint64{}})
 
 	ln := cfg.Listener
@@ -221,50 +224,70 @@ func (s *service) run(ctx context.Context) error {
 	s.publishSnapshot()
 	retry := time.NewTicker(2 * time.Second)
 	defer retry.Stop()
+	// Storing a report costs in proportion to the cluster's size, so a run's results are stored at most
+	// every resultFlushEvery; anything else is stored at once.
+	later := time.NewTimer(time.Hour)
+	later.Stop()
+	defer later.Stop()
+	var lastFlush time.Time
+	laterSet := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case it := <-items:
-			s.fold(it)
+			urgent := s.fold(it)
 		drain:
 			for range 1000 {
 				select {
 				case it := <-items:
-					s.fold(it)
+					urgent = s.fold(it) || urgent
 				default:
 					break drain
 				}
 			}
+			if wait := resultFlushEvery - time.Since(lastFlush); urgent || wait <= 0 || !s.ready {
+				s.flush(ctx)
+				lastFlush = time.Now()
+			} else if !laterSet {
+				later.Reset(wait)
+				laterSet = true
+			}
+		case <-later.C:
+			laterSet = false
 			s.flush(ctx)
+			lastFlush = time.Now()
 		case <-retry.C:
 			if len(s.dirty) > 0 {
 				s.flush(ctx)
+				lastFlush = time.Now()
 			}
 		}
 	}
 }
 
+// resultFlushEvery is how often the reports are stored while only operation results arrive.
+const resultFlushEvery = 500 * time.Millisecond
+
 // load reads every report stored in the bucket.
 func (s *service) load(ctx context.Context) ([]report.ClusterStatus, error) {
-	keys, err := s.cfg.Bus.Keys(ctx, bus.BucketStatus)
+	keys, err := StoredClusters(ctx, s.cfg.Bus)
 	if err != nil {
 		return nil, fmt.Errorf("status: load: %w", err)
 	}
 	var out []report.ClusterStatus
 	for _, k := range keys {
-		m := wire.NewClusterStatusMessage()
-		if _, err := s.cfg.Bus.GetProto(ctx, bus.BucketStatus, k, m); err != nil {
-			if errors.Is(err, bus.ErrNotFound) {
-				continue
-			}
-			return nil, fmt.Errorf("status: load: %w", err)
-		}
-		st, err := wire.ClusterStatusFromProto(m)
-		if err != nil {
+		st, parts, err := ReadStored(ctx, s.cfg.Bus, k)
+		s.parts[k] = parts
+		switch {
+		case errors.Is(err, bus.ErrNotFound):
+			continue
+		case errors.Is(err, errUnreadable) || errors.Is(err, errTornRead):
 			// A report this version cannot read is rebuilt from the streams.
 			s.log.Warn("status: stored report unreadable; rebuilding it", "cluster", k, "err", err)
 			continue
+		case err != nil:
+			return nil, fmt.Errorf("status: load: %w", err)
 		}
 		out = append(out, st)
 	}
@@ -387,8 +410,9 @@ func lastToken(subject string) string {
 	return subject
 }
 
-// fold applies one message.
-func (s *service) fold(it item) {
+// fold applies one message. It reports whether the message is more than an operation result: what it
+// changed is stored at once.
+func (s *service) fold(it item) bool {
 	s.processed[it.stream] = max(s.processed[it.stream], it.seq)
 	defer s.checkReady()
 	if h := it.health; h != nil {
@@ -398,27 +422,30 @@ func (s *service) fold(it item) {
 				"commit", h.Commit, "error", h.LastError)
 		}
 		s.sources[key] = *h
-		return
+		return true
 	}
 	if it.event == nil {
-		return
+		return false
 	}
 	if c := it.event.Cluster(); c != "" {
 		if err := bus.ValidateCluster(c); err != nil {
 			s.log.Warn("status: skipping an event for an invalid cluster", "stream_seq", it.seq, "err", err)
-			return
+			return false
 		}
 	}
+	urgent := it.stream != report.StreamResults
 	for _, ch := range s.fleet.Apply(*it.event) {
 		s.observe(ch, *it.event)
 		if ch.Changed() || it.stream != report.StreamResults {
 			s.dirty[ch.Cluster] = true
 		}
 		if ch.Before.Phase != ch.After.Phase {
+			urgent = true
 			s.log.Info("cluster phase changed", "cluster", ch.Cluster, "from", string(ch.Before.Phase),
 				"to", string(ch.After.Phase), "reason", ch.After.Reason, "commit", ch.After.LastCommitSeen)
 		}
 	}
+	return urgent
 }
 
 func (s *service) checkReady() {
@@ -458,11 +485,9 @@ func (s *service) flush(ctx context.Context) {
 }
 
 func (s *service) store(ctx context.Context, st report.ClusterStatus) error {
-	m, err := wire.ClusterStatusToProto(st)
+	m, parts, err := storeReport(ctx, s.cfg.Bus, st, s.parts[st.Cluster])
+	s.parts[st.Cluster] = parts
 	if err != nil {
-		return err
-	}
-	if _, err := s.cfg.Bus.PutProto(ctx, bus.BucketStatus, st.Cluster, m); err != nil {
 		return err
 	}
 	subject, err := bus.StatusSubject(st.Cluster)
