@@ -16,7 +16,6 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/report"
-	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/status"
 )
 
@@ -200,7 +199,7 @@ func readView(ctx context.Context, b *bus.Bus, only []string) (render.StatusView
 
 // readStatuses reads the reports of the proxops_status bucket, all of them or the clusters named.
 func readStatuses(ctx context.Context, b *bus.Bus, only []string) ([]report.ClusterStatus, error) {
-	keys, err := b.Keys(ctx, bus.BucketStatus)
+	keys, err := status.StoredClusters(ctx, b)
 	if errors.Is(err, bus.ErrNotFound) {
 		return nil, fmt.Errorf("status: no %s bucket: the system has not been provisioned (is proxops up running?)", bus.BucketStatus)
 	}
@@ -221,14 +220,10 @@ func readStatuses(ctx context.Context, b *bus.Bus, only []string) ([]report.Clus
 		if len(only) > 0 && !slices.Contains(only, k) {
 			continue
 		}
-		m := wire.NewClusterStatusMessage()
-		if _, err := b.GetProto(ctx, bus.BucketStatus, k, m); err != nil {
-			if errors.Is(err, bus.ErrNotFound) {
-				continue
-			}
-			return nil, fmt.Errorf("status: %w", err)
+		s, _, err := status.ReadStored(ctx, b, k)
+		if errors.Is(err, bus.ErrNotFound) {
+			continue
 		}
-		s, err := wire.ClusterStatusFromProto(m)
 		if err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}

@@ -35,7 +35,9 @@ type pageData struct {
 	Health    health
 	Stale     []staleSource
 	Attention []attention
-	Clusters  []pageCluster
+	// MoreAttention counts the entries beyond the first pageRows.
+	MoreAttention int
+	Clusters      []pageCluster
 }
 
 // staleSource is a repository that cannot be read: planning uses its last good commit.
@@ -61,7 +63,14 @@ type pageCluster struct {
 	Diagnostics           []render.DiagnosticDocument
 	HeldPrunes            []string
 	Revision              int64
+	// MoreResources, MoreFindings and MoreGaps count what the page leaves out (pageRows per list); the
+	// JSON of /status/<cluster> has everything.
+	MoreResources, MoreFindings, MoreGaps int
 }
+
+// pageRows is the most rows the page shows per list of a cluster: the page of a cluster of thousands of
+// guests stays small and quick to render. Resources that are not converged come first.
+const pageRows = 200
 
 type pageResource struct {
 	render.ResourceDocument
@@ -122,21 +131,49 @@ func (s *service) pageData() pageData {
 			Applied: st.LastCommitApplied, PlanID: st.PlanID, Counters: doc.Counters, Findings: doc.Findings,
 			Gaps: doc.Gaps, Diagnostics: doc.Diagnostics, HeldPrunes: doc.HeldPrunes, Revision: st.Revision,
 			LastPlan: newTimeCell(st.Timing.LastPlanAt, now), LastSuccess: newTimeCell(st.Timing.LastSuccessAt, now)}
+		if len(pc.Findings) > pageRows {
+			pc.MoreFindings, pc.Findings = len(pc.Findings)-pageRows, pc.Findings[:pageRows]
+		}
+		if len(pc.Gaps) > pageRows {
+			pc.MoreGaps, pc.Gaps = len(pc.Gaps)-pageRows, pc.Gaps[:pageRows]
+		}
+		// A long list shows what is not converged first.
+		var shown []int
+		for pass := range 2 {
+			for i := range doc.Resources {
+				if len(shown) == pageRows {
+					break
+				}
+				converged := st.Resources[i].State == report.StateConverged
+				if len(doc.Resources) <= pageRows || converged == (pass == 1) {
+					shown = append(shown, i)
+				}
+			}
+			if len(doc.Resources) <= pageRows {
+				break
+			}
+		}
+		pc.MoreResources = len(doc.Resources) - len(shown)
+		for _, i := range shown {
+			pc.Resources = append(pc.Resources, pageResource{ResourceDocument: doc.Resources[i]})
+		}
 		for i, r := range doc.Resources {
-			pr := pageResource{ResourceDocument: r, ID: "-"}
-			if r.VMID > 0 {
-				pr.ID = strconv.Itoa(r.VMID)
-			}
-			if t, ok := st.Timing.Resource(r.Kind, r.Name); ok {
-				pr.Updated = newTimeCell(t.UpdatedAt, now)
-			}
-			pc.Resources = append(pc.Resources, pr)
 			if problem(st.Resources[i].State) {
 				detail := r.LastError
 				if detail == "" {
 					detail = r.Reason
 				}
 				d.Attention = append(d.Attention, attention{Cluster: st.Cluster, Ref: r.Kind + "/" + r.Name, State: r.State, Detail: detail})
+			}
+		}
+		for i := range pc.Resources {
+			pr := &pc.Resources[i]
+			pr.ID = "-"
+			if pr.VMID > 0 {
+				pr.ID = strconv.Itoa(pr.VMID)
+			}
+			if t, ok := st.Timing.Resource(pr.Kind, pr.Name); ok {
+				pr.Updated = newTimeCell(t.UpdatedAt, now)
 			}
 		}
 		if st.Phase == report.PhaseRejected || st.Phase == report.PhaseHeld {
@@ -148,6 +185,9 @@ func (s *service) pageData() pageData {
 	slices.SortStableFunc(d.Attention, func(a, b attention) int {
 		return cmp.Compare(rank(a.State), rank(b.State))
 	})
+	if len(d.Attention) > pageRows {
+		d.MoreAttention, d.Attention = len(d.Attention)-pageRows, d.Attention[:pageRows]
+	}
 	d.Summary = summaryLine(len(snap.statuses), counts)
 	return d
 }

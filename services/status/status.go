@@ -282,7 +282,7 @@ func (s *service) load(ctx context.Context) ([]report.ClusterStatus, error) {
 		switch {
 		case errors.Is(err, bus.ErrNotFound):
 			continue
-		case errors.Is(err, errUnreadable) || errors.Is(err, errTornRead):
+		case errors.Is(err, wire.ErrStatusUnreadable) || errors.Is(err, wire.ErrStatusPartsMismatch):
 			// A report this version cannot read is rebuilt from the streams.
 			s.log.Warn("status: stored report unreadable; rebuilding it", "cluster", k, "err", err)
 			continue

@@ -180,7 +180,11 @@ type ClusterStatus struct {
 	// The aggregator's bookkeeping: what it has folded and the run it follows. Not part of the report.
 	Tracking *Tracking `protobuf:"bytes,14,opt,name=tracking,proto3" json:"tracking,omitempty"`
 	// Kind/name of the prunes a held plan waits to have confirmed.
-	HeldPrunes    []string `protobuf:"bytes,15,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
+	HeldPrunes []string `protobuf:"bytes,15,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
+	// Set on a stored or published report too large for one value: it then carries the report without its
+	// lists (resources, findings, gaps, diagnostics, held prunes, tracked operations, resource timings), and
+	// the whole report, serialized, is stored in parts beside it.
+	Parts         *StatusParts `protobuf:"bytes,16,opt,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,6 +324,76 @@ func (x *ClusterStatus) GetHeldPrunes() []string {
 	return nil
 }
 
+func (x *ClusterStatus) GetParts() *StatusParts {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+// StatusParts locates a report stored in parts: the keys <cluster>.part.0 to <cluster>.part.<count-1> of the
+// status bucket hold, concatenated, the serialized report.
+type StatusParts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Count uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// Size in bytes and SHA-256 (hex) of the serialized report.
+	Size          uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusParts) Reset() {
+	*x = StatusParts{}
+	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusParts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusParts) ProtoMessage() {}
+
+func (x *StatusParts) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusParts.ProtoReflect.Descriptor instead.
+func (*StatusParts) Descriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StatusParts) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *StatusParts) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *StatusParts) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 // ResourceStatus is the state of one declared or observed resource.
 type ResourceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -340,7 +414,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +426,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +439,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{1}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ResourceStatus) GetKind() string {
@@ -454,7 +528,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +540,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +553,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{2}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Counters) GetObjects() int64 {
@@ -583,7 +657,7 @@ type Timing struct {
 
 func (x *Timing) Reset() {
 	*x = Timing{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +669,7 @@ func (x *Timing) String() string {
 func (*Timing) ProtoMessage() {}
 
 func (x *Timing) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +682,7 @@ func (x *Timing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timing.ProtoReflect.Descriptor instead.
 func (*Timing) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{3}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Timing) GetUpdatedAt() *timestamppb.Timestamp {
@@ -666,7 +740,7 @@ type ResourceTiming struct {
 
 func (x *ResourceTiming) Reset() {
 	*x = ResourceTiming{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +752,7 @@ func (x *ResourceTiming) String() string {
 func (*ResourceTiming) ProtoMessage() {}
 
 func (x *ResourceTiming) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +765,7 @@ func (x *ResourceTiming) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTiming.ProtoReflect.Descriptor instead.
 func (*ResourceTiming) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{4}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResourceTiming) GetKind() string {
@@ -739,7 +813,7 @@ type TrackedOperation struct {
 
 func (x *TrackedOperation) Reset() {
 	*x = TrackedOperation{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +825,7 @@ func (x *TrackedOperation) String() string {
 func (*TrackedOperation) ProtoMessage() {}
 
 func (x *TrackedOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +838,7 @@ func (x *TrackedOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrackedOperation.ProtoReflect.Descriptor instead.
 func (*TrackedOperation) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{5}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TrackedOperation) GetOpId() string {
@@ -852,7 +926,7 @@ type Tracking struct {
 
 func (x *Tracking) Reset() {
 	*x = Tracking{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +938,7 @@ func (x *Tracking) String() string {
 func (*Tracking) ProtoMessage() {}
 
 func (x *Tracking) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +951,7 @@ func (x *Tracking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tracking.ProtoReflect.Descriptor instead.
 func (*Tracking) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{6}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Tracking) GetRepoSequence() uint64 {
@@ -975,7 +1049,7 @@ var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xab\x05\n" +
+	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xe1\x05\n" +
 	"\rClusterStatus\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.proxops.status.v1.PhaseR\x05phase\x12(\n" +
@@ -993,7 +1067,12 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\x06timing\x18\r \x01(\v2\x19.proxops.status.v1.TimingR\x06timing\x127\n" +
 	"\btracking\x18\x0e \x01(\v2\x1b.proxops.status.v1.TrackingR\btracking\x12\x1f\n" +
 	"\vheld_prunes\x18\x0f \x03(\tR\n" +
-	"heldPrunes\"\xf1\x01\n" +
+	"heldPrunes\x124\n" +
+	"\x05parts\x18\x10 \x01(\v2\x1e.proxops.status.v1.StatusPartsR\x05parts\"O\n" +
+	"\vStatusParts\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xf1\x01\n" +
 	"\x0eResourceStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1099,49 +1178,51 @@ func file_proxops_status_v1_status_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_status_v1_status_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_proxops_status_v1_status_proto_goTypes = []any{
 	(Phase)(0),                    // 0: proxops.status.v1.Phase
 	(OperationState)(0),           // 1: proxops.status.v1.OperationState
 	(*ClusterStatus)(nil),         // 2: proxops.status.v1.ClusterStatus
-	(*ResourceStatus)(nil),        // 3: proxops.status.v1.ResourceStatus
-	(*Counters)(nil),              // 4: proxops.status.v1.Counters
-	(*Timing)(nil),                // 5: proxops.status.v1.Timing
-	(*ResourceTiming)(nil),        // 6: proxops.status.v1.ResourceTiming
-	(*TrackedOperation)(nil),      // 7: proxops.status.v1.TrackedOperation
-	(*Tracking)(nil),              // 8: proxops.status.v1.Tracking
-	(*v1.Finding)(nil),            // 9: proxops.plan.v1.Finding
-	(*v11.Gap)(nil),               // 10: proxops.inventory.v1.Gap
-	(*v1.Diagnostic)(nil),         // 11: proxops.plan.v1.Diagnostic
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(v1.Action)(0),                // 13: proxops.plan.v1.Action
+	(*StatusParts)(nil),           // 3: proxops.status.v1.StatusParts
+	(*ResourceStatus)(nil),        // 4: proxops.status.v1.ResourceStatus
+	(*Counters)(nil),              // 5: proxops.status.v1.Counters
+	(*Timing)(nil),                // 6: proxops.status.v1.Timing
+	(*ResourceTiming)(nil),        // 7: proxops.status.v1.ResourceTiming
+	(*TrackedOperation)(nil),      // 8: proxops.status.v1.TrackedOperation
+	(*Tracking)(nil),              // 9: proxops.status.v1.Tracking
+	(*v1.Finding)(nil),            // 10: proxops.plan.v1.Finding
+	(*v11.Gap)(nil),               // 11: proxops.inventory.v1.Gap
+	(*v1.Diagnostic)(nil),         // 12: proxops.plan.v1.Diagnostic
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(v1.Action)(0),                // 14: proxops.plan.v1.Action
 }
 var file_proxops_status_v1_status_proto_depIdxs = []int32{
 	0,  // 0: proxops.status.v1.ClusterStatus.phase:type_name -> proxops.status.v1.Phase
-	3,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
-	9,  // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
-	10, // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
-	4,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
-	11, // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	5,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
-	8,  // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
-	12, // 8: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 9: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
-	12, // 10: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
-	12, // 11: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
-	6,  // 12: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
-	12, // 13: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
-	12, // 14: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 15: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
-	13, // 16: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
-	1,  // 17: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
-	0,  // 18: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
-	7,  // 19: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	4,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
+	10, // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
+	11, // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
+	5,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
+	12, // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	6,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
+	9,  // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
+	3,  // 8: proxops.status.v1.ClusterStatus.parts:type_name -> proxops.status.v1.StatusParts
+	13, // 9: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 10: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
+	13, // 11: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
+	13, // 12: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
+	7,  // 13: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
+	13, // 14: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
+	13, // 15: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 16: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
+	14, // 17: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
+	1,  // 18: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
+	0,  // 19: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
+	8,  // 20: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_proxops_status_v1_status_proto_init() }
@@ -1155,7 +1236,7 @@ func file_proxops_status_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_status_v1_status_proto_rawDesc), len(file_proxops_status_v1_status_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
