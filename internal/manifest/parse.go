@@ -24,16 +24,17 @@ var envelopeFields = []string{"apiVersion", "kind", "metadata", "spec"}
 // every problem found: syntax errors, unknown or missing kinds, bad field types, unknown fields (warnings)
 // and validation errors.
 func Parse(file string, data []byte) ([]*Resource, diag.List) {
-	docs, diags := yamldecode.Documents(file, data)
 	var out []*Resource
-	for _, doc := range docs {
+	var diags diag.List
+	// One document's YAML nodes at a time: only the decoded resources are kept.
+	diags = append(diags, yamldecode.EachDocument(file, data, func(doc yamldecode.Document) {
 		r, ds := parseDocument(file, doc)
 		diags = append(diags, ds...)
 		if r != nil {
 			out = append(out, r)
 			diags = append(diags, Validate(r)...)
 		}
-	}
+	})...)
 	return out, diags
 }
 

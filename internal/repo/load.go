@@ -463,11 +463,30 @@ func (l *loader) parseAll(files []string) map[string]*parsed {
 	close(next)
 	wg.Wait()
 	out := make(map[string]*parsed, len(files))
+	total := 0
 	for i, f := range files {
-		out[f] = results[i]
+		p := results[i]
+		if total+len(p.resources) > resourceCap {
+			// The resources beyond the cap are dropped with an error where the first of them is.
+			keep := max(0, resourceCap-total)
+			pos := p.resources[keep].Source.Pos("kind")
+			p.diags = append(p.diags, diag.Diagnostic{Severity: diag.Error, File: f, Line: pos.Line, Column: pos.Column,
+				Ref:     p.resources[keep].Ref().String(),
+				Message: fmt.Sprintf("more than %d manifests in the repository: the manifests from here on are not read", resourceCap)})
+			p.resources = p.resources[:keep]
+		}
+		total += len(p.resources)
+		out[f] = p
 	}
 	return out
 }
+
+// MaxResources is the most manifests a repository may hold; with yamldecode.MaxDocuments per file it bounds
+// what one tree costs to plan. Manifests beyond it (in the order files are listed) are refused with an error.
+const MaxResources = 100000
+
+// resourceCap is MaxResources, lowered by tests.
+var resourceCap = MaxResources
 
 func parseFile(fsys fs.FS, file string) *parsed {
 	data, err := fs.ReadFile(fsys, file)

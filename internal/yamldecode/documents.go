@@ -24,10 +24,23 @@ type Document struct {
 
 var lineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
+// MaxDocuments is the most YAML documents one file may hold (empty documents count). A file with more is
+// refused at the first document beyond it, before it is parsed, so what a file costs in memory stays bounded
+// by the cap rather than by the file's size.
+const MaxDocuments = 20000
+
 // Documents splits a file into its non-empty YAML documents. A syntax error ends the file: the documents
 // before it are returned with one error diagnostic that carries the line of the problem (line 1 when the
-// parser does not say).
+// parser does not say). A file of more than MaxDocuments documents gets an error at the first one beyond.
 func Documents(file string, data []byte) (docs []Document, diags diag.List) {
+	diags = EachDocument(file, data, func(d Document) { docs = append(docs, d) })
+	return docs, diags
+}
+
+// EachDocument calls fn with each non-empty YAML document of a file in turn, as Documents returns them,
+// parsing the next one only after fn returns: a caller that keeps what it decoded rather than the nodes
+// holds one document's nodes at a time.
+func EachDocument(file string, data []byte, fn func(Document)) (diags diag.List) {
 	defer func() {
 		if r := recover(); r != nil {
 			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: 1, Column: 1,
@@ -38,29 +51,59 @@ func Documents(file string, data []byte) (docs []Document, diags diag.List) {
 		// One document (the common case): parsing from the byte slice avoids the reader's buffers.
 		var n yaml.Node
 		if err := yaml.Unmarshal(data, &n); err != nil {
-			return nil, append(diags, syntaxError(file, data, err))
+			return append(diags, syntaxError(file, data, err))
 		}
 		if root := Resolve(&n); !IsNull(root) {
-			docs = append(docs, Document{Index: 1, Root: root})
+			fn(Document{Index: 1, Root: root})
 		}
-		return docs, diags
+		return diags
+	}
+	if starts := documentStarts(data, MaxDocuments+1); len(starts) > MaxDocuments {
+		// Refused before anything is parsed past the cap: the line is where the document beyond it starts.
+		line := starts[MaxDocuments]
+		diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: line, Column: 1,
+			Message: fmt.Sprintf("more than %d YAML documents in one file: split it into several files", MaxDocuments)})
+		return diags
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for index := 1; ; index++ {
 		var n yaml.Node
 		err := dec.Decode(&n)
 		if errors.Is(err, io.EOF) {
-			return docs, diags
+			return diags
 		}
 		if err != nil {
-			return docs, append(diags, syntaxError(file, data, err))
+			return append(diags, syntaxError(file, data, err))
 		}
 		root := Resolve(&n)
 		if IsNull(root) {
 			continue
 		}
-		docs = append(docs, Document{Index: index, Root: root})
+		fn(Document{Index: index, Root: root})
 	}
+}
+
+// documentStarts returns the 1-based lines where a file's documents start, up to limit of them: line 1,
+// and the line after each "---" separator line that follows content. It overcounts nothing a parser
+// would count less than (a separator inside a block scalar is rare and only makes the count larger), so
+// it is a bound for the cap, not a parser.
+func documentStarts(data []byte, limit int) []int {
+	starts := []int{1}
+	line := 1
+	for len(data) > 0 && len(starts) < limit {
+		nl := bytes.IndexByte(data, '\n')
+		cur := data
+		if nl >= 0 {
+			cur, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		if line > 1 && bytes.HasPrefix(cur, []byte("---")) && (len(cur) == 3 || cur[3] == ' ' || cur[3] == '\t' || cur[3] == '\r') {
+			starts = append(starts, line)
+		}
+		line++
+	}
+	return starts
 }
 
 // syntaxError turns a YAML parser error into a diagnostic at the line it names (line 1 when it names
