@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/secrets"
 )
 
 // natsOptions say how a command reaches ProxOps: a deployed system (--nats), a proxops up running on the
@@ -40,7 +41,7 @@ func (o natsOptions) dir() (string, error) {
 	if d == "" {
 		d = defaultStatusDataDir()
 	}
-	return expandHome(d)
+	return secrets.ExpandHome(d)
 }
 
 // connectRemote connects to a deployed system or to a running proxops up.

@@ -104,7 +104,7 @@ func setupCluster(ctx context.Context, r *repo.Repository, fsys fs.FS, root, nam
 	}
 	var store *secrets.Store
 	if cc.SecretsFile != "" {
-		s, err := readSecrets(ctx, decryptor, fsys, root, cc.SecretsPath())
+		s, err := decryptor.ReadClusterFile(ctx, fsys, cc.SecretsPath(), secrets.HostDisk)
 		if err != nil {
 			cs.secretsBroken, cs.problem = true, err
 			return cs, true
@@ -161,30 +161,9 @@ func credentialInput(cfg *repo.Config, cc *repo.ClusterConfig, store *secrets.St
 	return in
 }
 
-// readSecrets decrypts a cluster's secrets file: from the snapshot when it is in the repository, else from
-// this host's disk.
-func readSecrets(ctx context.Context, d *secrets.Decryptor, fsys fs.FS, root, file string) (*secrets.Store, error) {
-	var data []byte
-	var err error
-	if filepath.IsAbs(file) || strings.HasPrefix(file, "~") {
-		var p string
-		if p, err = localPath(root, file); err == nil {
-			data, err = os.ReadFile(p)
-		}
-	} else {
-		data, err = fs.ReadFile(fsys, file)
-	}
-	if err != nil {
-		return nil, secrets.MissingFileError(file)
-	}
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return d.Decrypt(dctx, file, data)
-}
-
 // localPath expands ~ and makes a relative path relative to the repository root.
 func localPath(root, p string) (string, error) {
-	p, err := expandHome(p)
+	p, err := secrets.ExpandHome(p)
 	if err != nil {
 		return "", err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/proxops/proxops/internal/diag"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/yamldecode"
 	"github.com/proxops/proxops/services/watcher"
 )
@@ -179,7 +180,7 @@ func parseLevel(s string) (slog.Level, error) {
 
 // absPath expands ~ and makes a path absolute against the current directory.
 func absPath(p string) (string, error) {
-	p, err := expandHome(p)
+	p, err := secrets.ExpandHome(p)
 	if err != nil {
 		return "", err
 	}
@@ -255,7 +256,7 @@ func resolveSource(g globalOptions, repoFlag string, lookup func(string) (string
 	case src.File != nil && src.File.Git.Path != "":
 		if src.File.Git.Path == "." {
 			path = filepath.Dir(src.ConfigFile)
-		} else if path, err = expandHome(src.File.Git.Path); err == nil && !filepath.IsAbs(path) {
+		} else if path, err = secrets.ExpandHome(src.File.Git.Path); err == nil && !filepath.IsAbs(path) {
 			path = filepath.Join(filepath.Dir(src.ConfigFile), path)
 		}
 		if err != nil {
@@ -270,7 +271,7 @@ func resolveSource(g globalOptions, repoFlag string, lookup func(string) (string
 		}
 	}
 	if src.URL == "" {
-		if path, err = expandHome(path); err != nil {
+		if path, err = secrets.ExpandHome(path); err != nil {
 			return src, err
 		}
 		if info, err := os.Stat(path); err != nil {

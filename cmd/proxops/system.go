@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,18 +61,6 @@ func (l *dataDirLock) release() {
 	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	_ = l.f.Close()
 	l.f = nil
-}
-
-// expandHome expands a leading ~ to the user's home directory.
-func expandHome(p string) (string, error) {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
-		return p, nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("expand %s: %w", p, err)
-	}
-	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
 }
 
 // systemConfig is what one process runs.

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -171,10 +170,10 @@ func gitToken(ctx context.Context, cfg *repo.Config, lookup func(string) (string
 			continue
 		}
 		file := cc.SecretsPath()
-		if !filepath.IsAbs(file) && !strings.HasPrefix(file, "~") {
+		if !secrets.IsHostPath(file) {
 			return "", fmt.Errorf("pve.clusters.%s.secrets.git.token: the secrets file %s is in the repository, which cannot be fetched before the token is known; keep it next to the configuration file", name, file)
 		}
-		store, err := readSecrets(ctx, decryptor, nil, "", file)
+		store, err := decryptor.ReadClusterFile(ctx, nil, file, secrets.HostDisk)
 		if err != nil {
 			return "", fmt.Errorf("pve.clusters.%s.secrets.git.token: %w", name, err)
 		}

@@ -3,8 +3,6 @@ package secrets
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"sync"
 )
 
@@ -81,19 +79,6 @@ func (d *Decryptor) Decrypt(ctx context.Context, file string, data []byte) (*Sto
 		close(e.ready)
 		return store, err
 	}
-}
-
-// DecryptFS reads name from fsys and decrypts it (through the cache). A missing file is an error of class
-// ClassFileMissing naming it.
-func (d *Decryptor) DecryptFS(ctx context.Context, fsys fs.FS, name string) (*Store, error) {
-	data, err := fs.ReadFile(fsys, name)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, MissingFileError(name)
-		}
-		return nil, fmt.Errorf("read secrets file %s: %w", name, err)
-	}
-	return d.Decrypt(ctx, name, data)
 }
 
 // Len returns how many decrypted files are cached.

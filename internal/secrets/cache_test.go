@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 
 	"github.com/proxops/proxops/internal/secrets"
 )
@@ -174,20 +173,5 @@ func TestDecryptorIsSafeForConcurrentUse(t *testing.T) {
 	}
 	if n := keys.calls.Load(); n != int64(len(files)) {
 		t.Errorf("%d decryptions for %d distinct files; concurrent callers must share one", n, len(files))
-	}
-}
-
-func TestDecryptFSReportsAMissingFile(t *testing.T) {
-	fsys := fstest.MapFS{"clusters/lab/secrets.sops.yaml": {Data: fixture(t, "valid.sops.yaml")}}
-	d := secrets.NewDecryptor(keysFrom(t, "lab"))
-	if _, err := d.DecryptFS(context.Background(), fsys, "clusters/lab/secrets.sops.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	_, err := d.DecryptFS(context.Background(), fsys, "clusters/edge/secrets.sops.yaml")
-	if !errors.Is(err, secrets.ErrFileMissing) || secrets.ClassOf(err) != secrets.ClassFileMissing {
-		t.Fatalf("err = %v", err)
-	}
-	if want := "clusters/edge/secrets.sops.yaml: secrets file does not exist"; len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
-		t.Errorf("message %q", err)
 	}
 }

@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -189,30 +186,15 @@ func (a *adopter) observeNode(ctx context.Context, cluster, node string, listNod
 // decrypt reads and decrypts a cluster's secrets file: from the snapshot, or (LocalSecrets) from this host
 // for a path outside the repository.
 func (a *adopter) decrypt(ctx context.Context, fsys fs.FS, file string) (*secrets.Store, error) {
-	var data []byte
-	var err error
-	if filepath.IsAbs(file) || strings.HasPrefix(file, "~") {
-		if !a.cfg.LocalSecrets {
-			return nil, errors.New("the file is outside the repository; the adopter reads secrets from the repository only")
-		}
-		local := file
-		if rest, ok := strings.CutPrefix(local, "~"); ok {
-			home, herr := os.UserHomeDir()
-			if herr != nil {
-				return nil, herr
-			}
-			local = filepath.Join(home, rest)
-		}
-		data, err = os.ReadFile(local)
-	} else {
-		data, err = fs.ReadFile(fsys, file)
+	host := secrets.RepositoryOnly
+	if a.cfg.LocalSecrets {
+		host = secrets.HostDisk
 	}
-	if err != nil {
-		return nil, secrets.MissingFileError(file)
+	store, err := a.decryptor.ReadClusterFile(ctx, fsys, file, host)
+	if errors.Is(err, secrets.ErrOutsideRepository) {
+		return nil, errors.New("the file is outside the repository; the adopter reads secrets from the repository only")
 	}
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return a.decryptor.Decrypt(dctx, file, data)
+	return store, err
 }
 
 // storeKeys gives adoption the SSH key entries of a decrypted secrets file, as references and digests.

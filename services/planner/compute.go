@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -171,38 +169,18 @@ func (p *planner) decryptSecrets(ctx context.Context, tree string, r *repo.Repos
 		return diag.List{{Severity: diag.Error, File: c.Config.File, Line: pos.Line, Column: pos.Column, Field: field,
 			Message: "cloud-init secret resolution: " + msg}}
 	}
-	var data []byte
-	if filepath.IsAbs(file) || strings.HasPrefix(file, "~") {
-		if !p.cfg.LocalSecrets {
-			return nil, at(fmt.Sprintf("secrets-file %s is outside the repository; the planner reads secrets from the repository only", file))
-		}
-		local := file
-		if strings.HasPrefix(local, "~") {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return nil, at(fmt.Sprintf("secrets-file %s: %v", file, err))
-			}
-			local = filepath.Join(home, strings.TrimPrefix(local, "~"))
-		}
-		b, err := os.ReadFile(local)
-		if err != nil {
-			return nil, secretsDiagnostics(secrets.MissingFileError(file), file)
-		}
-		data = b
-	} else {
-		fsys, err := p.treeFS(ctx, tree)
-		if err != nil {
-			return nil, at(fmt.Sprintf("cannot read the tree snapshot: %v", err))
-		}
-		b, err := fs.ReadFile(fsys, file)
-		if err != nil {
-			return nil, secretsDiagnostics(secrets.MissingFileError(file), file)
-		}
-		data = b
+	fsys, err := p.treeFS(ctx, tree)
+	if err != nil {
+		return nil, at(fmt.Sprintf("cannot read the tree snapshot: %v", err))
 	}
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	store, err := p.decryptor.Decrypt(dctx, file, data)
+	host := secrets.RepositoryOnly
+	if p.cfg.LocalSecrets {
+		host = secrets.HostDisk
+	}
+	store, err := p.decryptor.ReadClusterFile(ctx, fsys, file, host)
+	if errors.Is(err, secrets.ErrOutsideRepository) {
+		return nil, at(fmt.Sprintf("secrets-file %s is outside the repository; the planner reads secrets from the repository only", file))
+	}
 	if err != nil {
 		return nil, secretsDiagnostics(err, file)
 	}

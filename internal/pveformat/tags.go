@@ -1,0 +1,58 @@
+package pveformat
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+)
+
+const (
+	// OwnershipTag marks a guest ProxOps created or manages.
+	OwnershipTag = "proxops"
+	// LegacyTag is the predecessor's ownership tag. A guest carrying only it counts as untagged: it is never
+	// pruned and is claimed with OwnershipTag on its first managed update.
+	LegacyTag = "pveconform"
+)
+
+// SplitList is PVE::Tools::split_list, how PVE splits a list such as a tags value or a delete list: on NUL
+// bytes when it holds any, else on `,`, `;` and whitespace.
+func SplitList(s string) []string {
+	if strings.Contains(s, "\x00") {
+		return strings.Split(s, "\x00")
+	}
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' || unicode.IsSpace(r) })
+}
+
+// NormalizeTags returns tags the way PVE stores them (GuestHelpers::get_unique_tags with the default
+// tag-style): each value split with SplitList, lower-cased, sorted and deduplicated.
+func NormalizeTags(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, t := range SplitList(v) {
+			if t != "" {
+				out = append(out, strings.ToLower(t))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// ParseTags splits a live tags value on every separator PVE accepts and returns the tags lower-cased,
+// sorted and deduplicated.
+func ParseTags(s string) []string { return NormalizeTags([]string{s}) }
+
+// FormatTags writes tags the way PVE stores them: lower case, sorted, deduplicated, joined with `;`.
+func FormatTags(tags []string) string { return strings.Join(NormalizeTags(tags), ";") }
+
+// HasTag reports whether a live tags value carries a tag (case-insensitive, any separator).
+func HasTag(live, tag string) bool {
+	_, found := slices.BinarySearch(ParseTags(live), strings.ToLower(tag))
+	return found
+}
+
+// Owned reports whether a live tags value carries the ownership tag.
+func Owned(live string) bool { return HasTag(live, OwnershipTag) }
+
+// SameTags reports whether two tag values hold the same set of tags.
+func SameTags(a, b string) bool { return slices.Equal(ParseTags(a), ParseTags(b)) }
