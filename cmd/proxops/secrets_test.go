@@ -13,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/proxops/proxops/internal/bus"
-	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // The demo's decrypted values (internal/secrets/testdata/demo/secrets.plain.yaml): throwaway test material.
@@ -46,7 +46,7 @@ func (p demoPlaintext) needles() map[string]string {
 		out[what] = v
 		out[what+" (query-escaped)"] = url.QueryEscape(v)
 		out[what+" (path-escaped)"] = url.PathEscape(v)
-		out[what+" (sshkeys-encoded)"] = pve.EncodeSSHKeys([]string{v})
+		out[what+" (sshkeys-encoded)"] = pveformat.EncodeSSHKeys([]string{v})
 	}
 	add("token secret", p.Secrets["proxops-token"])
 	var keys []string
@@ -57,7 +57,7 @@ func (p demoPlaintext) needles() map[string]string {
 		}
 		keys = append(keys, k)
 	}
-	out["ssh keys (sshkeys-encoded, joined)"] = pve.EncodeSSHKeys(keys)
+	out["ssh keys (sshkeys-encoded, joined)"] = pveformat.EncodeSSHKeys(keys)
 	for name, pw := range p.CloudInit.Passwords {
 		add("password "+name, pw)
 	}

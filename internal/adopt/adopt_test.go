@@ -14,8 +14,8 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
-	"github.com/proxops/proxops/internal/pvewire"
 	"github.com/proxops/proxops/internal/render"
 )
 
@@ -57,7 +57,7 @@ func (s keyStore) CheckPassword(string) error { return nil }
 var _ adopt.KeyStore = keyStore{}
 var _ plan.SecretResolver = keyStore{}
 
-func sshkeys(keys ...string) string { return pvewire.EncodeSSHKeys(keys) }
+func sshkeys(keys ...string) string { return pveformat.EncodeSSHKeys(keys) }
 
 // representativeSpec is a small cluster with one of each thing adoption handles.
 func representativeSpec() pvesim.Spec {

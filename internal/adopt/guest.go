@@ -8,6 +8,7 @@ import (
 	"github.com/proxops/proxops/internal/diag"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvewire"
 )
 
@@ -251,8 +252,8 @@ func (c *guest) tags() []string {
 		live = c.g.Tags
 	}
 	var out []string
-	for _, t := range pvewire.ParseTags(live) {
-		if t != pvewire.OwnershipTag && t != pvewire.LegacyTag {
+	for _, t := range pveformat.ParseTags(live) {
+		if t != pveformat.OwnershipTag && t != pveformat.LegacyTag {
 			out = append(out, t)
 		}
 	}

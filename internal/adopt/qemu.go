@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvewire"
 )
 
@@ -41,7 +42,7 @@ func (c *guest) qemu() *manifest.Resource {
 		h.BIOS = v
 	}
 	if v, ok := c.cfg["vga"]; ok {
-		h.Display = pvewire.ParseProps(v, "type").Value("type")
+		h.Display = pveformat.ParseProps(v, "type").Value("type")
 	}
 	if v, ok := c.cfg["sockets"]; ok {
 		if n, ok := pvewire.Int(v); ok && n > 0 {
@@ -77,7 +78,7 @@ func (c *guest) cpu(s *manifest.VMSpec) {
 		s.CPU.Type = pvewire.DefaultCPUType(c.cfg["arch"])
 		return
 	}
-	p := pvewire.ParseProps(v, "cputype")
+	p := pveformat.ParseProps(v, "cputype")
 	s.CPU.Type = p.Value("cputype")
 	if hv, ok := p.Get("hidden"); ok {
 		if s.Options == nil {
@@ -93,7 +94,7 @@ func (c *guest) machine(h *manifest.Hardware) {
 	if !ok {
 		return
 	}
-	t := pvewire.ParseProps(v, "type").Value("type")
+	t := pveformat.ParseProps(v, "type").Value("type")
 	switch {
 	case t == "":
 	case t == "pc" || t == "i440fx":
@@ -315,7 +316,7 @@ func (c *guest) nics() []manifest.NIC {
 }
 
 // rate adopts a NIC's rate limit when it is a whole number of MB/s.
-func (c *guest) rate(slot string, p pvewire.Props, into **int) {
+func (c *guest) rate(slot string, p pveformat.Props, into **int) {
 	v, ok := p.Get("rate")
 	if !ok {
 		return
@@ -339,7 +340,7 @@ func (c *guest) qemuOptions(s *manifest.VMSpec) *manifest.VMOptions {
 	o.ACPI = boolPtr(c.cfg["acpi"], c.has("acpi"))
 	o.Tablet = boolPtr(c.cfg["tablet"], c.has("tablet"))
 	if v, ok := c.cfg["agent"]; ok {
-		p := pvewire.ParseProps(v, "enabled")
+		p := pveformat.ParseProps(v, "enabled")
 		o.Agent = boolPtr(p.Get("enabled"))
 	}
 	if v, ok := c.cfg["startup"]; ok && v != "" {
@@ -349,7 +350,7 @@ func (c *guest) qemuOptions(s *manifest.VMSpec) *manifest.VMOptions {
 		o.Hotplug = strings.Split(v, ",")
 	}
 	if v, ok := c.cfg["boot"]; ok {
-		if order := pvewire.ParseProps(v, "legacy").Value("order"); order != "" {
+		if order := pveformat.ParseProps(v, "legacy").Value("order"); order != "" {
 			o.BootOrder = strings.Split(order, ";")
 		}
 	}
@@ -375,7 +376,7 @@ func (c *guest) cloudInitData() *manifest.CloudInitData {
 	}
 	for _, key := range indexedKeys(c.cfg, "ipconfig") {
 		v := c.cfg[key]
-		p := pvewire.ParseProps(v, "")
+		p := pveformat.ParseProps(v, "")
 		ip, gw := p.Value("ip"), p.Value("gw")
 		if _, err := netip.ParsePrefix(ip); err != nil {
 			if ip != "" {
@@ -416,7 +417,7 @@ func (c *guest) refuseMachine() {
 	if !ok {
 		return
 	}
-	p := pvewire.ParseProps(v, "type")
+	p := pveformat.ParseProps(v, "type")
 	t := p.Value("type")
 	q35 := t == "q35" || strings.HasPrefix(t, "pc-q35-")
 	viommu, hasIOMMU := p.Get("viommu")
@@ -453,7 +454,7 @@ func (c *guest) ostype() string {
 // machineAtLeast reports whether the machine version is at least major.minor; an unversioned machine runs
 // the node's newest.
 func (c *guest) machineAtLeast(major, minor int) bool {
-	t := pvewire.ParseProps(c.cfg["machine"], "type").Value("type")
+	t := pveformat.ParseProps(c.cfg["machine"], "type").Value("type")
 	m := machineVersionRE.FindStringSubmatch(t)
 	if m == nil {
 		return true

@@ -3,9 +3,10 @@ package inventory
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // CIPasswordPresent replaces a guest's cipassword value in an inventory: PVE only ever shows a mask, and the
@@ -30,41 +31,4 @@ func SSHKeysDigest(keys []string) string {
 }
 
 // DecodeSSHKeys decodes PVE's sshkeys value (percent-encoded, lines joined by newlines) into key lines.
-func DecodeSSHKeys(encoded string) ([]string, error) {
-	raw, err := percentDecode(encoded)
-	if err != nil {
-		return nil, fmt.Errorf("sshkeys: %w", err)
-	}
-	var keys []string
-	for line := range strings.SplitSeq(raw, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			keys = append(keys, line)
-		}
-	}
-	return keys, nil
-}
-
-// percentDecode decodes %XX escapes; unlike url.QueryUnescape it leaves '+' alone, as PVE's uri_unescape does.
-func percentDecode(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		return s, nil
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", fmt.Errorf("truncated escape at offset %d", i)
-		}
-		v, err := hex.DecodeString(s[i+1 : i+3])
-		if err != nil {
-			return "", fmt.Errorf("bad escape %q at offset %d", s[i:i+3], i)
-		}
-		b.WriteByte(v[0])
-		i += 2
-	}
-	return b.String(), nil
-}
+func DecodeSSHKeys(encoded string) ([]string, error) { return pveformat.DecodeSSHKeys(encoded) }

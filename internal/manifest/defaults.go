@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // Default values ProxOps applies when a field is absent.
@@ -238,24 +240,11 @@ func (a *ArtifactSpec) PlacedOn(node string) bool {
 }
 
 // SplitTags splits a tag list on the separators PVE accepts (`;`, `,` and whitespace).
-func SplitTags(s string) []string {
-	return strings.FieldsFunc(s, func(r rune) bool {
-		return r == ';' || r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
-	})
-}
+func SplitTags(s string) []string { return pveformat.SplitList(s) }
 
 // NormalizeTags returns tags the way PVE stores them: split on separators, lower case, deduplicated and
 // sorted. The ownership tag is not added.
-func NormalizeTags(tags []string) []string {
-	var out []string
-	for _, t := range tags {
-		for _, tag := range SplitTags(t) {
-			out = append(out, strings.ToLower(tag))
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
+func NormalizeTags(tags []string) []string { return pveformat.NormalizeTags(tags) }
 
 // Resolve returns a deep copy of a resource with every default applied: the state, the PVE name or
 // hostname, disk, NIC, mount point and bind mount slots, NIC models, EFI disk and cloud-init drive sizes,

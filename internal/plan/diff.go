@@ -11,6 +11,7 @@ import (
 	"github.com/proxops/proxops/internal/diag"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvewire"
 )
 
@@ -485,7 +486,7 @@ func (d *differ) planGuest(r *manifest.Resource) error {
 		d.finding(FindingMisplaced, ref.String(), g.Node, vmid, "spec.node",
 			fmt.Sprintf("found on node %s, the manifest places it on %s; ProxOps manages it where it is and never recreates it", g.Node, r.Node()))
 	}
-	tagged := pvewire.Owned(liveTags(g))
+	tagged := pveformat.Owned(liveTags(g))
 	if !tagged && liveName(g) != desiredName(r) {
 		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid",
 			fmt.Sprintf("vmid %d on PVE is %q without the proxops tag, the manifest names it %q; ProxOps does not take it over (a vmid typo?): fix the manifest, or tag or adopt the guest", vmid, liveName(g), desiredName(r)))
@@ -770,8 +771,8 @@ func (d *differ) planResizes(s *guestUpdate) error {
 	for _, rs := range s.diff.Resizes {
 		op := d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionResize, rs.Key)), Action: ActionResize,
 			Params:  []KV{{Key: "disk", Value: rs.Key}, {Key: "size", Value: rs.Size()}},
-			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pvewire.FormatSize(rs.From), pvewire.FormatSize(rs.To)),
-			Changes: []Change{{Field: rs.Key + " size", Before: pvewire.FormatSize(rs.From), After: pvewire.FormatSize(rs.To)}}})
+			Reason:  fmt.Sprintf("%s: grow %s %s → %s", ref, rs.Key, pveformat.FormatSize(rs.From), pveformat.FormatSize(rs.To)),
+			Changes: []Change{{Field: rs.Key + " size", Before: pveformat.FormatSize(rs.From), After: pveformat.FormatSize(rs.To)}}})
 		op.Precondition = s.precondition(rs.Key)
 		s.grown[rs.Key] = rs.Size()
 	}
@@ -809,7 +810,7 @@ func (d *differ) planConfigure(s *guestUpdate) error {
 	switch {
 	case claim:
 		action, id = ActionClaimTag, guestOpID(t, vmid, ActionClaimTag, "")
-		reason = fmt.Sprintf("%s: claim ownership (add tag %s)", ref, pvewire.OwnershipTag)
+		reason = fmt.Sprintf("%s: claim ownership (add tag %s)", ref, pveformat.OwnershipTag)
 	case s.restart || (s.running && s.desiredState == manifest.StateStopped && len(s.restartKeys) > 0):
 		reason += " (stop-required)"
 	case s.running && len(s.restartKeys) > 0:
@@ -878,7 +879,7 @@ func displayChange(c pvewire.Change) Change {
 			out.Before = shortDigest(pvewire.LiveSSHKeysDigest(c.Before))
 		}
 		if len(c.Value.SecretRefs) == 0 && !c.Delete {
-			keys, err := pvewire.DecodeSSHKeys(c.Value.Value)
+			keys, err := pveformat.DecodeSSHKeys(c.Value.Value)
 			if err == nil {
 				out.After = fmt.Sprintf("%d key(s) %s", len(keys), shortDigest(inventory.SSHKeysDigest(keys)))
 			}
@@ -1086,7 +1087,7 @@ func (d *differ) planPrunes() {
 			if lg := d.live[g.VMID]; lg.g != g {
 				continue // a duplicate vmid on a second node; the first is the guest
 			}
-			tagged := pvewire.Owned(liveTags(g))
+			tagged := pveformat.Owned(liveTags(g))
 			rec, hasRec := d.owned[g.VMID]
 			fp := inventory.Fingerprint(*g)
 			matches := tagged && hasRec && rec.Fingerprint != "" && rec.Fingerprint == fp

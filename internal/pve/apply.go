@@ -13,10 +13,8 @@ import (
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/pveformat"
 )
-
-// OwnershipTag is the PVE tag ProxOps puts on the guests it manages; a delete needs it.
-const OwnershipTag = "proxops"
 
 // Journal records non-idempotent submissions (create, clone, download, delete) so that a later delivery
 // of the same operation, maybe in another process, can find what was sent.
@@ -619,7 +617,7 @@ func (a *applier) applied(ctx context.Context, g inventory.Guest, values []plan.
 				return false, nil
 			}
 		case kv.Key == "tags":
-			if !ok || !sameSet(SplitTags(kv.Value), SplitTags(live)) {
+			if !ok || !pveformat.SameTags(kv.Value, live) {
 				return false, nil
 			}
 		case len(kv.SecretRefs) > 0:
@@ -631,13 +629,6 @@ func (a *applier) applied(ctx context.Context, g inventory.Guest, values []plan.
 		}
 	}
 	return true, nil
-}
-
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // writeConfig sends values and the operation's deletes: qemu POST …/config (a qmconfig task), lxc PUT
@@ -720,31 +711,12 @@ func (a *applier) value(ctx context.Context, kv plan.KV) (string, error) {
 				}
 			}
 		}
-		return EncodeSSHKeys(keys), nil
+		return pveformat.EncodeSSHKeys(keys), nil
 	}
 	if len(resolved) != 1 || kv.Value != "" {
 		return "", terminal("%s: %s takes exactly one secret reference", a.what(), kv.Key)
 	}
 	return resolved[0], nil
-}
-
-// EncodeSSHKeys encodes OpenSSH public-key lines as PVE's sshkeys value: joined with newlines, every byte
-// outside the RFC 3986 unreserved set percent-encoded with upper-case hex (space is %20, never +).
-func EncodeSSHKeys(keys []string) string {
-	const hexDigits = "0123456789ABCDEF"
-	raw := strings.Join(keys, "\n")
-	var b strings.Builder
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hexDigits[c>>4])
-		b.WriteByte(hexDigits[c&15])
-	}
-	return b.String()
 }
 
 // resize grows a disk in place (PUT …/resize, a resize task). Only absolute sizes are accepted: a relative
@@ -758,7 +730,7 @@ func (a *applier) resize(ctx context.Context) error {
 	if strings.HasPrefix(size, "+") {
 		return terminal("%s: resize needs an absolute size, not %q", a.what(), size)
 	}
-	want, err := ParseSize(size)
+	want, err := pveformat.ParseSize(size)
 	if err != nil {
 		return terminal("%s: %v", a.what(), err)
 	}
@@ -770,12 +742,8 @@ func (a *applier) resize(ctx context.Context) error {
 	if !ok {
 		return conflict("%s: disk %s does not exist", a.what(), disk)
 	}
-	ps, err := ParsePropertyString(cur)
-	if err != nil {
-		return terminal("%s: disk %s: %v", a.what(), disk, err)
-	}
-	if s, ok := ps.Get("size"); ok {
-		have, err := ParseSize(s)
+	if s, ok := pveformat.ParseProps(cur, "").Get("size"); ok {
+		have, err := pveformat.ParseSize(s)
 		if err == nil && have >= want {
 			a.out.AlreadyDone = true
 			return nil
@@ -1053,8 +1021,8 @@ func (a *applier) delete(ctx context.Context) error {
 			a.out.AlreadyDone = attempt == 0
 			return nil
 		}
-		if !slices.Contains(SplitTags(g.Tags), OwnershipTag) {
-			return conflict("%s: refused: the live guest does not carry the %s tag", a.what(), OwnershipTag)
+		if !pveformat.Owned(g.Tags) {
+			return conflict("%s: refused: the live guest does not carry the %s tag", a.what(), pveformat.OwnershipTag)
 		}
 		if fp := inventory.Fingerprint(g); fp != pre.Fingerprint {
 			return conflict("%s: refused: the live guest's identity %q is not the recorded %q", a.what(), fp, pre.Fingerprint)

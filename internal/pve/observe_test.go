@@ -16,6 +16,7 @@ import (
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/testcorpus"
 )
@@ -213,7 +214,7 @@ func TestObserveRedactsSecretsAndKeepsPendingState(t *testing.T) {
 	key := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHx4yk0cS2cVb3P1oW0T2Zb9nX8t6k7s9aYb0R1d2e3f ops@example"
 	spec := baseSpec()
 	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Running: true, Config: seedVM +
-		"sshkeys: " + pve.EncodeSSHKeys([]string{key}) + "\ncipassword: $5$abc$hash\n\n[PENDING]\ncores: 4\ndelete: tags\n"}}
+		"sshkeys: " + pveformat.EncodeSSHKeys([]string{key}) + "\ncipassword: $5$abc$hash\n\n[PENDING]\ncores: 4\ndelete: tags\n"}}
 	c := newSim(t, spec)
 	cl := c.client(t)
 	n, err := cl.Observe(testContext(t), pve.ObserveRequest{Cluster: "lab", Node: "pve1"})

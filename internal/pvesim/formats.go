@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim/schema"
 )
 
@@ -375,58 +375,21 @@ func init() {
 	}
 }
 
-// splitList is PVE::Tools::split_list: NUL-separated if it has NULs, else split on , ; and whitespace.
-func splitList(s string) []string {
-	if strings.Contains(s, "\x00") {
-		return strings.Split(s, "\x00")
-	}
-	s = strings.NewReplacer(",", " ", ";", " ").Replace(s)
-	return strings.Fields(s)
-}
+// splitList is PVE::Tools::split_list.
+func splitList(s string) []string { return pveformat.SplitList(s) }
 
-// parseSize is JSONSchema::parse_size: a number with an optional K/M/G/T binary suffix, in bytes.
+// parseSize is JSONSchema::parse_size: a number with an optional K/M/G/T binary suffix (PVE's own pattern,
+// stricter than what ProxOps reads), in bytes.
 func parseSize(v string) (int64, bool) {
-	m := reSize.FindStringSubmatch(v)
-	if m == nil {
+	if !reSize.MatchString(v) {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0, false
-	}
-	switch m[3] {
-	case "K":
-		f *= 1 << 10
-	case "M":
-		f *= 1 << 20
-	case "G":
-		f *= 1 << 30
-	case "T":
-		f *= 1 << 40
-	}
-	return int64(f), true
+	n, err := pveformat.ParseSize(v)
+	return n, err == nil
 }
 
 // formatSize is JSONSchema::format_size: the largest binary unit that divides the size, or bytes.
-func formatSize(size int64) string {
-	kb := size / 1024
-	if kb*1024 != size {
-		return strconv.FormatInt(size, 10)
-	}
-	mb := kb / 1024
-	if mb*1024 != kb {
-		return strconv.FormatInt(kb, 10) + "K"
-	}
-	gb := mb / 1024
-	if gb*1024 != mb {
-		return strconv.FormatInt(mb, 10) + "M"
-	}
-	tb := gb / 1024
-	if tb*1024 != gb {
-		return strconv.FormatInt(gb, 10) + "G"
-	}
-	return strconv.FormatInt(tb, 10) + "T"
-}
+func formatSize(size int64) string { return pveformat.FormatSize(size) }
 
 // parseBoolean is JSONSchema::parse_boolean, used inside property strings and config files.
 func parseBoolean(v string) (string, bool) {

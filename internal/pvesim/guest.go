@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // Shared guest logic: config reads, pending, status, destroy, identity generation and volume allocation.
@@ -379,19 +380,7 @@ func (s *Sim) baseInUse(volid string) bool {
 
 // normalizeTags is GuestHelpers::get_unique_tags with the default tag-style: lower-cased, deduplicated,
 // sorted, joined with ';'.
-func normalizeTags(v string) string {
-	seen := map[string]bool{}
-	var out []string
-	for _, t := range splitList(v) {
-		t = strings.ToLower(t)
-		if !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, ";")
-}
+func normalizeTags(v string) string { return pveformat.FormatTags([]string{v}) }
 
 // randomMAC is a new MAC address for guest vmid.
 func (s *Sim) randomMAC(vmid int) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // Drive is a parsed qemu drive value (scsiN, virtioN, sataN, ideN, efidisk0, tpmstate0): its volume (the
@@ -15,12 +16,12 @@ type Drive struct {
 	// "none", "cdrom" or a device path.
 	File string
 	// Props holds the tokens after the volume, in written order.
-	Props Props
+	Props pveformat.Props
 }
 
 // ParseDrive parses a qemu drive value.
 func ParseDrive(v string) Drive {
-	p := ParseProps(v, "file")
+	p := pveformat.ParseProps(v, "file")
 	file, _ := p.Get("file")
 	if file == "" {
 		file, _ = p.Get("volume")
@@ -30,7 +31,7 @@ func ParseDrive(v string) Drive {
 
 // String prints the drive in PVE's stored form: volume first, then the tokens in key order.
 func (d Drive) String() string {
-	return append(Props{{Key: "file", Value: d.File}}, d.Props...).Canonical("file")
+	return append(pveformat.Props{{Key: "file", Value: d.File}}, d.Props...).Canonical("file")
 }
 
 // Storage is the storage id of the volume ("" for none, cdrom and device paths).
@@ -74,7 +75,7 @@ func (d Drive) Size() (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, err := ParseSize(v)
+	b, err := pveformat.ParseSize(v)
 	if err != nil {
 		return 0, false
 	}
@@ -108,7 +109,7 @@ type NIC struct {
 	Model string
 	// MAC is upper or lower case as written; compare case-insensitively.
 	MAC   string
-	Props Props
+	Props pveformat.Props
 }
 
 // nicModels are the qemu NIC models (also the aliases that carry a MAC: virtio=AA:BB:...).
@@ -119,11 +120,11 @@ var nicModels = map[string]bool{"e1000": true, "e1000-82540em": true, "e1000-825
 // ParseNIC parses a qemu netN value: <model>[=<mac>] or model=<model>[,macaddr=<mac>], then other tokens.
 func ParseNIC(v string) NIC {
 	var n NIC
-	for _, t := range ParseProps(v, "model") {
+	for _, t := range pveformat.ParseProps(v, "model") {
 		switch {
 		case t.Key == "model" && t.Bare && n.Model != "":
 			// A bare word after the model (virtio=MAC,...) is a flag, not a second model.
-			n.Props = append(n.Props, Token{Key: t.Value, Bare: true})
+			n.Props = append(n.Props, pveformat.Token{Key: t.Value, Bare: true})
 		case t.Key == "model":
 			n.Model = t.Value
 		case t.Key == "macaddr":
@@ -156,12 +157,12 @@ func (n NIC) String() string {
 type MountPoint struct {
 	// Volume is a volume id, a create form (storage:GiB), or a host path (bind mount) or device.
 	Volume string
-	Props  Props
+	Props  pveformat.Props
 }
 
 // ParseMountPoint parses an LXC rootfs or mpN value.
 func ParseMountPoint(v string) MountPoint {
-	p := ParseProps(v, "volume")
+	p := pveformat.ParseProps(v, "volume")
 	vol, _ := p.Get("volume")
 	return MountPoint{Volume: vol, Props: p.Without("volume")}
 }
@@ -169,7 +170,7 @@ func ParseMountPoint(v string) MountPoint {
 // String prints the mount point in PVE's stored form: volume, then mp= (required for mpN), then the
 // tokens in key order.
 func (m MountPoint) String() string {
-	return append(Props{{Key: "volume", Value: m.Volume}}, m.Props...).Canonical("volume", "mp")
+	return append(pveformat.Props{{Key: "volume", Value: m.Volume}}, m.Props...).Canonical("volume", "mp")
 }
 
 // IsBind reports whether the mount point is a host path (a bind mount) or a device.
@@ -184,7 +185,7 @@ func (m MountPoint) Size() (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, err := ParseSize(v)
+	b, err := pveformat.ParseSize(v)
 	if err != nil {
 		return 0, false
 	}
@@ -192,10 +193,10 @@ func (m MountPoint) Size() (int64, bool) {
 }
 
 // LXCNIC is a parsed LXC netN value (name=..., bridge=..., ...).
-type LXCNIC struct{ Props Props }
+type LXCNIC struct{ Props pveformat.Props }
 
 // ParseLXCNIC parses an LXC netN value.
-func ParseLXCNIC(v string) LXCNIC { return LXCNIC{Props: ParseProps(v, "")} }
+func ParseLXCNIC(v string) LXCNIC { return LXCNIC{Props: pveformat.ParseProps(v, "")} }
 
 // String prints the interface in PVE's stored form: name= first, then the tokens in key order.
 func (n LXCNIC) String() string { return n.Props.Canonical("", "name") }
@@ -204,12 +205,12 @@ func (n LXCNIC) String() string { return n.Props.Canonical("", "name") }
 type PCI struct {
 	// Host is the host device address(es) as written (the default key); empty with mapping=.
 	Host  string
-	Props Props
+	Props pveformat.Props
 }
 
 // ParsePCI parses a hostpciN value.
 func ParsePCI(v string) PCI {
-	p := ParseProps(v, "host")
+	p := pveformat.ParseProps(v, "host")
 	h, _ := p.Get("host")
 	return PCI{Host: h, Props: p.Without("host")}
 }
@@ -219,7 +220,7 @@ func (p PCI) String() string {
 	if p.Host == "" {
 		return p.Props.Canonical("")
 	}
-	return append(Props{{Key: "host", Value: p.Host}}, p.Props...).Canonical("host")
+	return append(pveformat.Props{{Key: "host", Value: p.Host}}, p.Props...).Canonical("host")
 }
 
 // NormalizePCIAddress lower-cases a PCI address and adds the default domain 0000 when it has none, so
@@ -236,7 +237,7 @@ func NormalizePCIAddress(a string) string {
 
 // Memory reads a qemu memory value ([current=]<MiB>[,...]); false when it is not a number.
 func Memory(v string) (int64, bool) {
-	p := ParseProps(v, "current")
+	p := pveformat.ParseProps(v, "current")
 	n, err := strconv.ParseInt(p.Value("current"), 10, 64)
 	return n, err == nil
 }
@@ -257,10 +258,10 @@ func Float(v string) (float64, bool) {
 func Bool(v string) bool { return boolValue(v) }
 
 // Features is a parsed LXC features value (nesting=1,keyctl=1,...).
-type Features struct{ Props Props }
+type Features struct{ Props pveformat.Props }
 
 // ParseFeatures parses an LXC features value.
-func ParseFeatures(v string) Features { return Features{Props: ParseProps(v, "")} }
+func ParseFeatures(v string) Features { return Features{Props: pveformat.ParseProps(v, "")} }
 
 // Flag reads a boolean feature (absent = off).
 func (f Features) Flag(name string) bool { return propBool(f.Props, name, false) }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // Value is one PVE parameter. A secret is never carried: SecretRefs name the secrets (such as
@@ -98,7 +99,7 @@ type Resize struct {
 }
 
 // Size is the resize argument: the new absolute size in PVE's size form (20G).
-func (r Resize) Size() string { return FormatSize(r.To) }
+func (r Resize) Size() string { return pveformat.FormatSize(r.To) }
 
 // Anomaly is a difference ProxOps does not write (data loss, live-only devices, create-only settings).
 type Anomaly struct {
@@ -141,7 +142,7 @@ func (x *differ) holdGrowth() {
 	}
 	for _, r := range x.d.Resizes {
 		x.anomaly(r.Key, r.Field, "%s would grow from %s to %s, but another volume of this guest differs in size or storage (were the disks reordered?); nothing is grown until they all match",
-			r.Key, FormatSize(r.From), FormatSize(r.To))
+			r.Key, pveformat.FormatSize(r.From), pveformat.FormatSize(r.To))
 	}
 	x.d.Resizes = nil
 }
@@ -227,7 +228,7 @@ func (x *differ) description(field, want string) {
 func (x *differ) tags(declared []string) {
 	have, _ := x.get("tags")
 	want := DesiredTags(declared, have)
-	if have != want && !SameTags(have, want) {
+	if have != want && !pveformat.SameTags(have, want) {
 		x.setString("tags", "spec.tags", want)
 	}
 }
@@ -289,11 +290,11 @@ func (x *differ) sizeCheck(key, field, before string, want int64, have int64, kn
 	}
 	if want < have {
 		x.volumeMismatch = true
-		x.anomaly(key, field, "%s is %s on PVE, the manifest says %s; ProxOps never shrinks a disk", key, FormatSize(have), FormatSize(want))
+		x.anomaly(key, field, "%s is %s on PVE, the manifest says %s; ProxOps never shrinks a disk", key, pveformat.FormatSize(have), pveformat.FormatSize(want))
 		return
 	}
 	if template {
-		x.anomaly(key, field, "%s is %s on PVE, the manifest says %s; a template's disks are base volumes and are not resized", key, FormatSize(have), FormatSize(want))
+		x.anomaly(key, field, "%s is %s on PVE, the manifest says %s; a template's disks are base volumes and are not resized", key, pveformat.FormatSize(have), pveformat.FormatSize(want))
 		return
 	}
 	x.d.Resizes = append(x.d.Resizes, Resize{Key: key, Field: field, From: have, To: want, Before: before})

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // Keys the manifest model covers, per guest type (indexed keys are listed by prefix below).
@@ -301,54 +302,54 @@ func Gaps(g inventory.Guest) []Gap {
 	return out
 }
 
-func unmodelledTokens(t inventory.GuestType, key, value string) Props {
+func unmodelledTokens(t inventory.GuestType, key, value string) pveformat.Props {
 	var kind string
-	var p Props
+	var p pveformat.Props
 	if t == inventory.LXC {
 		switch {
 		case key == "rootfs":
-			kind, p = "rootfs", ParseProps(value, "volume")
+			kind, p = "rootfs", pveformat.ParseProps(value, "volume")
 		case isIndexed(key, "mp"):
-			kind, p = "mp", ParseProps(value, "volume")
+			kind, p = "mp", pveformat.ParseProps(value, "volume")
 		case isIndexed(key, "net"):
-			kind, p = "lxcnet", ParseProps(value, "")
+			kind, p = "lxcnet", pveformat.ParseProps(value, "")
 		case key == "features":
-			kind, p = "features", ParseProps(value, "")
+			kind, p = "features", pveformat.ParseProps(value, "")
 		default:
 			return nil
 		}
 	} else {
 		switch {
 		case key == "efidisk0":
-			kind, p = "efidisk", ParseProps(value, "file")
+			kind, p = "efidisk", pveformat.ParseProps(value, "file")
 		case key == "tpmstate0":
-			kind, p = "tpmstate", ParseProps(value, "file")
+			kind, p = "tpmstate", pveformat.ParseProps(value, "file")
 		case isDiskSlot(key):
-			kind, p = "disk", ParseProps(value, "file")
+			kind, p = "disk", pveformat.ParseProps(value, "file")
 		case isIndexed(key, "net"):
 			n := ParseNIC(value)
 			kind, p = "net", n.Props
 		case isIndexed(key, "hostpci"):
-			kind, p = "hostpci", ParseProps(value, "host")
+			kind, p = "hostpci", pveformat.ParseProps(value, "host")
 		case isIndexed(key, "ipconfig"):
-			kind, p = "ipconfig", ParseProps(value, "")
+			kind, p = "ipconfig", pveformat.ParseProps(value, "")
 		case key == "agent":
-			kind, p = "agent", ParseProps(value, "enabled")
+			kind, p = "agent", pveformat.ParseProps(value, "enabled")
 		case key == "cpu":
-			kind, p = "cpu", ParseProps(value, "cputype")
+			kind, p = "cpu", pveformat.ParseProps(value, "cputype")
 		case key == "vga":
-			kind, p = "vga", ParseProps(value, "type")
+			kind, p = "vga", pveformat.ParseProps(value, "type")
 		case key == "boot":
-			kind, p = "boot", ParseProps(value, "legacy")
+			kind, p = "boot", pveformat.ParseProps(value, "legacy")
 		case key == "machine":
-			kind, p = "machine", ParseProps(value, "type")
+			kind, p = "machine", pveformat.ParseProps(value, "type")
 		case key == "memory":
-			kind, p = "memory", ParseProps(value, "current")
+			kind, p = "memory", pveformat.ParseProps(value, "current")
 		default:
 			return nil
 		}
 	}
-	var out Props
+	var out pveformat.Props
 	for _, tok := range p {
 		if !modelledTokens[kind][tok.Key] {
 			out = append(out, tok)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 func (g Desired) lxc() (*manifest.LXCSpec, error) {
@@ -24,7 +25,7 @@ func volumeCreate(storage string, size manifest.Quantity) (string, error) {
 }
 
 // mountOptions sets the owned tokens of a mount point.
-func mountOptions(p Props, path string, o *manifest.MountOptions) Props {
+func mountOptions(p pveformat.Props, path string, o *manifest.MountOptions) pveformat.Props {
 	if path != "" {
 		p = p.With("mp", path)
 	}
@@ -53,7 +54,7 @@ func mountPointCreate(m manifest.MountPoint) (string, error) {
 	return MountPoint{Volume: vol, Props: mountOptions(nil, m.MountPoint, m.Options)}.String(), nil
 }
 
-func bindMountValue(live Props, b manifest.BindMount) Props {
+func bindMountValue(live pveformat.Props, b manifest.BindMount) pveformat.Props {
 	live = live.With("mp", b.MountPoint)
 	if b.ReadOnly != nil {
 		live = live.With("ro", boolString(*b.ReadOnly))
@@ -61,7 +62,7 @@ func bindMountValue(live Props, b manifest.BindMount) Props {
 	return live
 }
 
-func lxcNICSettings(p Props, n manifest.LXCNIC, index int, create bool) Props {
+func lxcNICSettings(p pveformat.Props, n manifest.LXCNIC, index int, create bool) pveformat.Props {
 	if create || n.Iface != "" {
 		p = p.With("name", n.IfaceOrDefault(index))
 	}
@@ -330,7 +331,7 @@ func (x *differ) mountPoint(field string, m manifest.MountPoint, template bool) 
 
 // mountOptionsDiffer compares the owned tokens of a mount point; absent ro, backup, quota and shared are
 // off; acl has no fixed default (absent means the file system's default).
-func mountOptionsDiffer(p Props, m manifest.MountPoint) bool {
+func mountOptionsDiffer(p pveformat.Props, m manifest.MountPoint) bool {
 	if m.MountPoint != "" && p.Value("mp") != m.MountPoint {
 		return true
 	}
@@ -389,7 +390,7 @@ func (x *differ) lxcNIC(field string, n manifest.LXCNIC, index int) {
 	x.setString(n.Slot, field, live.String())
 }
 
-func lxcNICMatches(p Props, n manifest.LXCNIC) bool {
+func lxcNICMatches(p pveformat.Props, n manifest.LXCNIC) bool {
 	if p.Value("bridge") != n.Bridge {
 		return false
 	}

@@ -9,37 +9,9 @@ import (
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvewire"
 )
-
-func TestParseSizeReadsPVESizesAsBinary(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{
-		{"32G", 32 << 30}, {"512M", 512 << 20}, {"4K", 4096}, {"0.5G", 512 << 20}, {"1T", 1 << 40},
-		{"1048576", 1 << 20}, {"4M", 4 << 20}, {"1.5K", 1536}, {"0.00390625G", 4 << 20},
-	} {
-		got, err := pvewire.ParseSize(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "G", "1.G", "-1G", "1X", "1e3", ".5G", "99999999999999999999G"} {
-		if _, err := pvewire.ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) succeeded", bad)
-		}
-	}
-}
-
-func TestFormatSizeUsesTheLargestExactUnit(t *testing.T) {
-	for b, want := range map[int64]string{32 << 30: "32G", 512 << 20: "512M", 1536: "1536", 4096: "4K",
-		3 << 40: "3T", 1000: "1000", 1536 << 20: "1536M"} {
-		if got := pvewire.FormatSize(b); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", b, got, want)
-		}
-	}
-}
 
 func TestCreateSizeIsGiBNeverBytes(t *testing.T) {
 	for b, want := range map[int64]string{8 << 30: "8", 512 << 20: "0.5", 4 << 20: "0.00390625", 8e9: "7.450580596923828125"} {
@@ -50,18 +22,6 @@ func TestCreateSizeIsGiBNeverBytes(t *testing.T) {
 		if err != nil || back != b {
 			t.Errorf("ParseCreateSize(%q) = %d, %v; want %d", want, back, err, b)
 		}
-	}
-}
-
-func TestTagsSplitOnEverySeparatorAndComparedAsSets(t *testing.T) {
-	if got := pvewire.ParseTags("Web,db;web proxops\tPROD"); !slices.Equal(got, []string{"db", "prod", "proxops", "web"}) {
-		t.Errorf("ParseTags = %v", got)
-	}
-	if !pvewire.Owned("db;proxops;web") || !pvewire.Owned("web,Proxops") || pvewire.Owned("pveconform") || pvewire.Owned("proxops-old") {
-		t.Error("ownership tag detection is wrong")
-	}
-	if !pvewire.SameTags("a;b", "b,a") || pvewire.SameTags("a", "a;b") {
-		t.Error("SameTags is not a set comparison")
 	}
 }
 
@@ -84,31 +44,17 @@ func TestDesiredTags(t *testing.T) {
 }
 
 func TestEncodeSSHKeysKeepsOnlyUnreservedCharacters(t *testing.T) {
-	got := pvewire.EncodeSSHKeys([]string{"ssh-ed25519 AAAA+/= a@b.c", " ssh-rsa B~_-. x ", "ssh-ed25519 AAAA+/= a@b.c"})
+	got := pveformat.EncodeSSHKeys([]string{"ssh-ed25519 AAAA+/= a@b.c", " ssh-rsa B~_-. x ", "ssh-ed25519 AAAA+/= a@b.c"})
 	want := "ssh-ed25519%20AAAA%2B%2F%3D%20a%40b.c%0Assh-rsa%20B~_-.%20x"
 	if got != want {
 		t.Errorf("EncodeSSHKeys = %q, want %q", got, want)
 	}
-	keys, err := pvewire.DecodeSSHKeys(got)
+	keys, err := pveformat.DecodeSSHKeys(got)
 	if err != nil || !slices.Equal(keys, []string{"ssh-ed25519 AAAA+/= a@b.c", "ssh-rsa B~_-. x"}) {
 		t.Errorf("decode = %q, %v", keys, err)
 	}
 	if d := pvewire.LiveSSHKeysDigest(got); d != inventory.SSHKeysDigest(keys) {
 		t.Errorf("a raw live value digests to %s, want the inventory's digest", d)
-	}
-}
-
-func TestPropsCanonicalPutsTheDefaultKeyFirstThenSortsTheRest(t *testing.T) {
-	p := pvewire.ParseProps("local-lvm:vm-100-disk-0,size=32G,iothread=1,backup=0", "file")
-	if got := p.Canonical("file"); got != "local-lvm:vm-100-disk-0,backup=0,iothread=1,size=32G" {
-		t.Errorf("Canonical = %q", got)
-	}
-	p = p.With("iothread", "0").Without("backup").With("aio", "native")
-	if got := p.Canonical("file"); got != "local-lvm:vm-100-disk-0,aio=native,iothread=0,size=32G" {
-		t.Errorf("after edits = %q", got)
-	}
-	if got := pvewire.ParseProps("volume=/srv/x,mp=/x,ro=1", "volume").Canonical("volume", "mp"); got != "/srv/x,mp=/x,ro=1" {
-		t.Errorf("explicit default key = %q", got)
 	}
 }
 
@@ -140,9 +86,9 @@ func TestParseDriveClassifiesVolumes(t *testing.T) {
 
 func TestParseNICReadsEveryModelForm(t *testing.T) {
 	for in, want := range map[string]pvewire.NIC{
-		"virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=20":       {Model: "virtio", MAC: "BC:24:11:00:00:01", Props: pvewire.Props{{Key: "bridge", Value: "vmbr0"}, {Key: "tag", Value: "20"}}},
-		"model=e1000,macaddr=02:00:00:00:00:01,bridge=vmbr1": {Model: "e1000", MAC: "02:00:00:00:00:01", Props: pvewire.Props{{Key: "bridge", Value: "vmbr1"}}},
-		"virtio,bridge=vmbr0":                                {Model: "virtio", Props: pvewire.Props{{Key: "bridge", Value: "vmbr0"}}},
+		"virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=20":       {Model: "virtio", MAC: "BC:24:11:00:00:01", Props: pveformat.Props{{Key: "bridge", Value: "vmbr0"}, {Key: "tag", Value: "20"}}},
+		"model=e1000,macaddr=02:00:00:00:00:01,bridge=vmbr1": {Model: "e1000", MAC: "02:00:00:00:00:01", Props: pveformat.Props{{Key: "bridge", Value: "vmbr1"}}},
+		"virtio,bridge=vmbr0":                                {Model: "virtio", Props: pveformat.Props{{Key: "bridge", Value: "vmbr0"}}},
 	} {
 		if diff := cmp.Diff(want, pvewire.ParseNIC(in)); diff != "" {
 			t.Errorf("ParseNIC(%q) (-want +got):\n%s", in, diff)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // ArtifactVolid is the volume id of an artifact on its storage: <storage>:iso/<file>, <storage>:vztmpl/<file>
@@ -57,7 +58,7 @@ func memoryMiB(q manifest.Quantity) (int64, error) {
 }
 
 // diskOptions sets the disk tokens a manifest owns on a drive's tokens.
-func diskOptions(p Props, d manifest.Disk) Props {
+func diskOptions(p pveformat.Props, d manifest.Disk) pveformat.Props {
 	if d.IOThread != nil {
 		p = p.With("iothread", boolString(*d.IOThread))
 	}
@@ -82,7 +83,7 @@ func (g Desired) diskCreate(d manifest.Disk) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		dr = Drive{File: d.Storage + ":0", Props: Props{{Key: "import-from", Value: src}}}
+		dr = Drive{File: d.Storage + ":0", Props: pveformat.Props{{Key: "import-from", Value: src}}}
 	} else {
 		b, err := d.Size.Bytes()
 		if err != nil {
@@ -160,7 +161,7 @@ func nicSettings(live NIC, n manifest.NIC) NIC {
 func pciValue(p manifest.PCIDevice) string {
 	v := PCI{Host: strings.ToLower(p.Device)}
 	if p.PCIe != nil {
-		v.Props = Props{{Key: "pcie", Value: boolString(*p.PCIe)}}
+		v.Props = pveformat.Props{{Key: "pcie", Value: boolString(*p.PCIe)}}
 	}
 	return v.String()
 }
@@ -190,7 +191,7 @@ func sshKeysValue(c *manifest.CloudInitData) Value {
 	if len(c.SSHKeyRefs) > 0 {
 		return Value{Key: "sshkeys", SecretRefs: slices.Clone(c.SSHKeyRefs)}
 	}
-	return Value{Key: "sshkeys", Value: EncodeSSHKeys(c.SSHKeys)}
+	return Value{Key: "sshkeys", Value: pveformat.EncodeSSHKeys(c.SSHKeys)}
 }
 
 // sshKeysDigest is the digest the desired keys compare with.
@@ -439,7 +440,7 @@ func CloneIdentityDeletes(g Desired, templateKeys []string) []string {
 // isIndexed reports whether key is prefix<N> (N one or more digits).
 func isIndexed(key, prefix string) bool {
 	n, ok := strings.CutPrefix(key, prefix)
-	return ok && n != "" && allDigits(n)
+	return ok && n != "" && strings.Trim(n, "0123456789") == ""
 }
 
 // isDiskSlot reports whether a key is a qemu disk bus slot (ideN, sataN, scsiN, virtioN).
@@ -450,7 +451,7 @@ func isDiskSlot(k string) bool {
 // machineMatches compares a declared machine with the live one: an unversioned i440fx or q35 matches any
 // version of that machine type (PVE pins versions, e.g. for Windows guests).
 func machineMatches(want, live string) bool {
-	have := ParseProps(live, "type").Value("type")
+	have := pveformat.ParseProps(live, "type").Value("type")
 	if have == want {
 		return true
 	}
@@ -510,7 +511,7 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 			}
 		}
 		if h.Display != "" {
-			vga := ParseProps(live["vga"], "type")
+			vga := pveformat.ParseProps(live["vga"], "type")
 			if vga.Value("type") != h.Display {
 				if _, ok := live["vga"]; ok {
 					x.setString("vga", "spec.hardware.display", vga.With("type", h.Display).Canonical("type"))
@@ -608,7 +609,7 @@ func (x *differ) qemuCPU(s *manifest.VMSpec) {
 		}
 		return
 	}
-	p := ParseProps(live, "cputype")
+	p := pveformat.ParseProps(live, "cputype")
 	if p.Value("cputype") == s.CPU.Type && (hidden == nil || propBool(p, "hidden", false) == *hidden) {
 		return
 	}
@@ -660,7 +661,7 @@ func (x *differ) qemuDisk(g Desired, field string, d manifest.Disk, template boo
 
 // diskOptionsDiffer compares the owned disk tokens; an absent token holds PVE's default (iothread and ssd
 // off, discard ignore; aio has no fixed default, so a declared aio is written once when absent).
-func diskOptionsDiffer(p Props, d manifest.Disk) bool {
+func diskOptionsDiffer(p pveformat.Props, d manifest.Disk) bool {
 	if d.IOThread != nil && propBool(p, "iothread", false) != *d.IOThread {
 		return true
 	}
@@ -744,7 +745,7 @@ func (x *differ) cloudInitDrive(c *manifest.CloudInitDrive) {
 		}
 		want, err := c.SizeOrDefault().Bytes()
 		if have, known := dr.Size(); known && err == nil && have != want {
-			x.anomaly(slot, field+".size", "the cloud-init drive is %s on PVE, the manifest says %s; ProxOps never rewrites a live cloud-init drive", FormatSize(have), c.SizeOrDefault())
+			x.anomaly(slot, field+".size", "the cloud-init drive is %s on PVE, the manifest says %s; ProxOps never rewrites a live cloud-init drive", pveformat.FormatSize(have), c.SizeOrDefault())
 		}
 	default:
 		x.anomaly(slot, field, "%s holds a disk on PVE (%s); ProxOps does not put the cloud-init drive over it", slot, dr.File)
@@ -897,7 +898,7 @@ func (x *differ) qemuOptions(o *manifest.VMOptions) {
 	x.boolean("protection", "spec.options.protection", o.Protection, false)
 	if o.Agent != nil {
 		lv, ok := x.get("agent")
-		p := ParseProps(lv, "enabled")
+		p := pveformat.ParseProps(lv, "enabled")
 		if !ok {
 			x.setString("agent", "spec.options.agent", boolString(*o.Agent))
 		} else if propBool(p, "enabled", false) != *o.Agent {
@@ -913,7 +914,7 @@ func (x *differ) qemuOptions(o *manifest.VMOptions) {
 		}
 	}
 	if len(o.BootOrder) > 0 {
-		have := ParseProps(x.live["boot"], "legacy").Value("order")
+		have := pveformat.ParseProps(x.live["boot"], "legacy").Value("order")
 		if have != strings.Join(o.BootOrder, ";") {
 			x.setString("boot", "spec.options.boot-order", bootValue(o.BootOrder))
 		}
@@ -958,7 +959,7 @@ func (x *differ) cloudInitData(g Desired, s *manifest.VMSpec) {
 			x.setString(key, field, ipconfigValue(ip))
 			continue
 		}
-		live := ParseProps(lv, "")
+		live := pveformat.ParseProps(lv, "")
 		if live.Value("ip") == ip.IP && live.Value("gw") == ip.Gateway {
 			continue
 		}

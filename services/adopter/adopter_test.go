@@ -27,8 +27,8 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
-	"github.com/proxops/proxops/internal/pvewire"
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/testcorpus"
@@ -241,10 +241,10 @@ func labSpec() pvesim.Spec {
 			"net0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nscsi0: local-lvm:vm-100-disk-0,size=8G\n" +
 			"smbios1: uuid=6f1b2c3d-0000-4000-8000-000000000100\ntags: proxops\n"},
 		{VMID: 101, Type: "qemu", Node: "pve2", Config: "cores: 1\nmemory: 1024\nname: ci-runner\nargs: -no-hpet\n" +
-			"ciuser: ops\ncipassword: " + ciPassword + "\nsshkeys: " + pvewire.EncodeSSHKeys([]string{demoKeyMain, demoKeyBackup}) + "\n" +
+			"ciuser: ops\ncipassword: " + ciPassword + "\nsshkeys: " + pveformat.EncodeSSHKeys([]string{demoKeyMain, demoKeyBackup}) + "\n" +
 			"ide2: local-lvm:vm-101-cloudinit,media=cdrom\nnet0: virtio=BC:24:11:00:00:02,bridge=vmbr0\nscsi0: local-lvm:vm-101-disk-0,size=16G\n"},
 		{VMID: 102, Type: "qemu", Node: "pve2", Config: "cores: 1\nmemory: 512\nname: stray\n" +
-			"sshkeys: " + pvewire.EncodeSSHKeys([]string{demoKeyMain, strayKey}) + "\n" +
+			"sshkeys: " + pveformat.EncodeSSHKeys([]string{demoKeyMain, strayKey}) + "\n" +
 			"net0: virtio=BC:24:11:00:00:03,bridge=vmbr0\nscsi0: local-lvm:vm-102-disk-0,size=4G\n"},
 		{VMID: 200, Type: "lxc", Node: "pve1", Config: "cores: 1\nmemory: 512\nhostname: cache\ncpuunits: 512\n" +
 			"net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:02:00,type=veth\nrootfs: local-lvm:vm-200-disk-0,size=4G\n"},

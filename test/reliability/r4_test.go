@@ -16,7 +16,7 @@ import (
 
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/plan"
-	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/services/planner"
 )
@@ -95,7 +95,7 @@ func (w *r4World) ownedNow() map[int]manifest.Kind {
 	out := map[int]manifest.Kind{}
 	for vmid, rec := range w.e.owned() {
 		cfg, ok := w.e.sim.Config(vmid)
-		if !ok || !slices.Contains(pve.SplitTags(cfg["tags"]), pve.OwnershipTag) {
+		if !ok || !pveformat.Owned(cfg["tags"]) {
 			continue
 		}
 		if rec.Fingerprint == "" || rec.Fingerprint != w.e.liveFingerprint(vmid) {
