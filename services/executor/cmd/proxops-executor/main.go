@@ -82,12 +82,7 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.StringVar(&cfg.Node, "node", "", "PVE node this executor owns (required)")
 	fs.StringVar(&cfg.Replica, "replica", "", "replica name in results and logs, unique among running replicas (default host-pid)")
 	nodes := fs.String("allowed-nodes", "", "the cluster's node allowlist, comma-separated (empty: every node)")
-	fs.StringVar(&cfg.NATS.URL, "nats-url", getenv("PROXOPS_NATS_URL"), "NATS server URL(s)")
-	fs.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file")
-	fs.StringVar(&cfg.NATS.User, "nats-user", "", "NATS user")
-	fs.StringVar(&cfg.NATS.TLSCA, "nats-ca", "", "CA of the NATS servers' certificates")
-	fs.StringVar(&cfg.NATS.TLSCert, "nats-cert", "", "client certificate for NATS")
-	fs.StringVar(&cfg.NATS.TLSKey, "nats-key", "", "client key for NATS")
+	cfg.NATS.RegisterFlags(fs, getenv)
 	fs.StringVar(&cfg.PVE.BaseURL, "pve-url", "", "PVE API endpoint, https://host:8006 (required)")
 	fs.StringVar(&cfg.PVE.CAFile, "pve-ca-file", "", "PEM CA bundle that signs the PVE certificate")
 	fs.BoolVar(&cfg.PVE.Insecure, "pve-insecure", false, "skip PVE certificate verification (only for a cluster configured insecure: true)")
@@ -128,7 +123,6 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 			}
 		}
 	}
-	cfg.NATS.Password = getenv("PROXOPS_NATS_PASSWORD")
 	cfg.OwnEndpoint = true
 	cfg.PVE.TaskPollMax = max(5*time.Second, cfg.PVE.TaskPollMin)
 	if cfg.PVE.ObserveConcurrency < 1 {

@@ -188,3 +188,26 @@ func TestSecretsFileIsReadAgainAfterARotation(t *testing.T) {
 		t.Fatalf("after the rotation: %v (still the old token? %v)", c, c.TokenSecret == demoToken)
 	}
 }
+
+// The executor's NATS settings follow the same flags and environment variables as every other service, so an
+// environment file written from docs/deploy.md connects it.
+func TestConfigureTakesTheNATSConnectionFromTheEnvironmentLikeEveryService(t *testing.T) {
+	ctx := testContext(t)
+	args := []string{"--cluster", "lab", "--node", "pve1", "--pve-url", "https://pve1:8006"}
+	cfg, _, err := configure(ctx, args, env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31",
+		"PROXOPS_NATS_URL": "tls://nats-1:4222", "PROXOPS_NATS_USER": "executor-lab-pve1", "PROXOPS_NATS_PASSWORD": "pw",
+		"PROXOPS_NATS_CA": "/etc/proxops/nats-ca.pem", "PROXOPS_NATS_CREDS": "/etc/proxops/exec.creds", "PROXOPS_NATS_NKEY": "/etc/proxops/exec.nk"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := cfg.NATS
+	if n.URL != "tls://nats-1:4222" || n.User != "executor-lab-pve1" || n.Password != "pw" || n.TLSCA != "/etc/proxops/nats-ca.pem" ||
+		n.CredsFile != "/etc/proxops/exec.creds" || n.NKeySeedFile != "/etc/proxops/exec.nk" {
+		t.Fatalf("NATS settings from the environment: %+v", n)
+	}
+	cfg, _, err = configure(ctx, append(args, "--nats-url", "nats://127.0.0.1:4222", "--nats-nkey", "/run/exec.nk", "--nats-user", "flag-user"),
+		env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31", "PROXOPS_NATS_USER": "env-user"}))
+	if err != nil || cfg.NATS.URL != "nats://127.0.0.1:4222" || cfg.NATS.NKeySeedFile != "/run/exec.nk" || cfg.NATS.User != "flag-user" {
+		t.Fatalf("flags over the environment: %+v, %v", cfg.NATS, err)
+	}
+}
