@@ -68,7 +68,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer func() { _ = srv.Close() }()
 		cfg.Logger.Info("metrics server listening", "addr", ln.Addr().String())
 	}
-	if err := adopter.Run(ctx, cfg); err != nil {
+	// A failure after the context ended (a signal, or the caller stopping it) is the shutdown's own doing,
+	// for example setting up a consumer that the cancelled context cut short.
+	if err := adopter.Run(ctx, cfg); err != nil && ctx.Err() == nil {
 		cfg.Logger.Error("adopter", "err", err)
 		return 1
 	}
