@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -188,7 +189,7 @@ func TestSecretsAppearNowhereButInPVE(t *testing.T) {
 			findNeedles(t, "stream "+name+" message "+m.Subject, text, needles)
 		}
 	}
-	if err := names.Err(); err != nil && err != jetstream.ErrEndOfData {
+	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		t.Fatal(err)
 	}
 	if streams < 8 || messages < 50 {

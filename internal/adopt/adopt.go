@@ -268,15 +268,6 @@ func (r *run) volume(node, volid string) (inventory.Volume, bool) {
 	return inventory.Volume{}, false
 }
 
-func (r *run) node(name string) *inventory.Node {
-	for i := range r.nodes {
-		if r.nodes[i].Node == name {
-			return &r.nodes[i]
-		}
-	}
-	return nil
-}
-
 // header is the comment block of an adopted file.
 func header(cluster, from string, incomplete []string) []string {
 	h := []string{

@@ -57,9 +57,6 @@ func (c *guest) has(key string) bool {
 	return ok
 }
 
-// object names the guest in messages.
-func (c *guest) object() string { return c.g.Node + "#" + itoa(c.g.VMID) }
-
 // size is a volume's size: its size= token, else the storage listing's.
 func (c *guest) size(volid string, token int64, hasToken bool) (int64, bool) {
 	if hasToken && token > 0 {

@@ -25,7 +25,7 @@ func fsyncRate(b *testing.B, dir string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	buf := make([]byte, 512)
 	const n = 200
 	start := time.Now()

@@ -788,15 +788,20 @@ func TestReadStreamFromSequenceAndLastPerSubject(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
+	var gotSeqs []uint64
 	for _, m := range last {
 		var v wrapperspb.StringValue
 		if err := m.Decode(ctx, &v); err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, v.GetValue())
+		gotSeqs = append(gotSeqs, m.Sequence)
 	}
 	if diff := cmp.Diff([]string{"pve2#3", "pve1#4"}, got); diff != "" {
 		t.Fatalf("last per subject (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(seqs[3:], gotSeqs); diff != "" {
+		t.Fatalf("last per subject: stream sequences (-want +got):\n%s", diff)
 	}
 	// A limits stream keeps history: read plans from a sequence.
 	subj, _ := bus.PlanSubject("lab", bus.PlanPlanned)
@@ -882,7 +887,7 @@ func TestListenerWritesClientInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	if _, err := b.Publish(ctx, bus.SubjectRepoChanged, wrapperspb.String("over tcp")); err != nil {
 		t.Fatal(err)
 	}

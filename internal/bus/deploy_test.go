@@ -132,7 +132,7 @@ func TestDeployConfigServesTLSClientsWithServiceUsers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect over TLS: %v", err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	if _, err := cli.Provision(ctx, bus.ProvisionConfig{}); err != nil {
 		t.Fatalf("provision as cli: %v", err)
 	}

@@ -166,6 +166,7 @@ func shape(n *yaml.Node) string {
 		return "a mapping"
 	case yaml.ScalarNode:
 		return fmt.Sprintf("%q", n.Value)
+	default:
+		return "nothing"
 	}
-	return "nothing"
 }

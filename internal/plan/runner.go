@@ -306,6 +306,8 @@ func (r *Run) Finished() Finished {
 			f.Skipped++
 		case OpSuperseded:
 			f.Superseded++
+		case OpWaiting, OpDispatched:
+			// Not finished: in none of the totals.
 		}
 		f.Operations = append(f.Operations, OpOutcome{ID: op.ID, Ref: op.Ref, Action: op.Action, State: r.state[i], Message: r.message[i]})
 	}

@@ -796,6 +796,8 @@ func (a *applier) power(ctx context.Context) error {
 		done = strings.Contains(msg, "already running")
 	case plan.ActionShutdown, plan.ActionStop:
 		done = strings.Contains(msg, "not running")
+	default:
+		// Only a power change can find its work already done.
 	}
 	if done {
 		a.out.AlreadyDone = true

@@ -374,8 +374,9 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 	}
 	readTries := 0
 	for attempt := 0; ; attempt++ {
-		ticket, issued := "", time.Time{}
+		var ticket string
 		if c.cfg.TokenID == "" {
+			var issued time.Time
 			ticket, issued = c.currentTicket()
 			if time.Since(issued) > ticketLifetime {
 				if err := c.login(ctx, ticket); err != nil {

@@ -15,7 +15,7 @@ func TestConfigNeverPrintsItsCredentials(t *testing.T) {
 	var logged bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("connect", "cfg", cfg)
 	var text bytes.Buffer
-	slog.New(slog.NewTextHandler(&text, nil)).Info("connect", "cfg", cfg, slog.Any("ptr", &cfg))
+	slog.New(slog.NewTextHandler(&text, nil)).Info("connect", slog.Any("cfg", cfg), slog.Any("ptr", &cfg))
 	forms := map[string]string{
 		"%v": fmt.Sprintf("%v", cfg), "%+v": fmt.Sprintf("%+v", cfg), "%#v": fmt.Sprintf("%#v", cfg),
 		"%s": fmt.Sprintf("%s", cfg), "%q": fmt.Sprintf("%q", cfg), "%x": fmt.Sprintf("%x", cfg),

@@ -25,35 +25,12 @@ type section struct {
 
 func newSection() *section { return &section{conf: map[string]string{}} }
 
-func (s *section) clone() *section {
-	c := newSection()
-	for k, v := range s.conf {
-		c.conf[k] = v
-	}
-	c.lxc = append([][2]string(nil), s.lxc...)
-	return c
-}
-
 // configFile is a parsed guest config file.
 type configFile struct {
 	current   *section
 	pending   *section // nil when there is no pending section
 	snapshots map[string]*section
 	special   map[string]*section // [special:<name>] sections (qemu), kept verbatim
-}
-
-func (c *configFile) clone() *configFile {
-	n := &configFile{current: c.current.clone(), snapshots: map[string]*section{}, special: map[string]*section{}}
-	if c.pending != nil {
-		n.pending = c.pending.clone()
-	}
-	for k, v := range c.snapshots {
-		n.snapshots[k] = v.clone()
-	}
-	for k, v := range c.special {
-		n.special[k] = v.clone()
-	}
-	return n
 }
 
 // confDesc describes the config keys of one guest type: their schema (from the API schema) and how to treat
@@ -96,7 +73,6 @@ func isDrive(key string) bool {
 
 var (
 	reDriveKey    = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
-	reMainDrive   = regexp.MustCompile(`^(ide|sata|scsi|virtio)\d+$`)
 	reLXCRawLine  = regexp.MustCompile(`^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$`)
 	reDescrLine   = regexp.MustCompile(`^(description):\s*(.*\S)\s*$`)
 	reDeleteLine  = regexp.MustCompile(`^delete:\s*(.*\S)\s*$`)

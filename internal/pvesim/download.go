@@ -150,7 +150,7 @@ func volumeHash(algo string, v volume) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("unable to open file '%s' - %w", v.path, err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		if _, err := io.Copy(h, f); err != nil {
 			return "", fmt.Errorf("read '%s': %w", v.path, err)
 		}
@@ -224,7 +224,7 @@ func (s *Sim) fetchURL(rawURL string, verify bool, haveChecksum bool) ([]byte, e
 		resp, err := client.Do(req)
 		if err != nil {
 			// The wording of PVE's wget failure is not reproduced; see docs/simulator.md.
-			return nil, fmt.Errorf("download failed: %v", err)
+			return nil, fmt.Errorf("download failed: %w", err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
@@ -238,7 +238,7 @@ func (s *Sim) fetchURL(rawURL string, verify bool, haveChecksum bool) ([]byte, e
 	if ok {
 		b, err := os.ReadFile(mirror)
 		if err != nil {
-			return nil, fmt.Errorf("download failed: mirror of '%s': %v", rawURL, err)
+			return nil, fmt.Errorf("download failed: mirror of '%s': %w", rawURL, err)
 		}
 		return b, nil
 	}
@@ -256,7 +256,7 @@ func decompress(b []byte, algo string) ([]byte, error) {
 	case "gz":
 		r, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
-			return nil, fmt.Errorf("decompression failed: %v", err)
+			return nil, fmt.Errorf("decompression failed: %w", err)
 		}
 		return io.ReadAll(r)
 	case "bz2":
@@ -282,7 +282,7 @@ func readHead(path string) []byte {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b := make([]byte, 512)
 	n, _ := io.ReadFull(f, b)
 	return b[:n]

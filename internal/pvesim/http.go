@@ -287,7 +287,9 @@ func (s *Sim) serve(r *http.Request, local string) (int, []byte, string, http.He
 	data, err := h(s, c)
 	s.mu.Unlock()
 	if err != nil {
-		ae, ok := err.(*apiError)
+		// Only an *apiError returned as such sets the status: one wrapped in an "unable to create ..." message
+		// stays a 500 carrying the whole message, as before.
+		ae, ok := err.(*apiError) //nolint:errorlint // the top-level type is the handler contract, see above
 		if !ok {
 			ae = &apiError{status: 500, msg: err.Error()}
 		}

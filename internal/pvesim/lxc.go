@@ -262,7 +262,7 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 			volid, err := s.allocate(g, a, l)
 			if err != nil {
 				delete(s.guests, vmid)
-				return fmt.Errorf("unable to create CT %d - %v", vmid, err)
+				return fmt.Errorf("unable to create CT %d - %w", vmid, err)
 			}
 			d := a.rest
 			d["volume"] = volid

@@ -279,7 +279,7 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 					s.deleteVolume(g.node, v)
 				}
 				delete(s.guests, vmid)
-				return fmt.Errorf("unable to create VM %d - %v", vmid, err)
+				return fmt.Errorf("unable to create VM %d - %w", vmid, err)
 			}
 			created = append(created, volid)
 			d := a.rest

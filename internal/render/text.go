@@ -131,6 +131,8 @@ func PlanText(p plan.Plan) string {
 			created[o.VMID] = true
 		case plan.ActionDelete:
 			deleted[o.VMID] = true
+		default:
+			// Updates and power changes are sorted into their sections below.
 		}
 	}
 	var create, update, power, del section

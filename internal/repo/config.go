@@ -264,8 +264,9 @@ func describe(n *yaml.Node) string {
 		return "a list"
 	case yaml.MappingNode:
 		return "a mapping"
+	default:
+		return fmt.Sprintf("%q", n.Value)
 	}
-	return fmt.Sprintf("%q", n.Value)
 }
 
 // configChecker positions diagnostics about a configuration file.

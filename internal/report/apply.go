@@ -414,6 +414,8 @@ func (s *ClusterStatus) derive(refs ...string) {
 				c.ActionsErr++
 			case plan.OpSkipped, plan.OpSuperseded:
 				c.ActionsSkipped++
+			case plan.OpWaiting, plan.OpDispatched:
+				// Not finished: counted once they are.
 			}
 		}
 	}
@@ -426,6 +428,8 @@ func (s *ClusterStatus) derive(refs ...string) {
 			c.Skipped++
 		case plan.FindingAnomaly, plan.FindingMisplaced:
 			c.Anomalies++
+		case plan.FindingPending, plan.FindingWarning:
+			// No counter of their own.
 		}
 	}
 	c.Gaps = len(s.Gaps)
@@ -584,6 +588,8 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 			r.LastAction, r.LastError = o.Action, ""
 		case plan.OpFailed:
 			r.LastAction, r.LastError = o.Action, o.Message
+		case plan.OpWaiting, plan.OpDispatched, plan.OpSkipped, plan.OpSuperseded:
+			// Did not run to an end: no action taken.
 		}
 	}
 	if len(ops) > 0 && !s.Tracking.NotApplied {
@@ -605,6 +611,8 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 		case plan.FindingAnomaly, plan.FindingMisplaced:
 			r.State, r.Reason = StateAnomalous, f.Message
 			return
+		default:
+			// The other kinds rank below anomalies: the next loop.
 		}
 	}
 	for _, f := range findings {
@@ -618,6 +626,8 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 		case plan.FindingPending:
 			r.State, r.Reason = StateDrift, f.Message
 			return
+		case plan.FindingAnomaly, plan.FindingMisplaced, plan.FindingWarning:
+			// Anomalies were decided above; a warning leaves the state as it is.
 		}
 	}
 }

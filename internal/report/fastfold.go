@@ -152,6 +152,8 @@ func (ix *resultIndex) count(s *ClusterStatus, o OpTrack, st plan.OpState, sign 
 		c.ActionsErr += sign
 	case plan.OpSkipped, plan.OpSuperseded:
 		c.ActionsSkipped += sign
+	case plan.OpWaiting, plan.OpDispatched:
+		// Not finished: counted once they are.
 	}
 }
 

@@ -150,8 +150,12 @@ func TestDecryptorIsSafeForConcurrentUse(t *testing.T) {
 						return
 					}
 					tok, err := s.Secret("proxops-token")
-					if err != nil || tok.Reveal() != wantToken[file] {
-						errs <- fmt.Errorf("goroutine %d round %d: %s has the wrong token (%v)", g, i, file, err)
+					if err != nil {
+						errs <- fmt.Errorf("goroutine %d round %d: %s: %w", g, i, file, err)
+						return
+					}
+					if tok.Reveal() != wantToken[file] {
+						errs <- fmt.Errorf("goroutine %d round %d: %s has the wrong token", g, i, file)
 						return
 					}
 					if prev, loaded := stores.LoadOrStore(file, s); loaded && prev != s {

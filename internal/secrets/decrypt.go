@@ -150,7 +150,9 @@ func positionsFrom(err error, enc *document) error {
 // withFile sets File on the *Error values of err that have none.
 func withFile(err error, file string) error {
 	set := func(e error) error {
-		if se, ok := e.(*Error); ok && se.File == "" {
+		// One level of the tree only: withFile rebuilds the joined list it walks, and an *Error wrapped in
+		// another error keeps its wrapper untouched.
+		if se, ok := e.(*Error); ok && se.File == "" { //nolint:errorlint // deliberate single-level rewrite
 			c := *se
 			c.File = file
 			return &c

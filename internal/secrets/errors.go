@@ -162,7 +162,9 @@ func WithField(err error, field string) error {
 	if err == nil || field == "" {
 		return err
 	}
-	if e, ok := err.(*Error); ok {
+	// The tree is walked by hand (an *Error itself, or the parts of errors.Join), because each *Error found is
+	// replaced by a copy: errors.As would find one below a wrapper that this cannot rebuild.
+	if e, ok := err.(*Error); ok { //nolint:errorlint // replaces the value at this level, see above
 		if e.Field != "" {
 			return e
 		}

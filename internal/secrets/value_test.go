@@ -118,8 +118,8 @@ func TestValueLogsRedactedThroughSlog(t *testing.T) {
 	} {
 		var buf bytes.Buffer
 		log := slog.New(newHandler(&buf))
-		log.Info("pve login", "token", v, slog.Any("pointer", &v), "holder", newHolder(),
-			slog.Group("auth", "secret", v), "err", fmt.Errorf("bad %v", v))
+		log.Info("pve login", slog.Any("token", v), slog.Any("pointer", &v), slog.Any("holder", newHolder()),
+			slog.Group("auth", "secret", v), slog.Any("err", fmt.Errorf("bad %v", v)))
 		log.With("bound", v).Warn("again")
 		out := buf.String()
 		if strings.Contains(out, plain) {

@@ -181,8 +181,10 @@ func treeValue(n *yaml.Node, own bool) (any, error) {
 		return v, nil
 	case yaml.AliasNode:
 		return treeValue(n.Alias, false)
+	default:
+		// A document node never appears as a value.
+		return nil, nil
 	}
-	return nil, nil
 }
 
 // plainYAML renders decrypted tree branches as a YAML stream (one document per branch), comments left out.

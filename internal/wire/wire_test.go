@@ -312,7 +312,7 @@ func TestOperationTravelsOverTheBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	if _, err := b.Provision(ctx, bus.ProvisionConfig{}); err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func TestCredentialsNeverPrintTheirSecrets(t *testing.T) {
 		{User: "root@pam", Password: password},
 	} {
 		var logged bytes.Buffer
-		slog.New(slog.NewJSONHandler(&logged, nil)).Info("credentials", "creds", c, slog.Any("ptr", &c))
+		slog.New(slog.NewJSONHandler(&logged, nil)).Info("credentials", slog.Any("creds", c), slog.Any("ptr", &c))
 		forms := map[string]string{
 			"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c),
 			"%s": fmt.Sprintf("%s", c), "%q": fmt.Sprintf("%q", c), "pointer %#v": fmt.Sprintf("%#v", &c),

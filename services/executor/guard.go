@@ -177,16 +177,6 @@ func (g *guestGuard) release() {
 	_ = g.kv.Delete(ctx, g.key, jetstream.LastRevision(g.rev))
 }
 
-// isLost reports whether the guard was lost.
-func (g *guestGuard) isLost() bool {
-	select {
-	case <-g.lost:
-		return true
-	default:
-		return false
-	}
-}
-
 // wrongLastSequence recognises the server's compare-and-set refusal in the forms the client may surface.
 func wrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError

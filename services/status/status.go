@@ -419,7 +419,7 @@ func (s *service) fold(it item) bool {
 		key := [2]string{h.Repo, h.Branch}
 		if before, ok := s.sources[key]; !ok || before.Stale != h.Stale {
 			s.log.Info("repository health changed", "repo", h.Repo, "branch", h.Branch, "stale", h.Stale,
-				"commit", h.Commit, "error", h.LastError)
+				"commit", h.Commit, "err", h.LastError)
 		}
 		s.sources[key] = *h
 		return true
@@ -519,6 +519,8 @@ func (s *service) observe(ch report.Change, e report.Event) {
 				m.PruneDeferred.WithLabelValues(kind).Inc()
 			case plan.FindingAnomaly, plan.FindingMisplaced:
 				m.Anomalies.WithLabelValues(string(f.Kind)).Inc()
+			case plan.FindingSkipped, plan.FindingPending, plan.FindingWarning:
+				// No metric of their own.
 			}
 		}
 	}
@@ -540,6 +542,8 @@ func (s *service) observe(ch report.Change, e report.Event) {
 			m.Actions.WithLabelValues(kind, string(o.Action), "ok").Inc()
 		case plan.OpFailed:
 			m.Actions.WithLabelValues(kind, string(o.Action), "error").Inc()
+		case plan.OpWaiting, plan.OpDispatched, plan.OpSkipped, plan.OpSuperseded:
+			// Not an action taken on PVE.
 		}
 	}
 }

@@ -170,13 +170,14 @@ func addTree(ctx context.Context, repo *git.Repository, hash plumbing.Hash, dir 
 			return fmt.Errorf("%s: invalid entry name %q", dir, e.Name)
 		}
 		p := dir + "/" + e.Name
-		switch {
-		case e.Mode == filemode.Dir:
+		switch e.Mode {
+		case filemode.Dir:
 			err = addTree(ctx, repo, e.Hash, p, depth+1, snap, total)
-		case e.Mode == filemode.Regular || e.Mode == filemode.Executable || e.Mode == filemode.Deprecated:
+		case filemode.Regular, filemode.Executable, filemode.Deprecated:
 			err = addBlob(ctx, repo, e, p, snap, total)
+		default:
+			// Symbolic links and submodules are not manifest files.
 		}
-		// Symbolic links and submodules are not manifest files.
 		if err != nil {
 			return err
 		}

@@ -56,7 +56,7 @@ func newSSHGitServer(t testing.TB, root string, client ssh.PublicKey) *sshGitSer
 	s := &sshGitServer{addr: ln.Addr().String(), hostKey: hostKey}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
-		ln.Close()
+		_ = ln.Close()
 		wg.Wait()
 	})
 	wg.Go(func() {
@@ -77,7 +77,7 @@ func (s *sshGitServer) serveConn(conn net.Conn, cfg *ssh.ServerConfig, root stri
 	if err != nil {
 		return
 	}
-	defer sconn.Close()
+	defer func() { _ = sconn.Close() }()
 	go ssh.DiscardRequests(reqs)
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
@@ -94,7 +94,7 @@ func (s *sshGitServer) serveConn(conn net.Conn, cfg *ssh.ServerConfig, root stri
 }
 
 func (s *sshGitServer) serveSession(ch ssh.Channel, requests <-chan *ssh.Request, root string) {
-	defer ch.Close()
+	defer func() { _ = ch.Close() }()
 	for req := range requests {
 		if req.Type != "exec" {
 			_ = req.Reply(req.Type == "env", nil)
@@ -123,7 +123,7 @@ func (s *sshGitServer) serveSession(ch ssh.Channel, requests <-chan *ssh.Request
 		}
 		go func() {
 			_, _ = io.Copy(stdin, ch)
-			stdin.Close()
+			_ = stdin.Close()
 		}()
 		code := uint32(0)
 		if err := cmd.Run(); err != nil {

@@ -67,24 +67,30 @@ func (b *testBus) connect(reg *prometheus.Registry, logger *slog.Logger) (watche
 	return deps, func() { _ = conn.Close() }
 }
 
-// stored reads every RepoChanged the stream holds, oldest first.
-func (b *testBus) stored() []watcher.RepoChanged {
+// readRepoStream decodes every message of one subject of the repository stream, oldest first.
+func readRepoStream[T any](b *testBus, subject string, decode func(context.Context, wire.DecodeFunc) (T, error)) []T {
 	b.t.Helper()
-	var out []watcher.RepoChanged
+	var out []T
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	err := b.env.Bus.ReadStream(ctx, bus.StreamRepo, bus.SubjectRepoChanged, 1, func(m *bus.Message) error {
-		ev, err := wire.DecodeRepoChanged(ctx, m.Decode)
+	err := b.env.Bus.ReadStream(ctx, bus.StreamRepo, subject, 1, func(m *bus.Message) error {
+		v, err := decode(ctx, m.Decode)
 		if err != nil {
 			return err
 		}
-		out = append(out, ev)
+		out = append(out, v)
 		return nil
 	})
 	if err != nil {
-		b.t.Fatalf("read repo events: %v", err)
+		b.t.Fatalf("read %s: %v", subject, err)
 	}
 	return out
+}
+
+// stored reads every RepoChanged the stream holds, oldest first.
+func (b *testBus) stored() []watcher.RepoChanged {
+	b.t.Helper()
+	return readRepoStream(b, bus.SubjectRepoChanged, wire.DecodeRepoChanged)
 }
 
 // storedMatching returns the stored events that satisfy keep.
@@ -102,21 +108,7 @@ func (b *testBus) storedMatching(keep func(watcher.RepoChanged) bool) []watcher.
 // healthReports reads every SourceHealth the stream holds, oldest first.
 func (b *testBus) healthReports() []watcher.SourceHealth {
 	b.t.Helper()
-	var out []watcher.SourceHealth
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	err := b.env.Bus.ReadStream(ctx, bus.StreamRepo, bus.SubjectRepoHealth, 1, func(m *bus.Message) error {
-		h, err := wire.DecodeSourceHealth(ctx, m.Decode)
-		if err != nil {
-			return err
-		}
-		out = append(out, h)
-		return nil
-	})
-	if err != nil {
-		b.t.Fatalf("read health reports: %v", err)
-	}
-	return out
+	return readRepoStream(b, bus.SubjectRepoHealth, wire.DecodeSourceHealth)
 }
 
 // getTree reads a snapshot from the object store.

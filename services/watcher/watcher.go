@@ -484,7 +484,7 @@ func (w *Watcher) sync(ctx context.Context, trigger Trigger, force bool) error {
 		w.log.Debug("fetched", "commit", have.String(), "duration", time.Since(start))
 		if m, ok := w.src.(interface{ maintain() error }); ok {
 			if err := m.maintain(); err != nil {
-				w.log.Warn("mirror maintenance failed", "error", w.red.error(err))
+				w.log.Warn("mirror maintenance failed", "err", w.red.error(err))
 			}
 		}
 	}
@@ -584,7 +584,7 @@ func (w *Watcher) setCurrent(ctx context.Context, a announcement) {
 	kctx, cancel := context.WithTimeout(ctx, busTimeout)
 	defer cancel()
 	if err := w.deps.KV.Put(kctx, w.stateKey(), data); err != nil {
-		w.log.Warn("cannot record the announced commit", "commit", a.Commit, "error", w.red.error(err))
+		w.log.Warn("cannot record the announced commit", "commit", a.Commit, "err", w.red.error(err))
 	}
 }
 
@@ -594,7 +594,7 @@ func (w *Watcher) loadState(ctx context.Context) {
 	defer cancel()
 	data, found, err := w.deps.KV.Get(kctx, w.stateKey())
 	if err != nil {
-		w.log.Warn("cannot read the last announced commit", "error", w.red.error(err))
+		w.log.Warn("cannot read the last announced commit", "err", w.red.error(err))
 		return
 	}
 	if !found {
@@ -649,7 +649,7 @@ func (w *Watcher) failed(err error) time.Duration {
 	w.status.Stale = true
 	w.mu.Unlock()
 	wait := backoff(w.failures, w.cfg.RetryMin, w.cfg.RetryMax)
-	w.log.Warn("repository update failed; keeping the last good tree", "error", err,
+	w.log.Warn("repository update failed; keeping the last good tree", "err", err,
 		"failures", w.failures, "retry_in", wait, "commit", w.current.Commit)
 	return wait
 }
@@ -675,7 +675,7 @@ func (w *Watcher) reportHealth(ctx context.Context) {
 	defer cancel()
 	if err := w.deps.Health.PublishSourceHealth(hctx, h); err != nil {
 		w.log.Warn("cannot publish the repository's health; trying again after the next look", "stale", h.Stale,
-			"error", w.red.error(err))
+			"err", w.red.error(err))
 		return
 	}
 	w.healthSent = &h
@@ -704,20 +704,20 @@ func (w *Watcher) startupFallback(ctx context.Context) {
 		snap, subject, err := w.src.snapshot(gctx, have)
 		cancel()
 		if err != nil {
-			w.log.Error("git sync failed and no previous good tree available", "error", w.red.error(err))
+			w.log.Error("git sync failed and no previous good tree available", "err", w.red.error(err))
 			return
 		}
 		if err := w.storeTree(ctx, snap); err != nil {
-			w.log.Error("cannot store the last good tree", "error", err)
+			w.log.Error("cannot store the last good tree", "err", err)
 			return
 		}
 		w.current = announcement{Commit: snap.Commit, Tree: snap.Tree, Subject: subject}
 	} else if err := w.ensureTree(ctx); err != nil {
-		w.log.Error("cannot announce the last good tree at start", "commit", w.current.Commit, "error", err)
+		w.log.Error("cannot announce the last good tree at start", "commit", w.current.Commit, "err", err)
 		return
 	}
 	if err := w.publish(ctx, w.event(w.current, TriggerStartup, CommitEventID(w.repo, w.current.Commit))); err != nil {
-		w.log.Error("cannot announce the last good tree at start", "error", err)
+		w.log.Error("cannot announce the last good tree at start", "err", err)
 		return
 	}
 	w.setCurrent(ctx, w.current)
@@ -739,12 +739,12 @@ func (w *Watcher) drift(ctx context.Context, slotStart time.Time) {
 		return
 	}
 	if err := w.ensureTree(ctx); err != nil {
-		w.log.Warn("drift tick failed", "error", err)
+		w.log.Warn("drift tick failed", "err", err)
 		return
 	}
 	slot := DriftSlot(slotStart, w.cfg.DriftInterval)
 	if err := w.publish(ctx, w.event(w.current, TriggerDrift, DriftEventID(w.repo, w.current.Commit, slot))); err != nil {
-		w.log.Warn("drift tick failed", "error", err)
+		w.log.Warn("drift tick failed", "err", err)
 		return
 	}
 	w.lastAnnounce = time.Now()

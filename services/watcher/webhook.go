@@ -258,7 +258,7 @@ func (w *Watcher) serveWebhook(p webhookProvider, rw http.ResponseWriter, r *htt
 	}{p.name, time.Now().UTC()})
 	created, err := w.deps.KV.Create(ctx, w.pushKey(push.After), seen)
 	if err != nil {
-		w.log.Warn("webhook: cannot record the delivery", "provider", p.name, "error", w.red.error(err))
+		w.log.Warn("webhook: cannot record the delivery", "provider", p.name, "err", w.red.error(err))
 		return webhookError, http.StatusServiceUnavailable, "cannot record the delivery; retry later"
 	}
 	if !created {

@@ -186,7 +186,7 @@ func fsyncRate(b *testing.B, dir string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	buf := make([]byte, 512)
 	const n = 300
 	start := time.Now()

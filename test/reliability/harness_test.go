@@ -204,15 +204,6 @@ func (e *env) run(what string, fn func(context.Context) error) (stop func()) {
 // repoFiles is a repository as path → content.
 type repoFiles map[string]string
 
-// clone returns a copy of the repository.
-func (r repoFiles) clone() repoFiles {
-	out := repoFiles{}
-	for k, v := range r {
-		out[k] = v
-	}
-	return out
-}
-
 // clusterConfig is the test cluster's config.yaml on the env's nodes, with extra keys of the cluster.
 func (e *env) clusterConfig(extra string) string {
 	return fmt.Sprintf("pve:\n  clusters:\n    %s:\n      base-url: %s\n      nodes: [%s]\n%s", cluster, e.srv.URL,

@@ -117,19 +117,19 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	defer stop()
 	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
 	if err != nil {
-		log.Error("cannot start", "error", err)
+		log.Error("cannot start", "err", err)
 		return 1
 	}
 	defer func() { _ = b.Close() }()
 	reg := prometheus.NewRegistry()
 	if err := metrics.RegisterProcess(reg, buildInfo()); err != nil {
-		log.Error("cannot start", "error", err)
+		log.Error("cannot start", "err", err)
 		return 1
 	}
 	err = status.Run(ctx, status.Config{Bus: b, Logger: log, Registry: reg, Listen: o.listen,
 		StaleAfter: o.staleAfter, Refresh: o.refresh})
 	if err != nil {
-		log.Error("stopped", "error", err)
+		log.Error("stopped", "err", err)
 		return 1
 	}
 	log.Info("stopped")

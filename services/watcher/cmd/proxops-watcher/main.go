@@ -61,21 +61,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel})).With("service", "watcher")
 	if err := opts.watcher.Validate(); err != nil {
-		log.Error("invalid configuration", "error", err)
+		log.Error("invalid configuration", "err", err)
 		return 2
 	}
 	b, err := connectBus(ctx, opts, log)
 	if err != nil {
-		log.Error("cannot start", "error", err)
+		log.Error("cannot start", "err", err)
 		return 1
 	}
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	deps := watcher.BusDeps(b, reg, log)
 
 	if err := watcher.Run(ctx, opts.watcher, deps); err != nil {
-		log.Error("stopped", "error", err)
+		log.Error("stopped", "err", err)
 		return 1
 	}
 	log.Info("stopped")
