@@ -3,6 +3,9 @@
 SHELL := /bin/bash
 GO ?= go
 BUF := GOWORK=off $(GO) tool -modfile=tools/go.mod buf
+# golangci-lint is pinned in tools/go.mod like buf; `go tool -n` builds it (once, cached) and prints its path, so it
+# runs with the workspace (go.work) in effect and type-checks every module in one pass.
+GOLANGCI_LINT = GOWORK=off $(GO) tool -modfile=tools/go.mod -n golangci-lint
 VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
@@ -29,6 +32,8 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(BUF) lint
 	$(BUF) format -d --exit-code
+	@lint=$$($(GOLANGCI_LINT)) && mods=$$($(GO) list -m -f '{{.Dir}}/...' | sed 's|^$(CURDIR)/|./|') && \
+	  echo golangci-lint run $$mods && $$lint run $$mods
 
 generate:
 	$(BUF) generate
