@@ -15,6 +15,7 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // rssMB reads a process's resident set size (VmRSS of /proc/<pid>/status) in MB.
@@ -169,8 +170,9 @@ func BenchmarkFootprint(b *testing.B) {
 		args        []string
 	}{
 		{"watcher", `"msg":"repo changed"`, []string{"--git-path", repoDir, "--data-dir", b.TempDir()}},
-		{"planner", `"msg":"planner ready"`, nil},
-		{"executor", `"msg":"executor ready"`, []string{"--cluster", "demo", "--node", "pve1", "--pve-url", srv.URL}},
+		{"planner", `"msg":"planner ready"`, []string{"--signing-key-file", testkit.PlannerKeyFile(b)}},
+		{"executor", `"msg":"executor ready"`, []string{"--cluster", "demo", "--node", "pve1", "--pve-url", srv.URL,
+			"--trusted-planner-key", testkit.PlannerKey(b).PublicKey()}},
 		{"status", `"msg":"status http listening"`, []string{"--listen", "127.0.0.1:0"}},
 		{"adopter", `"msg":"adopter ready"`, []string{"--metrics-listen", "127.0.0.1:0"}},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/services/adopter"
@@ -87,7 +88,10 @@ type systemConfig struct {
 	// ObserveOnly runs the executors for observes only: nothing is applied, not even an operation an
 	// interrupted apply left queued (diff).
 	ObserveOnly bool
-	// Planner tunes the planner (Bus, Logger and Registry are filled in).
+	// Signer signs the operations this process's planner dispatches, and its executors trust its key. Nil:
+	// the data directory's key pair (opsign.KeyFile), generated on first use.
+	Signer *opsign.Signer
+	// Planner tunes the planner (Bus, Logger, Registry and Signer are filled in).
 	Planner planner.Config
 	// Adopter, when set, runs the adopter too (Bus and Logger are filled in): gap reports, and the adoption
 	// requests of proxops adopt.
@@ -120,6 +124,7 @@ type system struct {
 	cfg     systemConfig
 	server  *bus.Server
 	bus     *bus.Bus
+	signer  *opsign.Signer
 	watcher *watcher.Watcher
 	// rctx is the services' context: cancelled by stop.
 	rctx   context.Context
@@ -177,7 +182,14 @@ func newSystem(ctx context.Context, cfg systemConfig) (*system, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &system{cfg: cfg, log: log}
+	s := &system{cfg: cfg, log: log, signer: cfg.Signer}
+	if s.signer == nil {
+		signer, err := opsign.EnsureSigner(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		s.signer = signer
+	}
 	if cfg.NATS != nil {
 		b, err := bus.Connect(ctx, *cfg.NATS, bus.Options{Logger: log})
 		if err != nil {
@@ -261,6 +273,7 @@ func (s *system) startExecutor(ctx context.Context, e executorSpec) (*runningExe
 	ecfg := executor.Config{Cluster: e.Cluster, Node: e.Node, Replica: "local-" + e.Node, AllowedNodes: e.AllowedNodes,
 		Bus: eb, PVE: e.PVE, RepoBaseURL: e.RepoBaseURL, Secrets: e.Secrets, Credentials: e.Credentials,
 		Concurrency: e.Concurrency, StorageConcurrency: e.StorageConcurrency, LockWait: e.LockWait,
+		TrustedPlannerKeys: []string{s.signer.PublicKey()},
 		// Each executor's series carry its cluster and node, so they share one registry.
 		Registry: prometheus.WrapRegistererWith(prometheus.Labels{"cluster": e.Cluster, "node": e.Node}, cfg.Registry),
 		Logger:   s.log.With("service", "executor")}
@@ -315,7 +328,7 @@ func (s *system) startPlanner() error {
 		return err
 	}
 	pcfg := s.cfg.Planner
-	pcfg.Bus, pcfg.Registry, pcfg.Logger = pb, s.cfg.Registry, s.log.With("service", "planner")
+	pcfg.Bus, pcfg.Registry, pcfg.Logger, pcfg.Signer = pb, s.cfg.Registry, s.log.With("service", "planner"), s.signer
 	if pcfg.LeaseTTL == 0 {
 		pcfg.LeaseTTL = s.cfg.LeaseTTL
 	}

@@ -176,7 +176,8 @@ func PlannerPermissions() Permissions {
 }
 
 // ExecutorPermissions: one node's executors consume that node's operations only, serve its observe
-// requests, publish its results, inventories and dead letters, and keep operation records.
+// requests, publish its results, inventories and dead letters, keep operation records, and read the
+// clusters' run state and the ownership inventory.
 func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	user, err := ExecutorUser(cluster, node)
 	if err != nil {
@@ -201,6 +202,10 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	s.responses = true
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketOps)
+	// Before running an operation: is its run the cluster's open run, and what does the ownership
+	// inventory record for the guest it writes to.
+	s.kvRead(BucketClusters)
+	s.kvRead(BucketOwned)
 	return s.permissions(), nil
 }
 

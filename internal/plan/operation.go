@@ -3,6 +3,9 @@
 package plan
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/proxops/proxops/internal/inventory"
@@ -38,6 +41,36 @@ type KV struct {
 	Key        string
 	Value      string
 	SecretRefs []string
+}
+
+// SecretKeys are the only PVE keys whose value an operation may carry as a secret reference: the cloud-init
+// password and SSH keys. A reference under any other key (description, a tag, an argument) would have the
+// executor write a secret where PVE shows it to anyone who reads the config, so the planner never emits
+// one and the executor refuses one.
+var SecretKeys = []string{"cipassword", "sshkeys"}
+
+// MayReferToSecret reports whether key is one of SecretKeys.
+func MayReferToSecret(key string) bool { return slices.Contains(SecretKeys, key) }
+
+// CheckSecretRefs returns an error naming every value, parameter or expectation of the operation that
+// refers to a secret under a key that does not carry secrets.
+func (o Operation) CheckSecretRefs() error {
+	var bad []string
+	check := func(where string, kvs []KV, allowed bool) {
+		for _, kv := range kvs {
+			if len(kv.SecretRefs) > 0 && (!allowed || !MayReferToSecret(kv.Key)) {
+				bad = append(bad, where+" "+kv.Key)
+			}
+		}
+	}
+	check("value", o.Values, true)
+	check("parameter", o.Params, false)
+	check("precondition", o.Precondition.Expect, false)
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %s: secret references are only allowed for %s, not for %s", o.Action, o.Ref,
+		strings.Join(SecretKeys, " and "), strings.Join(bad, ", "))
 }
 
 // Precondition is what must hold on PVE before an operation is applied.

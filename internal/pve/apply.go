@@ -93,6 +93,9 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 			return Outcome{}, terminal("%s %d: unknown guest type %q", op.Action, op.VMID, op.GuestType)
 		}
 	}
+	if err := op.CheckSecretRefs(); err != nil {
+		return Outcome{}, terminal("refused: %v", err)
+	}
 	var err error
 	switch op.Action {
 	case plan.ActionCreate:
@@ -678,10 +681,15 @@ func (a *applier) values(ctx context.Context, kvs []plan.KV, reserved ...string)
 }
 
 // value resolves one KV: sshkeys combines its literal (encoded) keys with the referenced keys and
-// percent-encodes them as PVE wants; any other key takes the one referenced secret.
+// percent-encodes them as PVE wants; cipassword takes the one referenced secret. A reference under any key
+// other than plan.SecretKeys is refused.
 func (a *applier) value(ctx context.Context, kv plan.KV) (string, error) {
 	if len(kv.SecretRefs) == 0 {
 		return kv.Value, nil
+	}
+	if !plan.MayReferToSecret(kv.Key) {
+		// A secret written under another key (description, say) would be shown to anyone who reads the config.
+		return "", terminal("%s: refused: %s refers to a secret; only %s may", a.what(), kv.Key, strings.Join(plan.SecretKeys, " and "))
 	}
 	if a.opts.Secrets == nil {
 		return "", terminal("%s: %s refers to secrets, but no secrets store is configured", a.what(), kv.Key)

@@ -3,6 +3,7 @@ package pve_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -268,6 +269,31 @@ func TestConfigureResolvesSecretReferences(t *testing.T) {
 	_, err = apply(t, cl, op, pve.ApplyOptions{Secrets: store})
 	if pve.ClassOf(err) != plan.ErrorTerminal || !strings.Contains(err.Error(), "cloud-init.ssh-keys.missing") {
 		t.Fatalf("missing secret: %v", err)
+	}
+}
+
+// A secret reference under a key that does not carry secrets is refused before anything is read or written:
+// the secret would otherwise land where every reader of the config sees it.
+func TestSecretReferenceOutsideSecretKeysIsRefused(t *testing.T) {
+	spec := baseSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	c := newSim(t, spec)
+	cl := c.client(t)
+	store := secretStore{"cloud-init.passwords.default": "s3cret pass"}
+	for _, key := range []string{"description", "tags", "args"} {
+		c.sim.ResetLog()
+		op := plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure,
+			Values: []plan.KV{{Key: key, SecretRefs: []string{"cloud-init.passwords.default"}}}}
+		_, err := apply(t, cl, op, pve.ApplyOptions{Secrets: store})
+		if pve.ClassOf(err) != plan.ErrorTerminal || !strings.Contains(err.Error(), "only allowed for cipassword and sshkeys") {
+			t.Errorf("%s: %v, want a terminal refusal", key, err)
+		}
+		if n := len(c.sim.Requests()); n != 0 {
+			t.Errorf("%s: %d requests reached PVE", key, n)
+		}
+	}
+	if conf, _ := c.sim.Config(100); strings.Contains(fmt.Sprint(conf), "s3cret") {
+		t.Fatalf("the secret reached the config: %v", conf)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -181,4 +182,39 @@ func Owned(t testing.TB, ctx context.Context, b *bus.Bus, cluster string) map[in
 		out[o.VMID] = o
 	}
 	return out
+}
+
+var plannerKey struct {
+	once   sync.Once
+	seed   []byte
+	signer *opsign.Signer
+	err    error
+}
+
+// PlannerKey is the planner signing key of the test binary: test planners sign with it and test executors
+// trust its public key.
+func PlannerKey(t testing.TB) *opsign.Signer {
+	t.Helper()
+	plannerKey.once.Do(func() {
+		plannerKey.seed, plannerKey.err = opsign.GenerateSeed()
+		if plannerKey.err == nil {
+			plannerKey.signer, plannerKey.err = opsign.NewSigner(plannerKey.seed)
+		}
+	})
+	if plannerKey.err != nil {
+		t.Fatalf("planner key: %v", plannerKey.err)
+	}
+	return plannerKey.signer
+}
+
+// PlannerKeyFile writes PlannerKey's seed to a file (mode 0600) for a planner run as a process, and
+// returns its path.
+func PlannerKeyFile(t testing.TB) string {
+	t.Helper()
+	PlannerKey(t)
+	path := filepath.Join(t.TempDir(), opsign.KeyFile)
+	if err := os.WriteFile(path, plannerKey.seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

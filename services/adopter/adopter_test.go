@@ -150,7 +150,7 @@ func (e *env) startExecutor(node string) {
 	cfg := executor.Config{Cluster: cluster, Node: node, Replica: "exec-" + node, Bus: e.connect(user),
 		PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
 			ReadBackoff: time.Millisecond},
-		Logger: testLogger(e.t).With("executor", node)}
+		TrustedPlannerKeys: []string{testkit.PlannerKey(e.t).PublicKey()}, Logger: testLogger(e.t).With("executor", node)}
 	e.run("executor "+node, func(ctx context.Context) error { return executor.Run(ctx, cfg) })
 	durable, _ := bus.ExecutorConsumer(cluster, node)
 	eventually(e.t, 20*time.Second, "executor of "+node, func() bool {

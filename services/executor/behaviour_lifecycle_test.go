@@ -13,6 +13,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -20,7 +21,7 @@ import (
 // when its acknowledgement was lost, and waits until the node's consumer has settled that copy.
 func (e *env) redeliver(op plan.Operation, copyName string) {
 	e.t.Helper()
-	m, err := wire.OperationToProto(op)
+	m, err := wire.SignOperation(op, testkit.PlannerKey(e.t).Sign)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/pve"
 )
 
@@ -49,6 +50,12 @@ type Config struct {
 	// executor with a credential source serves even when it cannot connect at start: each observe and
 	// operation connects again and reports what failed.
 	Credentials CredentialSource
+
+	// TrustedPlannerKeys are the public nkeys (U…) of the planners whose operations this executor runs;
+	// an operation unsigned, badly signed or signed by another key is refused, dead-lettered and reported
+	// failed. Several keys may be trusted at once while a planner key is rotated. Required unless
+	// ObserveOnly.
+	TrustedPlannerKeys []string
 
 	// Concurrency bounds the operations run at once on the node, across all its replicas
 	// (executor.concurrency, default 4): it is the node consumer's MaxAckPending, and each replica also
@@ -147,6 +154,12 @@ func (c Config) Validate() error {
 	}
 	if c.Bus == nil && c.NATS.URL == "" {
 		errs = append(errs, errors.New("no NATS server: give --nats-url"))
+	}
+	if len(c.TrustedPlannerKeys) == 0 && !c.ObserveOnly {
+		errs = append(errs, errors.New("no trusted planner key: give --trusted-planner-key (every operation would be refused)"))
+	}
+	if _, err := opsign.NewVerifier(c.TrustedPlannerKeys); err != nil {
+		errs = append(errs, err)
 	}
 	if c.PVE.BaseURL == "" {
 		errs = append(errs, errors.New("no PVE endpoint: give --pve-url (or run in-process with the repository's base-url)"))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/wire"
@@ -72,8 +73,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", bus.BucketOps, err)
 	}
-	e := &executor{cfg: cfg, log: log, bus: b, pve: clients, version: version, metrics: m, ops: ops, guests: map[int]*sync.Mutex{},
-		storages: map[string]chan struct{}{}}
+	trusted, err := opsign.NewVerifier(cfg.TrustedPlannerKeys)
+	if err != nil {
+		return err
+	}
+	e := &executor{cfg: cfg, log: log, bus: b, pve: clients, version: version, metrics: m, ops: ops, trusted: trusted,
+		guests: map[int]*sync.Mutex{}, storages: map[string]chan struct{}{}}
 	m.readOnly(cfg.ObserveOnly || cfg.endpointMismatch(cfg.RepoBaseURL) != "")
 	if msg := cfg.endpointMismatch(cfg.RepoBaseURL); msg != "" {
 		log.Error("endpoint mismatch: every operation and observe will be refused", "repo_base_url", cfg.RepoBaseURL)
@@ -90,6 +95,8 @@ type executor struct {
 	metrics *metrics
 	// ops is proxops_ops: operation records and guest guards.
 	ops jetstream.KeyValue
+	// trusted verifies the planners' signatures of operations.
+	trusted *opsign.Verifier
 
 	mu       sync.Mutex
 	guests   map[int]*sync.Mutex
@@ -280,13 +287,55 @@ func (e *executor) handle(ctx context.Context, d *bus.Delivery) error {
 	if e.cfg.Fault != nil {
 		e.cfg.Fault("received")
 	}
-	op, err := wire.DecodeOperation(ctx, d.Decode)
+	op, sig, err := wire.DecodeSignedOperation(ctx, d.Decode)
 	if err != nil {
 		e.log.Error("undecodable operation", "stream_seq", d.StreamSequence(), "err", err)
 		return bus.Terminal(err)
 	}
 	h := &opRun{e: e, d: d, op: op, start: time.Now(), attempt: int(d.NumDelivered())}
+	// Nothing is done for an operation no trusted planner signed: not even a read of PVE.
+	if err := e.trusted.Verify(sig.Signer, sig.Signature, sig.Payload); err != nil {
+		return h.refuse(ctx, opsign.Reason(err), "refused: "+err.Error())
+	}
 	return h.run(ctx)
+}
+
+// runOpen reports whether op's run is the run its cluster has in progress, as the planners' shared state
+// (proxops_clusters) records it: set before a run dispatches anything, cleared once it finished.
+func (e *executor) runOpen(ctx context.Context, op plan.Operation) (bool, error) {
+	key, err := bus.ClusterKey(op.Cluster)
+	if err != nil {
+		return false, err
+	}
+	m := wire.NewClusterControl()
+	if _, err := e.bus.GetProto(ctx, bus.BucketClusters, key, m); errors.Is(err, bus.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read the state of cluster %s: %w", op.Cluster, err)
+	}
+	ctl, err := wire.ClusterControlFromProto(m)
+	if err != nil {
+		return false, fmt.Errorf("read the state of cluster %s: %w", op.Cluster, err)
+	}
+	return ctl.RunID != "" && ctl.RunID == op.RunID, nil
+}
+
+// refuse settles an operation this executor will not run, before anything is written to PVE: it is
+// reported failed (terminal), counted by reason, and copied to the dead-letter stream with the reason in
+// its header, so it is visible wherever an operator looks.
+func (h *opRun) refuse(ctx context.Context, reason, msg string) error {
+	e := h.e
+	h.log().Warn("operation refused", "reason", reason, "message", msg)
+	e.metrics.operation(string(h.op.Action), "refused")
+	e.metrics.refused.WithLabelValues(reason).Inc()
+	h.refused = true
+	h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
+	subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
+	if err := h.d.DeadLetter(ctx, subject, msg); err != nil {
+		h.log().Error("dead-letter", "err", err)
+		return h.d.Term(msg)
+	}
+	return nil
 }
 
 // opRun is one delivery of one operation.
@@ -298,6 +347,9 @@ type opRun struct {
 	attempt  int
 	lastBeat time.Time
 	beatMu   sync.Mutex
+	// refused: the operation was refused unrun; its failed result gets a message id of its own, so it
+	// never stands in for the result of the operation a planner really dispatched under the same ids.
+	refused bool
 }
 
 func (h *opRun) log() *slog.Logger {
@@ -312,6 +364,19 @@ func (h *opRun) run(ctx context.Context) error {
 		e.metrics.operation(string(h.op.Action), "refused")
 		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
 		return h.d.Term(msg)
+	}
+	if err := h.op.CheckSecretRefs(); err != nil {
+		return h.refuse(ctx, "secret_reference", "refused: "+err.Error())
+	}
+	// A signed operation is good for the run it was signed for, while that run is open: published again
+	// later (a replay), it is refused. Within the open run, its journal entry settles it once.
+	open, err := e.runOpen(ctx, h.op)
+	if err != nil {
+		return h.retry(ctx, err)
+	}
+	if !open {
+		return h.refuse(ctx, "run_not_open", fmt.Sprintf("refused: run %s is not the run in progress for cluster %s "+
+			"(an operation is only run while its run is open)", h.op.RunID, h.op.Cluster))
 	}
 	defer e.metrics.applying()()
 	stopBeat := h.heartbeat(ctx)
@@ -700,7 +765,11 @@ func (h *opRun) publish(ctx context.Context, r plan.Result) {
 	defer cancel()
 	delay := 100 * time.Millisecond
 	for {
-		_, err := e.bus.Publish(pctx, subject, msg, bus.WithMsgID(h.op.RunID+"."+h.op.ID+".final"))
+		id := h.op.RunID + "." + h.op.ID + ".final"
+		if h.refused {
+			id = h.op.RunID + "." + h.op.ID + ".refused"
+		}
+		_, err := e.bus.Publish(pctx, subject, msg, bus.WithMsgID(id))
 		if err == nil {
 			return
 		}

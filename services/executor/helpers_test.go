@@ -14,6 +14,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/executor"
 )
@@ -22,7 +23,9 @@ const cluster = "lab"
 
 // env is a real NATS server (listening on loopback, so other processes can join) and the simulator.
 type env struct {
-	t      *testing.T
+	t *testing.T
+	// runID is the run newEnv opened for the cluster: dispatch gives it to operations that name none.
+	runID  string
 	server *bus.Server
 	bus    *bus.Bus
 	sim    *pvesim.Sim
@@ -55,7 +58,24 @@ func newEnv(t *testing.T, spec pvesim.Spec) *env {
 	}
 	srv := httptest.NewServer(sim)
 	t.Cleanup(func() { srv.Close(); sim.WaitTasks() })
-	return &env{t: t, server: server, bus: b, sim: sim, srv: srv}
+	e := &env{t: t, server: server, bus: b, sim: sim, srv: srv}
+	e.openRun("run-test")
+	return e
+}
+
+// openRun records runID as the cluster's run in progress, as a planner does before it dispatches: the
+// executor runs operations of that run only.
+func (e *env) openRun(runID string) {
+	e.t.Helper()
+	m, err := wire.ClusterControlToProto(wire.ClusterControl{Cluster: cluster, RunID: runID})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	key, _ := bus.ClusterKey(cluster)
+	if _, err := e.bus.PutProto(testContext(e.t), bus.BucketClusters, key, m); err != nil {
+		e.t.Fatalf("open run %s: %v", runID, err)
+	}
+	e.runID = runID
 }
 
 func testContext(t *testing.T) context.Context {
@@ -71,7 +91,8 @@ func (e *env) config() executor.Config {
 		PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
 			TaskPollMin: 2 * time.Millisecond, TaskPollMax: 20 * time.Millisecond, ReadBackoff: time.Millisecond},
 		AckWait: 2 * time.Second, RetryBackoff: 20 * time.Millisecond, ShutdownGrace: time.Second,
-		Logger: slog.New(slog.DiscardHandler),
+		TrustedPlannerKeys: []string{testkit.PlannerKey(e.t).PublicKey()},
+		Logger:             slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -125,7 +146,7 @@ func (e *env) dispatch(op plan.Operation) plan.Operation {
 	n := seq.n
 	seq.mu.Unlock()
 	if op.RunID == "" {
-		op.RunID = fmt.Sprintf("run-%d", n)
+		op.RunID = e.runID
 	}
 	if op.ID == "" {
 		op.ID = fmt.Sprintf("op-%d", n)
@@ -142,7 +163,7 @@ func (e *env) dispatch(op plan.Operation) plan.Operation {
 
 func (e *env) dispatchTo(node string, op plan.Operation) plan.Operation {
 	e.t.Helper()
-	m, err := wire.OperationToProto(op)
+	m, err := wire.SignOperation(op, testkit.PlannerKey(e.t).Sign)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ type metrics struct {
 	requests   *prometheus.HistogramVec
 	tasks      *prometheus.HistogramVec
 	operations *prometheus.CounterVec
+	refused    *prometheus.CounterVec
 	// std are the series every executor shares with the predecessor's names (internal/metrics):
 	// proxops_pve_last_read_age_seconds, proxops_read_only, proxops_pve_request_duration_seconds, ...; nil
 	// without a registry.
@@ -36,11 +37,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "proxops_executor_operations_total",
 			Help: "Operations by action and result (succeeded, already_done, failed, retried, dead_lettered, refused).",
 		}, []string{"action", "result"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "proxops_executor_operations_refused_total",
+			Help: "Operations refused before anything was written, by reason (unsigned, unknown_key, bad_signature, run_not_open, not_owned, secret_reference, ...).",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.tasks, m.operations} {
+	for _, c := range []prometheus.Collector{m.requests, m.tasks, m.operations, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -60,7 +65,7 @@ func (m *metrics) unregister(reg prometheus.Registerer) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.tasks, m.operations} {
+	for _, c := range []prometheus.Collector{m.requests, m.tasks, m.operations, m.refused} {
 		reg.Unregister(c)
 	}
 	if m.std != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -72,7 +73,7 @@ func (e *env) startReplicaWith(name string, args, extraEnv []string) *replica {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "PROXOPS_NATS_PASSWORD="+info.Password)
+	cmd.Env = append(cmd.Env, "PROXOPS_NATS_PASSWORD="+info.Password, "PROXOPS_TRUSTED_PLANNER_KEYS="+testkit.PlannerKey(e.t).PublicKey())
 	cmd.Env = append(cmd.Env, extraEnv...)
 	r := &replica{name: name, cmd: cmd, log: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = &lockedWriter{w: r.log}

@@ -98,6 +98,16 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	// executor holding another version refuses it rather than write other keys than the ones compared. Every
 	// operation names the base-url the commit declares: an executor with its own endpoint refuses one that
 	// names another, so a commit cannot redirect its credentials.
+	var bad diag.List
+	for i := range pl.Operations {
+		if err := pl.Operations[i].CheckSecretRefs(); err != nil {
+			bad = append(bad, diag.Diagnostic{Severity: diag.Error, File: c.Config.File, Ref: pl.Operations[i].Ref,
+				Message: "plan error: " + err.Error()})
+		}
+	}
+	if len(bad) > 0 {
+		return rejected(cluster, plan.RejectInternal, bad), nil
+	}
 	for i := range pl.Operations {
 		pl.Operations[i].BaseURL = c.Config.BaseURL
 		if hasSecretRefs(pl.Operations[i]) {

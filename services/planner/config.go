@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 )
@@ -34,6 +35,10 @@ type Config struct {
 	// with NATS.
 	Bus  *bus.Bus
 	NATS bus.ConnectConfig
+
+	// Signer signs every operation the planner dispatches; executors refuse operations not signed by a
+	// planner key they trust. Required unless PlanOnly.
+	Signer *opsign.Signer
 
 	// Keys are the age identities that decrypt the clusters' secrets files (default: the environment, as
 	// sops reads it: SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, the sops default key file).
@@ -109,6 +114,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Bus == nil && c.NATS.URL == "" {
 		errs = append(errs, errors.New("no NATS server: give --nats-url"))
+	}
+	if c.Signer == nil && !c.PlanOnly {
+		errs = append(errs, errors.New("no signing key: give --signing-key-file (executors refuse unsigned operations)"))
 	}
 	if c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < time.Second) {
 		errs = append(errs, fmt.Errorf("lease ttl %s: want at least 1s", c.LeaseTTL))

@@ -118,14 +118,14 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 	return d.finish(ctx, planned, r.Finished(), log)
 }
 
-// dispatch publishes one operation on its node's work queue.
+// dispatch signs one operation and publishes it on its node's work queue.
 func (d *driver) dispatch(ctx context.Context, planned plan.Planned, op plan.Operation) error {
 	op.RunID, op.PlanID = planned.RunID, planned.PlanID
 	subject, err := bus.OpSubject(d.cluster, op.Node)
 	if err != nil {
 		return err
 	}
-	m, err := wire.OperationToProto(op)
+	m, err := wire.SignOperation(op, d.p.cfg.Signer.Sign)
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ func testLogger(t testing.TB) *slog.Logger {
 
 // plannerConfig is an in-process planner with short timings.
 func (e *env) plannerConfig(name string) planner.Config {
-	return planner.Config{Name: name, Bus: e.connect(), Keys: &secrets.AgeKeys{}, LeaseTTL: leaseTTL,
+	return planner.Config{Name: name, Bus: e.connect(), Keys: &secrets.AgeKeys{}, LeaseTTL: leaseTTL, Signer: testkit.PlannerKey(e.t),
 		ObserveTimeout: 10 * time.Second, SweepInterval: 300 * time.Millisecond, Tick: 50 * time.Millisecond,
 		StaleResult: 3 * time.Second, Logger: testLogger(e.t).With("planner", name)}
 }
@@ -147,7 +147,8 @@ func (e *env) startExecutor(cluster, n string, b *bus.Bus, opts ...func(*executo
 		PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
 			TaskPollMin: 2 * time.Millisecond, TaskPollMax: 20 * time.Millisecond, ReadBackoff: time.Millisecond},
 		AckWait: 5 * time.Second, RetryBackoff: 20 * time.Millisecond, ShutdownGrace: time.Second,
-		Logger: testLogger(e.t).With("executor", n),
+		TrustedPlannerKeys: []string{testkit.PlannerKey(e.t).PublicKey()},
+		Logger:             testLogger(e.t).With("executor", n),
 	}
 	for _, o := range opts {
 		o(&cfg)

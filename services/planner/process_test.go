@@ -74,13 +74,14 @@ func (p *proc) kill(t *testing.T) {
 
 func (e *env) startPlannerProcess(name string) *proc {
 	return e.startProcess("planner "+name, "proxops-planner", "--name", name, "--lease-ttl", leaseTTL.String(),
-		"--observe-timeout", "20s", "--metrics-listen", "", "--log-level", "debug")
+		"--observe-timeout", "20s", "--metrics-listen", "", "--log-level", "debug",
+		"--signing-key-file", testkit.PlannerKeyFile(e.t))
 }
 
 func (e *env) startExecutorProcess(node, replica string) *proc {
 	return e.startProcess("executor "+replica, "proxops-executor", "--cluster", cluster, "--node", node, "--replica", replica,
 		"--pve-url", e.srv.URL, "--task-poll", "10ms", "--ack-wait", "2s", "--retry-backoff", "100ms", "--concurrency", "2",
-		"--metrics-listen", "")
+		"--metrics-listen", "", "--trusted-planner-key", testkit.PlannerKey(e.t).PublicKey())
 }
 
 // lockedBuffer is a process's log, written by its output copiers and read by the test.

@@ -148,7 +148,7 @@ func (e *env) connect() *bus.Bus {
 // startPlanner runs an in-process planner with short timings until the returned stop or the test's end.
 func (e *env) startPlanner(name string) (stop func()) {
 	e.t.Helper()
-	cfg := planner.Config{Name: name, Bus: e.connect(), Keys: &secrets.AgeKeys{}, LeaseTTL: 2 * time.Second,
+	cfg := planner.Config{Name: name, Bus: e.connect(), Keys: &secrets.AgeKeys{}, LeaseTTL: 2 * time.Second, Signer: testkit.PlannerKey(e.t),
 		ObserveTimeout: time.Minute, SweepInterval: 300 * time.Millisecond, Tick: 50 * time.Millisecond,
 		StaleResult: 3 * time.Second, Logger: testLogger(e.t).With("planner", name)}
 	return e.run("planner "+name, func(ctx context.Context) error { return planner.Run(ctx, cfg) })
@@ -160,7 +160,8 @@ func (e *env) executorConfig(node, replica string) executor.Config {
 		PVE: pve.Config{BaseURL: e.srv.URL, TokenID: pvesim.DefaultRootTokenID, TokenSecret: pvesim.DefaultRootTokenSecret,
 			TaskPollMin: 2 * time.Millisecond, TaskPollMax: 20 * time.Millisecond, ReadBackoff: 5 * time.Millisecond},
 		AckWait: 5 * time.Second, RetryBackoff: 20 * time.Millisecond, ShutdownGrace: time.Second,
-		Logger: testLogger(e.t).With("executor", replica)}
+		TrustedPlannerKeys: []string{testkit.PlannerKey(e.t).PublicKey()},
+		Logger:             testLogger(e.t).With("executor", replica)}
 }
 
 // startExecutor runs an in-process executor until the returned stop or the test's end, once it serves.

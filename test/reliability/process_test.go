@@ -301,14 +301,15 @@ func (e *processEnv) startPlannerProcess(name string) *proc {
 	e.t.Helper()
 	return startProc(e.t, "planner "+name, binary(e.t, "proxops-planner"), []string{"--name", name,
 		"--nats-url", e.natsURL, "--lease-ttl", e.leaseTTL.String(), "--observe-timeout", "30s",
-		"--metrics-listen", "", "--log-level", "debug"}, nil)
+		"--metrics-listen", "", "--log-level", "debug", "--signing-key-file", testkit.PlannerKeyFile(e.t)}, nil)
 }
 
 func (e *processEnv) startExecutorProcess(node, replica string, concurrency int) *proc {
 	e.t.Helper()
 	return startProc(e.t, "executor "+node+"/"+replica, binary(e.t, "proxops-executor"), []string{"--cluster", cluster,
 		"--node", node, "--replica", replica, "--nats-url", e.natsURL, "--pve-url", e.srv.URL, "--task-poll", "20ms",
-		"--ack-wait", "2s", "--retry-backoff", "100ms", "--concurrency", fmt.Sprint(concurrency), "--metrics-listen", ""},
+		"--ack-wait", "2s", "--retry-backoff", "100ms", "--concurrency", fmt.Sprint(concurrency), "--metrics-listen", "",
+		"--trusted-planner-key", testkit.PlannerKey(e.t).PublicKey()},
 		[]string{"PROXOPS_PVE_TOKEN_VALUE=" + pvesim.DefaultRootTokenID + "=" + pvesim.DefaultRootTokenSecret})
 }
 

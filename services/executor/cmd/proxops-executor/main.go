@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/proxops/proxops/internal/metrics"
+	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/services/executor"
 )
@@ -106,6 +107,9 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 10, "deliveries of an operation before it is dead-lettered")
 	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 2*time.Second, "first delay before a retryable failure is retried")
 	fs.IntVar(&cfg.TaskRetries, "task-retries", 1, "times an operation whose PVE task failed without a known reason is tried again (0: never)")
+	var trusted keyList
+	fs.Var(&trusted, "trusted-planner-key", "public nkey (U…) of a planner whose signed operations this executor runs; repeat it to "+
+		"trust several while a key is rotated [PROXOPS_TRUSTED_PLANNER_KEYS, comma-separated]")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9495", "address of the /metrics endpoint (empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err
@@ -122,6 +126,10 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 				cfg.AllowedNodes = append(cfg.AllowedNodes, n)
 			}
 		}
+	}
+	cfg.TrustedPlannerKeys = trusted
+	if len(cfg.TrustedPlannerKeys) == 0 {
+		cfg.TrustedPlannerKeys = opsign.SplitKeys(getenv("PROXOPS_TRUSTED_PLANNER_KEYS"))
 	}
 	cfg.OwnEndpoint = true
 	cfg.PVE.TaskPollMax = max(5*time.Second, cfg.PVE.TaskPollMin)
@@ -215,4 +223,14 @@ func fault(spec string) func(string) {
 		}
 		select {}
 	}
+}
+
+// keyList is a repeatable flag.
+type keyList []string
+
+func (k *keyList) String() string { return strings.Join(*k, ",") }
+
+func (k *keyList) Set(v string) error {
+	*k = append(*k, opsign.SplitKeys(v)...)
+	return nil
 }

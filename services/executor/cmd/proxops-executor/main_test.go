@@ -20,7 +20,11 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-var base = []string{"--cluster", "lab", "--node", "pve1", "--nats-url", "nats://127.0.0.1:4222", "--pve-url", "https://pve1:8006"}
+var base = []string{"--cluster", "lab", "--node", "pve1", "--nats-url", "nats://127.0.0.1:4222", "--pve-url", "https://pve1:8006",
+	"--trusted-planner-key", plannerKey}
+
+// plannerKey is a valid public nkey of a planner.
+const plannerKey = "UCWLNKOLNKNRF3VMRVQVB6LVNYDVWTVRMQEBJK2YJ6EDMCPJA3ZHIL6M"
 
 func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
 	ctx := testContext(t)
@@ -57,6 +61,8 @@ func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
 		"node off allowlist":     {append(base, "--allowed-nodes", "pve2,pve3"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "allowlist"},
 		"missing pve endpoint":   {base[:6], map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "PVE endpoint"},
 		"no observe concurrency": {append(base, "--observe-concurrency", "0"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "--observe-concurrency"},
+		"no trusted planner key": {base[:8], map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "--trusted-planner-key"},
+		"malformed planner key":  {append(base, "--trusted-planner-key", "UNOTAKEY"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, `trusted planner key "UNOTAKEY"`},
 	} {
 		if _, _, err := configure(ctx, tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
@@ -193,7 +199,7 @@ func TestSecretsFileIsReadAgainAfterARotation(t *testing.T) {
 // environment file written from docs/deploy.md connects it.
 func TestConfigureTakesTheNATSConnectionFromTheEnvironmentLikeEveryService(t *testing.T) {
 	ctx := testContext(t)
-	args := []string{"--cluster", "lab", "--node", "pve1", "--pve-url", "https://pve1:8006"}
+	args := []string{"--cluster", "lab", "--node", "pve1", "--pve-url", "https://pve1:8006", "--trusted-planner-key", plannerKey}
 	cfg, _, err := configure(ctx, args, env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31",
 		"PROXOPS_NATS_URL": "tls://nats-1:4222", "PROXOPS_NATS_USER": "executor-lab-pve1", "PROXOPS_NATS_PASSWORD": "pw",
 		"PROXOPS_NATS_CA": "/etc/proxops/nats-ca.pem", "PROXOPS_NATS_CREDS": "/etc/proxops/exec.creds", "PROXOPS_NATS_NKEY": "/etc/proxops/exec.nk"}))
@@ -209,5 +215,26 @@ func TestConfigureTakesTheNATSConnectionFromTheEnvironmentLikeEveryService(t *te
 		env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31", "PROXOPS_NATS_USER": "env-user"}))
 	if err != nil || cfg.NATS.URL != "nats://127.0.0.1:4222" || cfg.NATS.NKeySeedFile != "/run/exec.nk" || cfg.NATS.User != "flag-user" {
 		t.Fatalf("flags over the environment: %+v, %v", cfg.NATS, err)
+	}
+}
+
+// The planner keys an executor trusts come from repeated --trusted-planner-key flags, or else from
+// PROXOPS_TRUSTED_PLANNER_KEYS (comma-separated), as the other settings fall back on the environment.
+func TestConfigureTrustsPlannerKeysFromFlagsOrEnvironment(t *testing.T) {
+	ctx := testContext(t)
+	const second = "UC5DVJ2AP5QTWMPRQDX6JZELSA5NSXJZLHWRFPSGSNPBAUMDZ6WGOCOX"
+	creds := map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}
+	cfg, _, err := configure(ctx, append(base, "--trusted-planner-key", second), env(creds))
+	if err != nil || !slices.Equal(cfg.TrustedPlannerKeys, []string{plannerKey, second}) {
+		t.Fatalf("flags: %v, %v", cfg.TrustedPlannerKeys, err)
+	}
+	creds["PROXOPS_TRUSTED_PLANNER_KEYS"] = second + "," + plannerKey
+	cfg, _, err = configure(ctx, base[:8], env(creds))
+	if err != nil || !slices.Equal(cfg.TrustedPlannerKeys, []string{second, plannerKey}) {
+		t.Fatalf("environment: %v, %v", cfg.TrustedPlannerKeys, err)
+	}
+	cfg, _, err = configure(ctx, base, env(creds))
+	if err != nil || !slices.Equal(cfg.TrustedPlannerKeys, []string{plannerKey}) {
+		t.Fatalf("a flag wins over the environment: %v, %v", cfg.TrustedPlannerKeys, err)
 	}
 }

@@ -46,7 +46,7 @@ func TestExecutorProcessServesThePredecessorsSeriesPerNode(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{"--cluster", "lab", "--node", "pve1", "--pve-url", pveSrv.URL, "--nats-url", info.URL,
-			"--nats-user", info.User, "--metrics-listen", addr}, env(map[string]string{
+			"--nats-user", info.User, "--metrics-listen", addr, "--trusted-planner-key", testkit.PlannerKey(t).PublicKey()}, env(map[string]string{
 			"PROXOPS_NATS_PASSWORD":   info.Password,
 			"PROXOPS_PVE_TOKEN_VALUE": pvesim.DefaultRootTokenID + "=" + pvesim.DefaultRootTokenSecret,
 		}), &stderr)

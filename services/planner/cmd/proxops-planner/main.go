@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/services/planner"
 )
 
@@ -60,6 +61,8 @@ func configure(args []string, getenv func(string) string) (planner.Config, strin
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", planner.DefaultLeaseTTL, "the proxops_leases bucket's TTL (renewed every third of it)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", planner.DefaultConcurrency, "repository events handled at once")
 	fs.BoolVar(&cfg.LocalSecrets, "local-secrets", false, "read a secrets-file outside the repository from this host's disk")
+	signingKey := fs.String("signing-key-file", getenv("PROXOPS_SIGNING_KEY_FILE"),
+		"nkey seed file the planner signs operations with; executors trust its public key [PROXOPS_SIGNING_KEY_FILE]")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9496", "address of the /metrics endpoint (empty: off)")
 	levelName := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +74,13 @@ func configure(args []string, getenv func(string) string) (planner.Config, strin
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*levelName)); err != nil {
 		return cfg, "", 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *levelName)
+	}
+	if *signingKey != "" {
+		signer, err := opsign.LoadSigner(*signingKey)
+		if err != nil {
+			return cfg, "", 0, fmt.Errorf("--signing-key-file: %w", err)
+		}
+		cfg.Signer = signer
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, "", 0, err

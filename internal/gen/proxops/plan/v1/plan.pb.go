@@ -794,7 +794,13 @@ type Operation struct {
 	SecretsDigest string `protobuf:"bytes,19,opt,name=secrets_digest,json=secretsDigest,proto3" json:"secrets_digest,omitempty"`
 	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
 	// own endpoint refuses the operation when this is set and names another endpoint.
-	BaseUrl       string `protobuf:"bytes,20,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	BaseUrl string `protobuf:"bytes,20,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// The public nkey (ed25519) of the planner that signed the operation.
+	Signer string `protobuf:"bytes,21,opt,name=signer,proto3" json:"signer,omitempty"`
+	// The planner's ed25519 signature over the operation's canonical bytes: its deterministic protobuf
+	// encoding with signer and signature cleared (run id and plan id included). Executors refuse an
+	// operation without one, with a bad one, or by a key they do not trust.
+	Signature     []byte `protobuf:"bytes,22,opt,name=signature,proto3" json:"signature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -967,6 +973,20 @@ func (x *Operation) GetBaseUrl() string {
 		return x.BaseUrl
 	}
 	return ""
+}
+
+func (x *Operation) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *Operation) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
 }
 
 // Finding is one reported (not acted upon) item of a plan.
@@ -2413,7 +2433,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06expect\x18\x03 \x03(\v2\x19.proxops.plan.v1.KeyValueR\x06expect\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x1d\n" +
 	"\n" +
-	"expect_tag\x18\x05 \x01(\bR\texpectTag\"\xbd\x05\n" +
+	"expect_tag\x18\x05 \x01(\bR\texpectTag\"\xf3\x05\n" +
 	"\tOperation\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\tR\x04opId\x12\x17\n" +
@@ -2438,7 +2458,9 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"sourceVmid\x12\x18\n" +
 	"\astorage\x18\x12 \x01(\tR\astorage\x12%\n" +
 	"\x0esecrets_digest\x18\x13 \x01(\tR\rsecretsDigest\x12\x19\n" +
-	"\bbase_url\x18\x14 \x01(\tR\abaseUrl\"\xa5\x01\n" +
+	"\bbase_url\x18\x14 \x01(\tR\abaseUrl\x12\x16\n" +
+	"\x06signer\x18\x15 \x01(\tR\x06signer\x12\x1c\n" +
+	"\tsignature\x18\x16 \x01(\fR\tsignature\"\xa5\x01\n" +
 	"\aFinding\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.proxops.plan.v1.FindingKindR\x04kind\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
