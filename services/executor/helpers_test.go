@@ -99,18 +99,23 @@ func (e *env) config() executor.Config {
 // start runs an executor until the test ends and waits until it consumes operations.
 func (e *env) start(cfg executor.Config) {
 	e.t.Helper()
-	done := e.run(cfg)
-	// Ready once the node's consumer exists.
-	durable, _ := bus.ExecutorConsumer(cfg.Cluster, cfg.Node)
-	eventually(e.t, 20*time.Second, "executor consumer", func() bool {
-		select {
-		case err := <-done:
-			e.t.Fatalf("executor stopped: %v", err)
-		default:
+	ready := make(chan struct{})
+	onReady := cfg.OnReady
+	cfg.OnReady = func() {
+		if onReady != nil {
+			onReady()
 		}
-		_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
-		return err == nil
-	})
+		close(ready)
+	}
+	done := e.run(cfg)
+	// Ready once this replica consumes (the node's consumer may exist already, set up by another replica).
+	select {
+	case <-ready:
+	case err := <-done:
+		e.t.Fatalf("executor stopped: %v", err)
+	case <-time.After(20 * time.Second):
+		e.t.Fatal("executor not consuming after 20s")
+	}
 }
 
 // run runs an executor until the test ends; the channel gets Run's error if it stops before.
