@@ -508,7 +508,7 @@ func (f *reconcileFollow) onRepoChanged(ctx context.Context, ev event.RepoChange
 
 // onPlanned notes a plan of the request and shows the results that overtook it.
 func (f *reconcileFollow) onPlanned(p *plan.Planned) {
-	if p.RequestID != f.requestID {
+	if !p.Answers(f.requestID) {
 		return
 	}
 	f.res.cluster(p.Cluster).planned = p
@@ -521,7 +521,7 @@ func (f *reconcileFollow) onPlanned(p *plan.Planned) {
 }
 
 func (f *reconcileFollow) onRejected(rj *plan.Rejected) {
-	if rj.RequestID != f.requestID {
+	if !rj.Answers(f.requestID) {
 		return
 	}
 	f.res.cluster(rj.Cluster).rejected = rj
@@ -547,7 +547,7 @@ func (f *reconcileFollow) onHeld(ctx context.Context, h *plan.Held) error {
 }
 
 func (f *reconcileFollow) onFinished(fr *plan.FinishedRun) {
-	if fr.RequestID != f.requestID {
+	if !fr.Answers(f.requestID) {
 		return
 	}
 	f.res.cluster(fr.Cluster).finished = fr

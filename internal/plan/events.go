@@ -1,6 +1,9 @@
 package plan
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // RunInfo identifies the run and the repository event a plan event belongs to.
 type RunInfo struct {
@@ -14,10 +17,18 @@ type RunInfo struct {
 	Tree      string
 	EventID   string
 	RequestID string
+	// RequestIDs are every request the run answers: RequestID and the requests of equal events (same
+	// repository and tree or commit) coalesced into it.
+	RequestIDs []string
 	// DryRun: plans are computed and shown, nothing is applied.
 	DryRun bool
 	// Suspended: the cluster is suspended; nothing is applied.
 	Suspended bool
+}
+
+// Answers reports whether the run answers a request: its own event's, or one coalesced into it.
+func (r RunInfo) Answers(requestID string) bool {
+	return requestID != "" && (r.RequestID == requestID || slices.Contains(r.RequestIDs, requestID))
 }
 
 // Planned is a plan published for a run (or only shown).

@@ -1,6 +1,10 @@
 package plan
 
-import "github.com/proxops/proxops/internal/diag"
+import (
+	"time"
+
+	"github.com/proxops/proxops/internal/diag"
+)
 
 // FindingKind classifies what a plan reports without acting on it.
 type FindingKind string
@@ -59,6 +63,10 @@ type Rejection struct {
 	// Reason classifies the rejection: parse_error, unknown_node, secrets, observe_failed, plan_error.
 	Reason      string
 	Diagnostics diag.List
+	// Transient: the cause may go away by itself (PVE unreachable, 5xx, lock timeouts, no executor
+	// answering); the cluster is planned again at RetryAt (zero for a dry run, which is not retried).
+	Transient bool
+	RetryAt   time.Time
 }
 
 // Rejection reasons.

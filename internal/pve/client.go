@@ -417,10 +417,23 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 				}
 				continue
 			}
-			return raw, &Error{Class: plan.ErrorRetryable, Status: statusOf(err), Err: err}
+			return raw, &Error{Class: plan.ErrorRetryable, Status: statusOf(err), Err: namedRead(method, p, err)}
+		}
+		if err != nil && !write {
+			err = namedRead(method, p, err)
 		}
 		return raw, err
 	}
+}
+
+// namedRead names the request a failed read was, unless its text does already (transport errors carry the
+// URL): "GET /nodes/pve1/qemu: not authorized to access endpoint: 401 Authentication failed!".
+func namedRead(method, path string, err error) error {
+	var e *Error
+	if errors.As(err, &e) || strings.Contains(err.Error(), path) {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w", method, path, err)
 }
 
 // semanticReadTexts are the 500 answers of reads that are facts, not failures: the object is not there.

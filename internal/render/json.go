@@ -1,6 +1,8 @@
 package render
 
 import (
+	"time"
+
 	"bytes"
 	"cmp"
 	"encoding/json"
@@ -98,6 +100,10 @@ type RejectionJSON struct {
 	Cluster     string           `json:"cluster"`
 	Reason      string           `json:"reason"`
 	Diagnostics []DiagnosticJSON `json:"diagnostics"`
+	// Transient: the cause may pass (PVE unreachable, 5xx, lock timeouts, no executor answering);
+	// RetryAt (RFC 3339) is when proxops up plans the cluster again.
+	Transient bool   `json:"transient,omitempty"`
+	RetryAt   string `json:"retry_at,omitempty"`
 }
 
 // DiagnosticJSON is one problem, with its position and its rendered text.
@@ -147,7 +153,10 @@ func ToJSON(p plan.Plan) PlanJSON {
 
 // RejectionToJSON converts a rejection into its JSON form.
 func RejectionToJSON(r plan.Rejection) RejectionJSON {
-	out := RejectionJSON{Cluster: r.Cluster, Reason: r.Reason, Diagnostics: []DiagnosticJSON{}}
+	out := RejectionJSON{Cluster: r.Cluster, Reason: r.Reason, Diagnostics: []DiagnosticJSON{}, Transient: r.Transient}
+	if !r.RetryAt.IsZero() {
+		out.RetryAt = r.RetryAt.UTC().Format(time.RFC3339)
+	}
 	for _, d := range r.Diagnostics.Sorted() {
 		out.Diagnostics = append(out.Diagnostics, diagnosticJSON(d))
 	}

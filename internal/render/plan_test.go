@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -142,5 +143,31 @@ func TestJSONKeepsAStableFieldOrderAndNamesSecretsOnly(t *testing.T) {
 	}
 	if !strings.Contains(s, `"secret_refs": [`) || strings.Contains(s, "password\": \"") {
 		t.Error("a secret is not carried as a reference")
+	}
+}
+
+// A rejection for a cause that may pass says when it is planned again, in text and JSON; a permanent one
+// says nothing of a retry.
+func TestTransientRejectionSaysWhenItIsPlannedAgain(t *testing.T) {
+	rej := plan.Rejection{Cluster: "lab", Reason: plan.RejectObserve, Transient: true,
+		RetryAt: time.Date(2026, 12, 2, 10, 0, 4, 0, time.UTC), Diagnostics: diag.List{{Severity: diag.Error, File: "proxops.yaml",
+			Message: "pve inventory read failed: node pve1: GET /nodes/pve1/qemu: 503 Service Unavailable"}}}
+	text := render.RejectionText(rej)
+	if !strings.Contains(text, "503 Service Unavailable") || !strings.Contains(text, "planned again at 2026-12-02T10:00:04Z") {
+		t.Fatalf("text:\n%s", text)
+	}
+	js, err := json.Marshal(render.RejectionToJSON(rej))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"transient":true,"retry_at":"2026-12-02T10:00:04Z"`) {
+		t.Fatalf("json: %s", js)
+	}
+	rej.Transient, rej.RetryAt = false, time.Time{}
+	if text := render.RejectionText(rej); strings.Contains(text, "planned again") {
+		t.Fatalf("a permanent rejection announces a retry:\n%s", text)
+	}
+	if js, _ := json.Marshal(render.RejectionToJSON(rej)); strings.Contains(string(js), "retry_at") || strings.Contains(string(js), "transient") {
+		t.Fatalf("a permanent rejection's json: %s", js)
 	}
 }

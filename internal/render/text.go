@@ -4,6 +4,8 @@ package render
 // actions and sections) and as JSON with a stable field order (docs/plan-format.md).
 
 import (
+	"time"
+
 	"cmp"
 	"fmt"
 	"slices"
@@ -224,6 +226,9 @@ func RejectionText(r plan.Rejection) string {
 	fmt.Fprintf(&b, "ABORTED: %s (%s); nothing is written to PVE\n", why, counts)
 	for _, d := range r.Diagnostics.Sorted() {
 		fmt.Fprintf(&b, "  %s\n", d.String())
+	}
+	if !r.RetryAt.IsZero() {
+		fmt.Fprintf(&b, "  the cause may pass: planned again at %s\n", r.RetryAt.UTC().Format(time.RFC3339))
 	}
 	return b.String()
 }

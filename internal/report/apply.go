@@ -255,7 +255,15 @@ func (s *ClusterStatus) foldRejected(e plan.Rejected, at time.Time) {
 	if errs > 0 {
 		reason = fmt.Sprintf("%s: %s", reason, plural(errs, "error"))
 	}
-	s.settle(PhaseRejected, reason+"; nothing was applied")
+	if e.Rejection.Reason == plan.RejectObserve && len(s.Diagnostics) > 0 {
+		// PVE could not be read: the cause (the node, the request, PVE's answer) is the news.
+		reason += " (" + s.Diagnostics[0].Message + ")"
+	}
+	reason += "; nothing was applied"
+	if e.Rejection.Transient && !e.Rejection.RetryAt.IsZero() {
+		reason += "; planned again at " + e.Rejection.RetryAt.UTC().Format(time.RFC3339)
+	}
+	s.settle(PhaseRejected, reason)
 }
 
 func (s *ClusterStatus) foldHeld(e plan.Held) {

@@ -1,6 +1,8 @@
 package report_test
 
 import (
+	"time"
+
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -142,6 +144,22 @@ func TestApplyFoldsHistoriesIntoPhasesAndResourceStates(t *testing.T) {
 					{"VM/web-01", report.StateConverged, "", ""},
 				},
 				counters: report.Counters{Objects: 4, Plans: 1, Rejections: 1}},
+		},
+		{
+			name: "an observe rejected for a transient cause names the cause and the next attempt",
+			history: func(h *history) []report.Event {
+				e := h.repo("c1", event.TriggerPoll)
+				r := runInfo("alpha", "c1", "run-1", e)
+				ev := h.rejected(r, plan.RejectObserve, diag.Diagnostic{Severity: diag.Error, File: "proxops.yaml",
+					Message: "pve inventory read failed: node pve1: GET /nodes/pve1/qemu: 503 Service Unavailable"})
+				ev.Rejected.Rejection.Transient = true
+				ev.Rejected.Rejection.RetryAt = time.Date(2026, 12, 2, 10, 0, 4, 0, time.UTC)
+				return []report.Event{e, ev}
+			},
+			want: want{phase: report.PhaseRejected, seen: "c1",
+				reason: "observe_failed: 1 error (pve inventory read failed: node pve1: GET /nodes/pve1/qemu: 503 Service Unavailable); " +
+					"nothing was applied; planned again at 2026-12-02T10:00:04Z",
+				counters: report.Counters{Rejections: 1}},
 		},
 		{
 			name: "a dry-run plan with operations is drift, and nothing counts as applied",

@@ -68,8 +68,9 @@ func UnmarshalOwnedGuest(data []byte) (OwnedGuest, error) {
 // suspension.
 type ClusterControl struct {
 	Cluster string
-	// Want is the newest RepoChanged (not a dry run) for the cluster; WantSeq its PROXOPS_REPO sequence
-	// (0: none yet).
+	// Want is the newest RepoChanged (not a dry run) for the cluster; WantSeq its PROXOPS_REPO sequence, or
+	// one more than the previous WantSeq when the event is wanted again for a request that came late
+	// (0: none yet). It only grows.
 	Want    event.RepoChanged
 	WantSeq uint64
 	// DoneSeq is the WantSeq of the last event fully handled.
@@ -84,6 +85,21 @@ type ClusterControl struct {
 	Suspended   bool
 	SuspendedBy string
 	SuspendedAt time.Time
+	// WantRequests are the requests coalesced into Want besides its own RequestID; RunRequests those the
+	// run in progress answers. RunPublished: the run's plan or rejection is out, no request joins it any
+	// more. RunTree and RunCommit are what the run plans.
+	WantRequests []string
+	RunRequests  []string
+	RunPublished bool
+	RunTree      string
+	RunCommit    string
+	// SeenSeq is the sequence of the newest event recorded in any way (wanted or coalesced).
+	SeenSeq uint64
+	// RetryAt is when a plan rejected for a transient cause is planned again (zero: no retry waits),
+	// RetryAttempt the rejections in a row, RetryReason the cause.
+	RetryAt      time.Time
+	RetryAttempt uint32
+	RetryReason  string
 }
 
 // Pending reports whether an event waits to be handled.
@@ -93,7 +109,11 @@ func (c ClusterControl) Pending() bool { return c.WantSeq > c.DoneSeq }
 func ClusterControlToProto(c ClusterControl) (proto.Message, error) {
 	p := &planv1.ClusterControl{Cluster: c.Cluster, WantSeq: c.WantSeq, DoneSeq: c.DoneSeq, RunId: c.RunID,
 		RunWantSeq: c.RunWantSeq, RunPlansSeq: c.RunPlansSeq, RunResultsSeq: c.RunResultsSeq, Suspended: c.Suspended,
-		SuspendedBy: c.SuspendedBy}
+		SuspendedBy: c.SuspendedBy, WantRequestIds: c.WantRequests, RunRequestIds: c.RunRequests, RunPublished: c.RunPublished,
+		RunTree: c.RunTree, RunCommit: c.RunCommit, SeenSeq: c.SeenSeq, RetryAttempt: c.RetryAttempt, RetryReason: c.RetryReason}
+	if !c.RetryAt.IsZero() {
+		p.RetryAt = timeToProto(c.RetryAt)
+	}
 	if c.WantSeq > 0 {
 		m, err := RepoChangedToProto(c.Want)
 		if err != nil {
@@ -115,7 +135,14 @@ func ClusterControlFromProto(m proto.Message) (ClusterControl, error) {
 	}
 	c := ClusterControl{Cluster: p.GetCluster(), WantSeq: p.GetWantSeq(), DoneSeq: p.GetDoneSeq(), RunID: p.GetRunId(),
 		RunWantSeq: p.GetRunWantSeq(), RunPlansSeq: p.GetRunPlansSeq(), RunResultsSeq: p.GetRunResultsSeq(),
-		Suspended: p.GetSuspended(), SuspendedBy: p.GetSuspendedBy()}
+		Suspended: p.GetSuspended(), SuspendedBy: p.GetSuspendedBy(), WantRequests: p.GetWantRequestIds(),
+		RunRequests: p.GetRunRequestIds(), RunPublished: p.GetRunPublished(), RunTree: p.GetRunTree(), RunCommit: p.GetRunCommit(),
+		SeenSeq: p.GetSeenSeq(), RetryAttempt: p.GetRetryAttempt(), RetryReason: p.GetRetryReason()}
+	if p.GetRetryAt() != nil {
+		if c.RetryAt, err = timeFromProto(p.GetRetryAt()); err != nil {
+			return ClusterControl{}, fmt.Errorf("cluster control %s: retry at: %w", c.Cluster, err)
+		}
+	}
 	if p.GetWant() != nil {
 		if c.Want, err = RepoChangedFromProto(p.GetWant()); err != nil {
 			return ClusterControl{}, fmt.Errorf("cluster control %s: %w", c.Cluster, err)

@@ -54,6 +54,10 @@ func TestClusterControlRoundTrips(t *testing.T) {
 			Want: event.RepoChanged{Repo: "/srv/ops", Branch: "main", Commit: "c0ffee", Tree: "7ree", Trigger: event.TriggerWebhook,
 				EventID: "/srv/ops@c0ffee", Clusters: []string{"lab"}},
 			Suspended: true, SuspendedBy: "cli:alice", SuspendedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+		{Cluster: "lab", WantSeq: 14, DoneSeq: 9, SeenSeq: 15, RunID: "r10", RunWantSeq: 13, RunTree: "7ree", RunCommit: "c0ffee",
+			RunPublished: true, RunRequests: []string{"cli-1", "cli-2"}, WantRequests: []string{"cli-3"},
+			Want:    event.RepoChanged{Repo: "/srv/ops", Commit: "beef", Tree: "7ree2", Trigger: event.TriggerManual, EventID: "m1", RequestID: "cli-4"},
+			RetryAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC), RetryAttempt: 3, RetryReason: "observe_failed: node pve1: connection refused"},
 	} {
 		m, err := wire.ClusterControlToProto(in)
 		if err != nil {

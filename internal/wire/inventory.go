@@ -25,6 +25,9 @@ type NodeInventory struct {
 	// Error is set when the node could not be observed; the inventory is then incomplete and must not be
 	// planned on.
 	Error string
+	// ErrorClass classifies Error: "retryable" (PVE unreachable, 5xx, lock timeouts) or "terminal" (refused
+	// credentials, TLS verification, parameters).
+	ErrorClass string
 	// ClusterNodes are the nodes of the PVE cluster, sorted, when the request asked for them (ListNodes).
 	ClusterNodes []string
 }
@@ -86,7 +89,7 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
-		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ClusterNodes: n.ClusterNodes,
+		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -114,7 +117,7 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	if err != nil {
 		return NodeInventory{}, fmt.Errorf("observed at: %w", err)
 	}
-	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
+	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
 	}}
 	for _, pg := range p.GetGuests() {

@@ -82,7 +82,7 @@ func PlannedToProto(e plan.Planned) (proto.Message, error) {
 		PlanId: e.Plan.ID, RunId: e.RunID, Cluster: e.Plan.Cluster, Repo: e.Repo, Commit: e.Commit, Tree: e.Tree,
 		EventId: e.EventID, RequestId: e.RequestID, Operations: ops, Findings: findings, DryRun: e.DryRun,
 		Suspended: e.Suspended, Held: e.Plan.Held, HeldReason: e.Plan.HeldReason, Resources: e.Plan.Resources,
-		Record: records, HeldPrunes: e.Plan.HeldPrunes,
+		Record: records, HeldPrunes: e.Plan.HeldPrunes, RequestIds: e.RequestIDs,
 	}, nil
 }
 
@@ -107,7 +107,7 @@ func PlannedFromProto(m proto.Message) (plan.Planned, error) {
 	return plan.Planned{
 		RunInfo: plan.RunInfo{Cluster: p.GetCluster(), PlanID: p.GetPlanId(), RunID: p.GetRunId(), Repo: p.GetRepo(),
 			Commit: p.GetCommit(), Tree: p.GetTree(), EventID: p.GetEventId(), RequestID: p.GetRequestId(),
-			DryRun: p.GetDryRun(), Suspended: p.GetSuspended()},
+			RequestIDs: p.GetRequestIds(), DryRun: p.GetDryRun(), Suspended: p.GetSuspended()},
 		Plan: plan.Plan{ID: p.GetPlanId(), Cluster: p.GetCluster(), Operations: ops, Findings: findings,
 			Held: p.GetHeld(), HeldReason: p.GetHeldReason(), HeldPrunes: p.GetHeldPrunes(), Resources: p.GetResources(),
 			Record: recordsFromProto(p.GetRecord())},
@@ -134,10 +134,15 @@ func RejectedToProto(e plan.Rejected) (proto.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rejection of %s: %w", e.Rejection.Cluster, err)
 	}
-	return &planv1.PlanRejected{
+	p := &planv1.PlanRejected{
 		Cluster: e.Rejection.Cluster, Repo: e.Repo, Commit: e.Commit, Tree: e.Tree, EventId: e.EventID,
-		RequestId: e.RequestID, RunId: e.RunID, Reason: e.Rejection.Reason, Diagnostics: ds,
-	}, nil
+		RequestId: e.RequestID, RunId: e.RunID, Reason: e.Rejection.Reason, Diagnostics: ds, RequestIds: e.RequestIDs,
+		Transient: e.Rejection.Transient,
+	}
+	if !e.Rejection.RetryAt.IsZero() {
+		p.RetryAt = timeToProto(e.Rejection.RetryAt)
+	}
+	return p, nil
 }
 
 // RejectedFromProto converts a proxops.plan.v1.PlanRejected.
@@ -150,11 +155,17 @@ func RejectedFromProto(m proto.Message) (plan.Rejected, error) {
 	if err != nil {
 		return plan.Rejected{}, fmt.Errorf("rejection of %s: %w", p.GetCluster(), err)
 	}
-	return plan.Rejected{
+	out := plan.Rejected{
 		RunInfo: plan.RunInfo{Cluster: p.GetCluster(), RunID: p.GetRunId(), Repo: p.GetRepo(), Commit: p.GetCommit(),
-			Tree: p.GetTree(), EventID: p.GetEventId(), RequestID: p.GetRequestId()},
-		Rejection: plan.Rejection{Cluster: p.GetCluster(), Reason: p.GetReason(), Diagnostics: ds},
-	}, nil
+			Tree: p.GetTree(), EventID: p.GetEventId(), RequestID: p.GetRequestId(), RequestIDs: p.GetRequestIds()},
+		Rejection: plan.Rejection{Cluster: p.GetCluster(), Reason: p.GetReason(), Diagnostics: ds, Transient: p.GetTransient()},
+	}
+	if p.GetRetryAt() != nil {
+		if out.Rejection.RetryAt, err = timeFromProto(p.GetRetryAt()); err != nil {
+			return plan.Rejected{}, fmt.Errorf("rejection of %s: retry at: %w", p.GetCluster(), err)
+		}
+	}
+	return out, nil
 }
 
 // DecodeRejected decodes a received proxops.plan.v1.PlanRejected.
@@ -241,7 +252,7 @@ func FinishedToProto(e plan.FinishedRun) (proto.Message, error) {
 	return &planv1.PlanFinished{
 		Cluster: e.Cluster, PlanId: e.PlanID, RunId: e.RunID, Outcome: outcome, Commit: e.Commit,
 		Succeeded: counts[0], Failed: counts[1], Skipped: counts[2], Superseded: counts[3], Operations: ops,
-		FinishedAt: timeToProto(e.At), EventId: e.EventID, RequestId: e.RequestID,
+		FinishedAt: timeToProto(e.At), EventId: e.EventID, RequestId: e.RequestID, RequestIds: e.RequestIDs,
 	}, nil
 }
 
@@ -273,7 +284,7 @@ func FinishedFromProto(m proto.Message) (plan.FinishedRun, error) {
 	}
 	return plan.FinishedRun{
 		RunInfo: plan.RunInfo{Cluster: p.GetCluster(), PlanID: p.GetPlanId(), RunID: p.GetRunId(), Commit: p.GetCommit(),
-			EventID: p.GetEventId(), RequestID: p.GetRequestId()},
+			EventID: p.GetEventId(), RequestID: p.GetRequestId(), RequestIDs: p.GetRequestIds()},
 		Finished: plan.Finished{Outcome: outcome, Succeeded: int(p.GetSucceeded()), Failed: int(p.GetFailed()),
 			Skipped: int(p.GetSkipped()), Superseded: int(p.GetSuperseded()), Operations: ops},
 		At: at,

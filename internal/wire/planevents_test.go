@@ -17,7 +17,8 @@ import (
 
 func sampleRunInfo() plan.RunInfo {
 	return plan.RunInfo{Cluster: "lab", PlanID: "plan-abc", RunID: "run-1", Repo: "https://git.example.invalid/ops.git",
-		Commit: "c0ffee", Tree: "7ree", EventID: "repo@c0ffee", RequestID: "req-1"}
+		Commit: "c0ffee", Tree: "7ree", EventID: "repo@c0ffee", RequestID: "req-1",
+		RequestIDs: []string{"req-1", "req-2"}}
 }
 
 func TestPlannedRoundTrips(t *testing.T) {
@@ -49,7 +50,8 @@ func TestPlannedRoundTrips(t *testing.T) {
 
 func TestRejectedRoundTrips(t *testing.T) {
 	in := plan.Rejected{RunInfo: sampleRunInfo(), Rejection: plan.Rejection{Cluster: "lab", Reason: plan.RejectParse,
-		Diagnostics: diag.List{{Severity: diag.Error, File: "vm/lab/a.yaml", Line: 4, Column: 3, Ref: "VM/a", Field: "spec.memory", Message: "not a whole number of MiB"}}}}
+		Diagnostics: diag.List{{Severity: diag.Error, File: "vm/lab/a.yaml", Line: 4, Column: 3, Ref: "VM/a", Field: "spec.memory", Message: "not a whole number of MiB"}},
+		Transient:   true, RetryAt: time.Date(2026, 12, 2, 10, 0, 1, 0, time.UTC)}}
 	in.PlanID = "" // a rejection has no plan
 	m, err := wire.RejectedToProto(in)
 	if err != nil {
@@ -92,7 +94,8 @@ func TestHeldAndConfirmationRoundTrip(t *testing.T) {
 }
 
 func TestFinishedRoundTripsAndCountsSuperseded(t *testing.T) {
-	in := plan.FinishedRun{RunInfo: plan.RunInfo{Cluster: "lab", PlanID: "p", RunID: "r", Commit: "c", EventID: "e", RequestID: "q"},
+	in := plan.FinishedRun{RunInfo: plan.RunInfo{Cluster: "lab", PlanID: "p", RunID: "r", Commit: "c", EventID: "e", RequestID: "q",
+		RequestIDs: []string{"q", "q2"}},
 		Finished: plan.Finished{Outcome: plan.OutcomeSuperseded, Succeeded: 1, Failed: 0, Skipped: 1, Superseded: 1,
 			Operations: []plan.OpOutcome{
 				{ID: "a", Ref: "VM/a", Action: plan.ActionCreate, State: plan.OpSucceeded},

@@ -141,7 +141,8 @@ func TestDiagnosticsRoundTrip(t *testing.T) {
 
 func TestNodeInventoryRoundTrips(t *testing.T) {
 	n := wire.NodeInventory{
-		RequestID: "obs-1", ObservedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Error: "",
+		RequestID: "obs-1", ObservedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Error: "GET /nodes/pve1/qemu: 503 Service Unavailable",
+		ErrorClass: "retryable",
 		Node: inventory.Node{
 			Cluster: "lab", Node: "pve1", PVEVersion: "9.1.1",
 			Guests: []inventory.Guest{

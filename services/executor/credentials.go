@@ -71,6 +71,12 @@ type CredentialSource interface {
 	Current(ctx context.Context) (Credentials, error)
 }
 
+// fixedCredentials is the source of a static configuration's credentials: an executor that could not
+// connect at start uses it to try again on every observe and operation, so each one reports PVE's answer.
+type fixedCredentials Credentials
+
+func (f fixedCredentials) Current(context.Context) (Credentials, error) { return Credentials(f), nil }
+
 // pveClients holds the executor's PVE client, and replaces it when the credential source hands out other
 // credentials. The endpoint (base URL, CA, TLS settings) never changes.
 type pveClients struct {

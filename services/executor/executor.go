@@ -48,11 +48,15 @@ func Run(ctx context.Context, cfg Config) error {
 	switch {
 	case err == nil:
 		version = client.Version()
-	case cfg.Credentials == nil || ctx.Err() != nil:
+	case ctx.Err() != nil:
 		return err
 	default:
-		// Credentials that come and go with the repository: serve anyway, and try again on every observe and
-		// operation (each failure is reported to whoever asked).
+		// PVE refused or is unreachable (credentials, TLS, down): serve anyway, and try again on every observe
+		// and operation, so each failure is reported, with PVE's answer, to whoever asked; a planner then
+		// names the cause instead of finding nobody to ask.
+		if clients.source == nil {
+			clients.source = fixedCredentials(credentialsOf(pcfg, cfg.Secrets))
+		}
 		log.Warn("cannot connect to PVE yet; every observe and operation tries again", "err", err)
 	}
 	b := cfg.Bus
@@ -197,9 +201,9 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 		inv.ClusterNodes, err = client.Nodes(ctx)
 	}
 	if err != nil {
-		e.log.Warn("observe failed", "err", err)
 		inv.Node.Guests, inv.Node.Storages, inv.Node.Volumes, inv.Node.ListedStorages = nil, nil, nil, nil
-		inv.Error = err.Error()
+		inv.Error, inv.ErrorClass = err.Error(), string(pve.ClassOf(err))
+		e.log.Warn("observe failed", "node", req.Node, "class", inv.ErrorClass, "err", err)
 	}
 	msg, cerr := wire.NodeInventoryToProto(inv)
 	if cerr != nil {

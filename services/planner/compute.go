@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/bus"
@@ -77,12 +78,14 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	if err != nil {
 		return computed{}, transient(err)
 	}
-	observed, diags, err := p.observe(ctx, c, owned)
+	observed, diags, permanent, err := p.observe(ctx, c, owned)
 	if err != nil {
 		return computed{}, transient(err)
 	}
 	if len(diags) > 0 {
-		return rejected(cluster, plan.RejectObserve, diags), nil
+		out := rejected(cluster, plan.RejectObserve, diags)
+		out.rejection.Transient = !permanent
+		return out, nil
 	}
 	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
 		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree})
@@ -274,8 +277,9 @@ func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, erro
 // observe asks the executors of every node of the cluster for a live inventory, in parallel. A node that
 // does not answer, or answers with an error, gives a diagnostic (the plan is then rejected: fail closed).
 // With an empty allowlist the nodes are those PVE lists, learned through the executor of a node the
-// repository or the ownership inventory names (ObserveRequest.ListNodes).
-func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned) (inventory.Cluster, diag.List, error) {
+// repository or the ownership inventory names (ObserveRequest.ListNodes). permanent reports that a node's
+// failure will not go away by itself (refused credentials, TLS verification, a refusal of the request).
+func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned) (_ inventory.Cluster, _ diag.List, permanent bool, _ error) {
 	start := time.Now()
 	defer func() { p.metrics.observeSeconds.Observe(time.Since(start).Seconds()) }()
 	content := contentStorages(c)
@@ -288,6 +292,10 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 	nodes := slices.Clone(c.Config.Nodes)
 	var first *wire.NodeInventory
 	var diags diag.List
+	failed := func(n string, err error) {
+		diags = append(diags, p.observeDiag(c, n, err))
+		permanent = permanent || isPermanent(err)
+	}
 	if len(nodes) == 0 {
 		seeds := seedNodes(c, owned)
 		if len(seeds) == 0 {
@@ -296,18 +304,18 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		for _, n := range seeds {
 			inv, err := p.observeNode(ctx, c, n, content[n], true)
 			if err != nil {
-				diags = append(diags, p.observeDiag(c, n, err))
+				failed(n, err)
 				continue
 			}
 			if len(inv.ClusterNodes) == 0 {
-				diags = append(diags, p.observeDiag(c, n, errors.New("the executor did not report the cluster's nodes")))
+				failed(n, errors.New("the executor did not report the cluster's nodes"))
 				continue
 			}
-			first, nodes, diags = &inv, inv.ClusterNodes, nil
+			first, nodes, diags, permanent = &inv, inv.ClusterNodes, nil, false
 			break
 		}
 		if len(diags) > 0 {
-			return inventory.Cluster{}, diags, nil
+			return inventory.Cluster{}, diags.Sorted(), permanent, nil
 		}
 	} else if i := slices.IndexFunc(unknown, func(n string) bool { return slices.Contains(nodes, n) }); i >= 0 {
 		// No inventory says whether a storage several nodes are asked to list is shared (the cluster's first
@@ -316,7 +324,8 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		n := unknown[i]
 		inv, err := p.observeNode(ctx, c, n, content[n], false)
 		if err != nil {
-			return inventory.Cluster{}, diag.List{p.observeDiag(c, n, err)}, nil
+			failed(n, err)
+			return inventory.Cluster{}, diags, permanent, nil
 		}
 		first = &inv
 	}
@@ -336,7 +345,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				diags = append(diags, p.observeDiag(c, n, err))
+				failed(n, err)
 				return
 			}
 			out.Nodes = append(out.Nodes, inv.Node)
@@ -344,10 +353,27 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return inventory.Cluster{}, nil, ctx.Err()
+		return inventory.Cluster{}, nil, false, ctx.Err()
 	}
 	slices.SortFunc(out.Nodes, func(a, b inventory.Node) int { return strings.Compare(a.Node, b.Node) })
-	return out, diags.Sorted(), nil
+	return out, diags.Sorted(), permanent, nil
+}
+
+// nodeFailure is an executor's answer that it could not observe its node: PVE's answer, and whether the
+// executor classified it as terminal (refused credentials, TLS verification, parameters).
+type nodeFailure struct {
+	msg      string
+	terminal bool
+}
+
+func (f *nodeFailure) Error() string { return f.msg }
+
+// isPermanent reports whether an observe failure will not go away by itself. A node nothing answers for,
+// a timeout and a failure the executor classified as retryable (PVE unreachable, 5xx, lock timeouts) are
+// transient; an executor's terminal answer or a refusal of the request is not.
+func isPermanent(err error) bool {
+	var f *nodeFailure
+	return errors.As(err, &f) && f.terminal
 }
 
 func (p *planner) observeDiag(c *repo.Cluster, node string, err error) diag.Diagnostic {
@@ -373,13 +399,22 @@ func (p *planner) observeNode(ctx context.Context, c *repo.Cluster, node string,
 		return p.bus.Request(ctx, subject, req, into)
 	})
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return wire.NodeInventory{}, fmt.Errorf("no answer within %s", p.cfg.ObserveTimeout)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return wire.NodeInventory{}, fmt.Errorf("no executor of node %s is running (nothing answers on %s); "+
+				"start one for cluster %s node %s, or see why it did not start", node, subject, cluster, node)
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return wire.NodeInventory{}, fmt.Errorf("the executor of node %s did not answer within %s", node, p.cfg.ObserveTimeout)
+		}
+		var remote *bus.RemoteError
+		if errors.As(err, &remote) {
+			// The executor refused the request (another cluster or node, a base-url it does not serve).
+			return wire.NodeInventory{}, &nodeFailure{msg: remote.Message, terminal: true}
 		}
 		return wire.NodeInventory{}, err
 	}
 	if inv.Error != "" {
-		return wire.NodeInventory{}, errors.New(inv.Error)
+		return wire.NodeInventory{}, &nodeFailure{msg: inv.Error, terminal: inv.ErrorClass == string(plan.ErrorTerminal)}
 	}
 	if inv.Node.Node != node || inv.Node.Cluster != cluster {
 		return wire.NodeInventory{}, fmt.Errorf("answer is for %s/%s", inv.Node.Cluster, inv.Node.Node)

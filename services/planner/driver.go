@@ -165,11 +165,61 @@ func (d *driver) step(ctx context.Context) (done bool, err error) {
 	switch {
 	case ctl.RunID != "":
 		return false, d.resume(ctx, ctl, rev)
+	case ctl.Pending() && time.Now().Before(ctl.RetryAt):
+		// A plan rejected for a transient cause: planned again at RetryAt, or at once when an operator asks
+		// or something changes (the control state changes, which wakes the driver).
+		d.log.Info("waiting to plan again", "retry_at", ctl.RetryAt, "attempt", ctl.RetryAttempt, "reason", ctl.RetryReason)
+		t := time.NewTimer(time.Until(ctl.RetryAt))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-d.wake:
+		case <-ctx.Done():
+		}
+		return false, nil
 	case ctl.Pending():
 		return false, d.start(ctx, ctl, rev)
 	default:
 		return true, nil
 	}
+}
+
+// Backoff of the retries of a plan rejected for a transient cause: 1 s, doubled at each rejection in a
+// row, at most 20 s.
+const (
+	retryFirst = time.Second
+	retryMax   = 20 * time.Second
+)
+
+// retryDelay is the wait before the attempt-th retry (0: the first).
+func retryDelay(attempt uint32) time.Duration {
+	if attempt >= 5 {
+		return retryMax
+	}
+	return min(retryFirst<<attempt, retryMax)
+}
+
+// seal marks the run published: no request joins it any more. It returns every request the run answers.
+func (d *driver) seal(ctx context.Context, runID string) (wire.ClusterControl, error) {
+	for range 20 {
+		ctl, rev, err := d.p.readControl(ctx, d.cluster)
+		if err != nil {
+			return ctl, err
+		}
+		if ctl.RunID != runID {
+			return ctl, fmt.Errorf("run %s is no longer the cluster's run", runID)
+		}
+		if ctl.RunPublished {
+			return ctl, nil
+		}
+		ctl.RunPublished = true
+		if _, err := d.p.writeControl(ctx, ctl, rev); err == nil {
+			return ctl, nil
+		} else if !errors.Is(err, bus.ErrRevisionMismatch) {
+			return ctl, err
+		}
+	}
+	return wire.ClusterControl{}, fmt.Errorf("seal run %s: too many concurrent updates", runID)
 }
 
 // start plans the newest wanted event under a new run and runs the plan. The run is recorded in the
@@ -182,6 +232,8 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 	}
 	runID := newID("r")
 	ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = runID, ctl.WantSeq, d.lastSeq, resultsSeq
+	ctl.RunTree, ctl.RunCommit, ctl.RunPublished = ctl.Want.Tree, ctl.Want.Commit, false
+	ctl.RunRequests, ctl.WantRequests = addRequests(nil, append([]string{ctl.Want.RequestID}, ctl.WantRequests...)...), nil
 	if _, err := d.p.writeControl(ctx, ctl, rev); err != nil {
 		if errors.Is(err, bus.ErrRevisionMismatch) || errors.Is(err, bus.ErrExists) {
 			return nil // changed meanwhile: look again
@@ -196,17 +248,23 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 		return err
 	}
 	info := runInfo(ev, d.cluster, runID)
-	if out.rejection != nil {
-		d.p.metrics.plans.WithLabelValues("rejected_" + out.rejection.Reason).Inc()
-		log.Warn("plan rejected; nothing is applied", "reason", out.rejection.Reason, "diagnostics", len(out.rejection.Diagnostics))
-		if err := d.publish(ctx, runID, bus.PlanRejected, plan.Rejected{RunInfo: info, Rejection: *out.rejection}); err != nil {
-			return err
-		}
-		return d.done(ctx, runID)
-	}
-	now, _, err := d.p.readControl(ctx, d.cluster)
+	now, err := d.seal(ctx, runID)
 	if err != nil {
 		return err
+	}
+	info.RequestIDs = now.RunRequests
+	if out.rejection != nil {
+		d.p.metrics.plans.WithLabelValues("rejected_" + out.rejection.Reason).Inc()
+		rej := *out.rejection
+		if rej.Transient {
+			rej.RetryAt = time.Now().Add(retryDelay(ctl.RetryAttempt)).UTC()
+		}
+		log.Warn("plan rejected; nothing is applied", "reason", rej.Reason, "cause", rejectionCause(rej),
+			"transient", rej.Transient, "retry_at", rej.RetryAt, "diagnostics", len(rej.Diagnostics))
+		if err := d.publish(ctx, runID, bus.PlanRejected, plan.Rejected{RunInfo: info, Rejection: rej}); err != nil {
+			return err
+		}
+		return d.close(ctx, runID, &rej)
 	}
 	info.PlanID = out.plan.ID
 	info.Suspended = out.suspended || now.Suspended
@@ -269,7 +327,9 @@ func (d *driver) resume(ctx context.Context, ctl wire.ClusterControl, rev uint64
 		return d.done(ctx, ctl.RunID)
 	case planned == nil:
 		d.log.Info("run was never published; planning afresh", "run_id", ctl.RunID)
-		ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = "", 0, 0, 0
+		// The run's requests wait for the wanted event's run: the same event, or a newer one.
+		ctl.WantRequests = addRequests(ctl.RunRequests, ctl.WantRequests...)
+		clearRun(&ctl)
 		if _, err := d.p.writeControl(ctx, ctl, rev); err != nil && !errors.Is(err, bus.ErrRevisionMismatch) {
 			return err
 		}
@@ -280,8 +340,19 @@ func (d *driver) resume(ctx context.Context, ctl wire.ClusterControl, rev uint64
 	return d.execute(ctx, *planned, ctl, true, held)
 }
 
+// clearRun forgets the run in progress in a control state.
+func clearRun(ctl *wire.ClusterControl) {
+	ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = "", 0, 0, 0
+	ctl.RunTree, ctl.RunCommit, ctl.RunPublished, ctl.RunRequests = "", "", false, nil
+}
+
 // done closes the run in the control state: its event is handled.
-func (d *driver) done(ctx context.Context, runID string) error {
+func (d *driver) done(ctx context.Context, runID string) error { return d.close(ctx, runID, nil) }
+
+// close closes the run in the control state. A run rejected for a transient cause whose event is still the
+// newest leaves the event wanted, to be planned again at the rejection's RetryAt; otherwise the event is
+// handled and the retries start over.
+func (d *driver) close(ctx context.Context, runID string, rejection *plan.Rejection) error {
 	for range 20 {
 		ctl, rev, err := d.p.readControl(ctx, d.cluster)
 		if err != nil {
@@ -290,8 +361,17 @@ func (d *driver) done(ctx context.Context, runID string) error {
 		if ctl.RunID != runID {
 			return nil
 		}
-		ctl.DoneSeq = max(ctl.DoneSeq, ctl.RunWantSeq)
-		ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = "", 0, 0, 0
+		switch {
+		case rejection != nil && rejection.Transient && ctl.WantSeq == ctl.RunWantSeq:
+			ctl.RetryAt, ctl.RetryAttempt = rejection.RetryAt, ctl.RetryAttempt+1
+			ctl.RetryReason = rejectionCause(*rejection)
+		case ctl.WantSeq == ctl.RunWantSeq:
+			ctl.DoneSeq = max(ctl.DoneSeq, ctl.RunWantSeq)
+			ctl.RetryAt, ctl.RetryAttempt, ctl.RetryReason = time.Time{}, 0, ""
+		default:
+			ctl.DoneSeq = max(ctl.DoneSeq, ctl.RunWantSeq)
+		}
+		clearRun(&ctl)
 		if _, err := d.p.writeControl(ctx, ctl, rev); err == nil {
 			return nil
 		} else if !errors.Is(err, bus.ErrRevisionMismatch) {
@@ -299,4 +379,12 @@ func (d *driver) done(ctx context.Context, runID string) error {
 		}
 	}
 	return fmt.Errorf("close run %s: too many concurrent updates", runID)
+}
+
+// rejectionCause is a rejection's reason and its first diagnostic, in one line for logs and status.
+func rejectionCause(r plan.Rejection) string {
+	if len(r.Diagnostics) == 0 {
+		return r.Reason
+	}
+	return r.Reason + ": " + r.Diagnostics[0].Message
 }

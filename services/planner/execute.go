@@ -100,13 +100,14 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 		if !look {
 			continue
 		}
-		// A newer event supersedes what is not dispatched yet.
+		// A newer event for another commit or tree supersedes what is not dispatched yet; one for the same
+		// tree (the poll of the commit being applied, an operator's request) waits for the run's end.
 		now, _, err := d.p.readControl(ctx, d.cluster)
-		if err == nil && !superseded && now.WantSeq > ctl.RunWantSeq {
+		if err == nil && !superseded && now.WantSeq > ctl.RunWantSeq && !equalEvent(planned.Repo, planned.Tree, planned.Commit, now.Want) {
 			superseded = true
 			r.Supersede()
 			log.Info("superseded by a newer event; operations in flight finish", "event_id", now.Want.EventID,
-				"in_flight", len(r.InFlight()))
+				"commit", now.Want.Commit, "tree", now.Want.Tree, "in_flight", len(r.InFlight()))
 		}
 		if held && !superseded {
 			if ok, err := d.confirmed(ctx, pl.ID, ctl.RunPlansSeq); err == nil && ok {

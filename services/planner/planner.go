@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,10 +136,11 @@ func (p *planner) handleEvent(ctx context.Context, d *bus.Delivery) error {
 	}
 	p.metrics.events.WithLabelValues("apply").Inc()
 	for _, c := range valid {
-		if err := p.want(ctx, c, ev, seq); err != nil {
+		how, err := p.want(ctx, c, ev, seq)
+		if err != nil {
 			return err
 		}
-		log.Info("apply requested", "cluster", c, "event_seq", seq)
+		log.Info("apply requested", "cluster", c, "event_seq", seq, "request_id", ev.RequestID, "recorded", how)
 		select {
 		case p.kick <- c:
 		default:
@@ -165,24 +167,112 @@ func heartbeat(ctx context.Context, d *bus.Delivery) func() {
 	return cancel
 }
 
-// want records ev as a cluster's newest wanted event unless a newer one (or this one) is recorded.
-func (p *planner) want(ctx context.Context, cluster string, ev event.RepoChanged, seq uint64) error {
+// maxRequests bounds the requests one wanted event or run keeps to answer.
+const maxRequests = 256
+
+// How want recorded an event.
+const (
+	// recordedWanted: the event is the cluster's newest wanted event.
+	recordedWanted = "wanted"
+	// recordedCoalesced: an equal event waits to be planned; the request joined it.
+	recordedCoalesced = "coalesced"
+	// recordedJoined: the run in progress plans the same tree and has not published yet; the request joined it.
+	recordedJoined = "joined"
+	// recordedAbsorbed: the run in progress plans the same tree and nobody waits for an answer.
+	recordedAbsorbed = "absorbed"
+	// recordedSeen: recorded before (a redelivery), or an older event a newer one already covers.
+	recordedSeen = "seen"
+)
+
+// equalEvent reports whether an event asks for what repo, tree and commit name: the same repository at
+// the same tree (or, when a side has no tree, the same commit).
+func equalEvent(repo, tree, commit string, ev event.RepoChanged) bool {
+	if repo != ev.Repo {
+		return false
+	}
+	if tree != "" && ev.Tree != "" {
+		return tree == ev.Tree
+	}
+	return commit != "" && commit == ev.Commit
+}
+
+// queued reports whether a wanted event waits for a run (it is not the event of the run in progress).
+func queued(ctl wire.ClusterControl) bool {
+	return ctl.Pending() && (ctl.RunID == "" || ctl.WantSeq > ctl.RunWantSeq)
+}
+
+// addRequests appends the request ids that are not empty and not in list yet, up to maxRequests.
+func addRequests(list []string, ids ...string) []string {
+	for _, id := range ids {
+		if id != "" && !slices.Contains(list, id) && len(list) < maxRequests {
+			list = append(list, id)
+		}
+	}
+	return list
+}
+
+// knownRequest reports whether the control state already answers a request.
+func knownRequest(ctl wire.ClusterControl, id string) bool {
+	return (ctl.Want.RequestID == id && ctl.Pending()) || slices.Contains(ctl.WantRequests, id) || slices.Contains(ctl.RunRequests, id)
+}
+
+// want records an apply event for a cluster. Equal events coalesce, so a commit announced by the poll, a
+// webhook and an operator's request is planned once and every requester is answered by that run: an event
+// equal to the wanted one joins it; one equal to the run in progress joins that run while its plan is not
+// published yet (after that it is planned again once the run ends, and a trigger nobody waits on is left to
+// the run). Any other event becomes the wanted one (the newest commit wins), taking over the requests of the
+// event it replaces, and clears a retry: something changed. An operator's request also ends a retry's wait.
+func (p *planner) want(ctx context.Context, cluster string, ev event.RepoChanged, seq uint64) (string, error) {
 	for range 20 {
 		ctl, rev, err := p.readControl(ctx, cluster)
 		if err != nil {
-			return err
+			return "", err
 		}
-		if ctl.WantSeq >= seq {
-			return nil
+		how, seen := recordedWanted, max(ctl.SeenSeq, ctl.WantSeq)
+		switch {
+		case seq <= seen && (ev.RequestID == "" || knownRequest(ctl, ev.RequestID)):
+			return recordedSeen, nil
+		case seq <= seen:
+			// An older request handled after a newer event (events are handled concurrently): the newer work
+			// answers it; when that work is published already, the newest wanted event is planned once more.
+			switch {
+			case queued(ctl):
+				ctl.WantRequests, how = addRequests(ctl.WantRequests, ev.RequestID), recordedCoalesced
+			case ctl.RunID != "" && !ctl.RunPublished:
+				ctl.RunRequests, how = addRequests(ctl.RunRequests, ev.RequestID), recordedJoined
+			case ctl.WantSeq == 0:
+				ctl.Want, ctl.WantSeq = ev, ctl.DoneSeq+1
+				ctl.RetryAt, ctl.RetryAttempt, ctl.RetryReason = time.Time{}, 0, ""
+			default:
+				ctl.WantSeq, ctl.WantRequests = ctl.WantSeq+1, addRequests(nil, ev.RequestID)
+				ctl.Want.RequestID, how = "", recordedCoalesced
+			}
+		case queued(ctl) && equalEvent(ctl.Want.Repo, ctl.Want.Tree, ctl.Want.Commit, ev):
+			ctl.WantRequests, how = addRequests(ctl.WantRequests, ev.RequestID), recordedCoalesced
+			if ev.RequestID != "" {
+				ctl.RetryAt = time.Time{}
+			}
+		case !queued(ctl) && ctl.RunID != "" && equalEvent(ctl.Want.Repo, ctl.RunTree, ctl.RunCommit, ev) && ev.RequestID == "":
+			how = recordedAbsorbed
+		case !queued(ctl) && ctl.RunID != "" && equalEvent(ctl.Want.Repo, ctl.RunTree, ctl.RunCommit, ev) && !ctl.RunPublished:
+			ctl.RunRequests, how = addRequests(ctl.RunRequests, ev.RequestID), recordedJoined
+		default:
+			var carried []string
+			if queued(ctl) {
+				carried = addRequests(nil, append([]string{ctl.Want.RequestID}, ctl.WantRequests...)...)
+				carried = slices.DeleteFunc(carried, func(id string) bool { return id == ev.RequestID })
+			}
+			ctl.Want, ctl.WantSeq, ctl.WantRequests = ev, max(seq, ctl.WantSeq+1), carried
+			ctl.RetryAt, ctl.RetryAttempt, ctl.RetryReason = time.Time{}, 0, ""
 		}
-		ctl.Want, ctl.WantSeq = ev, seq
+		ctl.SeenSeq = max(seen, seq)
 		if _, err := p.writeControl(ctx, ctl, rev); err == nil {
-			return nil
+			return how, nil
 		} else if !errors.Is(err, bus.ErrRevisionMismatch) && !errors.Is(err, bus.ErrExists) {
-			return err
+			return "", err
 		}
 	}
-	return fmt.Errorf("record event for %s: too many concurrent updates", cluster)
+	return "", fmt.Errorf("record event for %s: too many concurrent updates", cluster)
 }
 
 // dryRuns plans every cluster of a dry-run event in parallel and publishes the plans as not applied.

@@ -193,7 +193,10 @@ type NodeInventory struct {
 	// Set when the node could not be observed; the inventory is then incomplete and must not be planned on.
 	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
 	// Every node of the PVE cluster, sorted, when the request asked for list_nodes.
-	ClusterNodes  []string `protobuf:"bytes,11,rep,name=cluster_nodes,json=clusterNodes,proto3" json:"cluster_nodes,omitempty"`
+	ClusterNodes []string `protobuf:"bytes,11,rep,name=cluster_nodes,json=clusterNodes,proto3" json:"cluster_nodes,omitempty"`
+	// How the failure in error is classified: "retryable" (PVE unreachable, 5xx, lock timeouts) or
+	// "terminal" (refused credentials, TLS verification, parameters); empty when error is.
+	ErrorClass    string `protobuf:"bytes,12,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -303,6 +306,13 @@ func (x *NodeInventory) GetClusterNodes() []string {
 		return x.ClusterNodes
 	}
 	return nil
+}
+
+func (x *NodeInventory) GetErrorClass() string {
+	if x != nil {
+		return x.ErrorClass
+	}
+	return ""
 }
 
 // Guest is one qemu VM or LXC container with its raw config.
@@ -891,7 +901,7 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"allContent\x12\x1d\n" +
 	"\n" +
 	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
-	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\xc6\x03\n" +
+	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\xe7\x03\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -907,7 +917,9 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x0flisted_storages\x18\t \x03(\tR\x0elistedStorages\x12\x14\n" +
 	"\x05error\x18\n" +
 	" \x01(\tR\x05error\x12#\n" +
-	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\"\xd0\x02\n" +
+	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\x12\x1f\n" +
+	"\verror_class\x18\f \x01(\tR\n" +
+	"errorClass\"\xd0\x02\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +

@@ -1101,7 +1101,9 @@ type Plan struct {
 	// Guests to store in the ownership inventory (KV proxops_owned), by vmid.
 	Record []*OwnedRecord `protobuf:"bytes,16,rep,name=record,proto3" json:"record,omitempty"`
 	// The prunes a held plan waits to have confirmed, Kind/name sorted.
-	HeldPrunes    []string `protobuf:"bytes,17,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
+	HeldPrunes []string `protobuf:"bytes,17,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
+	// Every request the run answers (request_id and those coalesced into it).
+	RequestIds    []string `protobuf:"bytes,18,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1251,6 +1253,13 @@ func (x *Plan) GetRecord() []*OwnedRecord {
 func (x *Plan) GetHeldPrunes() []string {
 	if x != nil {
 		return x.HeldPrunes
+	}
+	return nil
+}
+
+func (x *Plan) GetRequestIds() []string {
+	if x != nil {
+		return x.RequestIds
 	}
 	return nil
 }
@@ -1454,8 +1463,26 @@ type ClusterControl struct {
 	// Set by `proxops suspend`: plans are computed and published, nothing is applied.
 	Suspended bool `protobuf:"varint,9,opt,name=suspended,proto3" json:"suspended,omitempty"`
 	// Who suspended the cluster, and when (free text, for status).
-	SuspendedBy   string                 `protobuf:"bytes,10,opt,name=suspended_by,json=suspendedBy,proto3" json:"suspended_by,omitempty"`
-	SuspendedAt   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=suspended_at,json=suspendedAt,proto3" json:"suspended_at,omitempty"`
+	SuspendedBy string                 `protobuf:"bytes,10,opt,name=suspended_by,json=suspendedBy,proto3" json:"suspended_by,omitempty"`
+	SuspendedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=suspended_at,json=suspendedAt,proto3" json:"suspended_at,omitempty"`
+	// The requests (RepoChanged.request_id) coalesced into the wanted event besides its own: equal events
+	// (same repository and tree or commit) are planned once, and every requester is told the run.
+	WantRequestIds []string `protobuf:"bytes,12,rep,name=want_request_ids,json=wantRequestIds,proto3" json:"want_request_ids,omitempty"`
+	// The requests the run in progress serves (its own event's and those coalesced into it).
+	RunRequestIds []string `protobuf:"bytes,13,rep,name=run_request_ids,json=runRequestIds,proto3" json:"run_request_ids,omitempty"`
+	// Set once the run's plan or rejection is published: from then on no request joins the run.
+	RunPublished bool `protobuf:"varint,14,opt,name=run_published,json=runPublished,proto3" json:"run_published,omitempty"`
+	// The tree and commit the run in progress plans: an event for another one supersedes it.
+	RunTree   string `protobuf:"bytes,15,opt,name=run_tree,json=runTree,proto3" json:"run_tree,omitempty"`
+	RunCommit string `protobuf:"bytes,16,opt,name=run_commit,json=runCommit,proto3" json:"run_commit,omitempty"`
+	// The PROXOPS_REPO sequence of the newest event recorded (wanted, or coalesced into a wanted event or
+	// into the run), so a redelivered event is recorded once.
+	SeenSeq uint64 `protobuf:"varint,17,opt,name=seen_seq,json=seenSeq,proto3" json:"seen_seq,omitempty"`
+	// A plan rejected for a transient cause (PVE unreachable, 5xx, lock timeouts, no executor answering) is
+	// planned again at retry_at; retry_attempt counts the rejections in a row, retry_reason says why.
+	RetryAt       *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
+	RetryAttempt  uint32                 `protobuf:"varint,19,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
+	RetryReason   string                 `protobuf:"bytes,20,opt,name=retry_reason,json=retryReason,proto3" json:"retry_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1567,6 +1594,69 @@ func (x *ClusterControl) GetSuspendedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ClusterControl) GetWantRequestIds() []string {
+	if x != nil {
+		return x.WantRequestIds
+	}
+	return nil
+}
+
+func (x *ClusterControl) GetRunRequestIds() []string {
+	if x != nil {
+		return x.RunRequestIds
+	}
+	return nil
+}
+
+func (x *ClusterControl) GetRunPublished() bool {
+	if x != nil {
+		return x.RunPublished
+	}
+	return false
+}
+
+func (x *ClusterControl) GetRunTree() string {
+	if x != nil {
+		return x.RunTree
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetRunCommit() string {
+	if x != nil {
+		return x.RunCommit
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetSeenSeq() uint64 {
+	if x != nil {
+		return x.SeenSeq
+	}
+	return 0
+}
+
+func (x *ClusterControl) GetRetryAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetryAt
+	}
+	return nil
+}
+
+func (x *ClusterControl) GetRetryAttempt() uint32 {
+	if x != nil {
+		return x.RetryAttempt
+	}
+	return 0
+}
+
+func (x *ClusterControl) GetRetryReason() string {
+	if x != nil {
+		return x.RetryReason
+	}
+	return ""
+}
+
 // PlanRejected says a cluster's plan could not be computed; nothing was written.
 type PlanRejected struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1578,8 +1668,14 @@ type PlanRejected struct {
 	RequestId string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	RunId     string                 `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Class of the rejection: parse_error, unknown_node, secrets, observe_failed, plan_error.
-	Reason        string        `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
-	Diagnostics   []*Diagnostic `protobuf:"bytes,9,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	Reason      string        `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	Diagnostics []*Diagnostic `protobuf:"bytes,9,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// Every request the run answers (request_id and those coalesced into it).
+	RequestIds []string `protobuf:"bytes,10,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	// The cause is transient (PVE unreachable, 5xx, lock timeouts, no executor answering): the cluster is
+	// planned again at retry_at (unset for a dry run, which is not retried).
+	Transient     bool                   `protobuf:"varint,11,opt,name=transient,proto3" json:"transient,omitempty"`
+	RetryAt       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1673,6 +1769,27 @@ func (x *PlanRejected) GetReason() string {
 func (x *PlanRejected) GetDiagnostics() []*Diagnostic {
 	if x != nil {
 		return x.Diagnostics
+	}
+	return nil
+}
+
+func (x *PlanRejected) GetRequestIds() []string {
+	if x != nil {
+		return x.RequestIds
+	}
+	return nil
+}
+
+func (x *PlanRejected) GetTransient() bool {
+	if x != nil {
+		return x.Transient
+	}
+	return false
+}
+
+func (x *PlanRejected) GetRetryAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetryAt
 	}
 	return nil
 }
@@ -1827,20 +1944,22 @@ func (x *PlanConfirmation) GetConfirmedBy() string {
 
 // PlanFinished closes a run.
 type PlanFinished struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cluster       string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	PlanId        string                 `protobuf:"bytes,2,opt,name=plan_id,json=planId,proto3" json:"plan_id,omitempty"`
-	RunId         string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Outcome       Outcome                `protobuf:"varint,4,opt,name=outcome,proto3,enum=proxops.plan.v1.Outcome" json:"outcome,omitempty"`
-	Commit        string                 `protobuf:"bytes,5,opt,name=commit,proto3" json:"commit,omitempty"`
-	Succeeded     int32                  `protobuf:"varint,6,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
-	Failed        int32                  `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
-	Skipped       int32                  `protobuf:"varint,8,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	Superseded    int32                  `protobuf:"varint,9,opt,name=superseded,proto3" json:"superseded,omitempty"`
-	Operations    []*OperationOutcome    `protobuf:"bytes,10,rep,name=operations,proto3" json:"operations,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	EventId       string                 `protobuf:"bytes,12,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Cluster    string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	PlanId     string                 `protobuf:"bytes,2,opt,name=plan_id,json=planId,proto3" json:"plan_id,omitempty"`
+	RunId      string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Outcome    Outcome                `protobuf:"varint,4,opt,name=outcome,proto3,enum=proxops.plan.v1.Outcome" json:"outcome,omitempty"`
+	Commit     string                 `protobuf:"bytes,5,opt,name=commit,proto3" json:"commit,omitempty"`
+	Succeeded  int32                  `protobuf:"varint,6,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed     int32                  `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
+	Skipped    int32                  `protobuf:"varint,8,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Superseded int32                  `protobuf:"varint,9,opt,name=superseded,proto3" json:"superseded,omitempty"`
+	Operations []*OperationOutcome    `protobuf:"bytes,10,rep,name=operations,proto3" json:"operations,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	EventId    string                 `protobuf:"bytes,12,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	RequestId  string                 `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Every request the run answers (request_id and those coalesced into it).
+	RequestIds    []string `protobuf:"bytes,14,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1964,6 +2083,13 @@ func (x *PlanFinished) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *PlanFinished) GetRequestIds() []string {
+	if x != nil {
+		return x.RequestIds
+	}
+	return nil
 }
 
 // OperationOutcome is one operation's final state in a finished run.
@@ -2467,7 +2593,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
 	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\x9d\x04\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xbe\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
@@ -2491,7 +2617,9 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\tresources\x18\x0f \x03(\tR\tresources\x124\n" +
 	"\x06record\x18\x10 \x03(\v2\x1c.proxops.plan.v1.OwnedRecordR\x06record\x12\x1f\n" +
 	"\vheld_prunes\x18\x11 \x03(\tR\n" +
-	"heldPrunes\"\x7f\n" +
+	"heldPrunes\x12\x1f\n" +
+	"\vrequest_ids\x18\x12 \x03(\tR\n" +
+	"requestIds\"\x7f\n" +
 	"\vOwnedRecord\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
@@ -2507,7 +2635,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vfingerprint\x18\x05 \x01(\tR\vfingerprint\x12\x15\n" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12;\n" +
 	"\vrecorded_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordedAt\"\x97\x03\n" +
+	"recordedAt\"\xe2\x05\n" +
 	"\x0eClusterControl\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x120\n" +
 	"\x04want\x18\x02 \x01(\v2\x1c.proxops.repo.v1.RepoChangedR\x04want\x12\x19\n" +
@@ -2521,7 +2649,17 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\tsuspended\x18\t \x01(\bR\tsuspended\x12!\n" +
 	"\fsuspended_by\x18\n" +
 	" \x01(\tR\vsuspendedBy\x12=\n" +
-	"\fsuspended_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vsuspendedAt\"\x90\x02\n" +
+	"\fsuspended_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vsuspendedAt\x12(\n" +
+	"\x10want_request_ids\x18\f \x03(\tR\x0ewantRequestIds\x12&\n" +
+	"\x0frun_request_ids\x18\r \x03(\tR\rrunRequestIds\x12#\n" +
+	"\rrun_published\x18\x0e \x01(\bR\frunPublished\x12\x19\n" +
+	"\brun_tree\x18\x0f \x01(\tR\arunTree\x12\x1d\n" +
+	"\n" +
+	"run_commit\x18\x10 \x01(\tR\trunCommit\x12\x19\n" +
+	"\bseen_seq\x18\x11 \x01(\x04R\aseenSeq\x125\n" +
+	"\bretry_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\x12#\n" +
+	"\rretry_attempt\x18\x13 \x01(\rR\fretryAttempt\x12!\n" +
+	"\fretry_reason\x18\x14 \x01(\tR\vretryReason\"\x86\x03\n" +
 	"\fPlanRejected\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x16\n" +
@@ -2532,7 +2670,12 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06run_id\x18\a \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12=\n" +
-	"\vdiagnostics\x18\t \x03(\v2\x1b.proxops.plan.v1.DiagnosticR\vdiagnostics\"\x9c\x01\n" +
+	"\vdiagnostics\x18\t \x03(\v2\x1b.proxops.plan.v1.DiagnosticR\vdiagnostics\x12\x1f\n" +
+	"\vrequest_ids\x18\n" +
+	" \x03(\tR\n" +
+	"requestIds\x12\x1c\n" +
+	"\ttransient\x18\v \x01(\bR\ttransient\x125\n" +
+	"\bretry_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\"\x9c\x01\n" +
 	"\bPlanHeld\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\aplan_id\x18\x02 \x01(\tR\x06planId\x12\x15\n" +
@@ -2543,7 +2686,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x10PlanConfirmation\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\aplan_id\x18\x02 \x01(\tR\x06planId\x12!\n" +
-	"\fconfirmed_by\x18\x03 \x01(\tR\vconfirmedBy\"\xce\x03\n" +
+	"\fconfirmed_by\x18\x03 \x01(\tR\vconfirmedBy\"\xef\x03\n" +
 	"\fPlanFinished\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\aplan_id\x18\x02 \x01(\tR\x06planId\x12\x15\n" +
@@ -2564,7 +2707,9 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"finishedAt\x12\x19\n" +
 	"\bevent_id\x18\f \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\r \x01(\tR\trequestId\"\xbb\x01\n" +
+	"request_id\x18\r \x01(\tR\trequestId\x12\x1f\n" +
+	"\vrequest_ids\x18\x0e \x03(\tR\n" +
+	"requestIds\"\xbb\x01\n" +
 	"\x10OperationOutcome\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\tR\x04opId\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12/\n" +
@@ -2721,25 +2866,27 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	24, // 12: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
 	25, // 13: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
 	24, // 14: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
-	7,  // 15: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	4,  // 16: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	21, // 17: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	24, // 18: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 19: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 20: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 21: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 22: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 23: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	24, // 24: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 25: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 26: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	24, // 27: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 28: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	24, // 15: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
+	7,  // 16: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	24, // 17: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 18: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	21, // 19: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	24, // 20: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 21: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 22: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 23: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 24: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 25: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	24, // 26: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 27: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 28: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	24, // 29: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 30: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
