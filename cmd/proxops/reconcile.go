@@ -325,14 +325,28 @@ type reconcileFollow struct {
 	// every cluster is done, the results published by then are read too, so every operation's end is shown.
 	resultsSeen, drainTo uint64
 	drainUntil           time.Time
+	// Who answers the request, checked once the watcher announced it (see checkOwners).
+	eventID    string
+	eventSeq   uint64
+	answeredAt time.Time
+	lastCheck  time.Time
+	// suspect holds the clusters an owner check found unanswered once (a second finding is the error);
+	// freeSince when each open cluster's lease was first seen free.
+	suspect   map[string]bool
+	freeSince map[string]time.Time
 }
+
+// ownerGrace is how long an unanswered cluster may go without an owner (a planner that took the event, a
+// planner holding the cluster's lease) before the request is given up with what it waited for.
+const ownerGrace = time.Minute
 
 // run asks for the reconcile and follows it: mark the streams' ends, follow them, ask, wait for every cluster.
 func (q reconcileRequest) run(ctx context.Context, rep *reporter) (*reconcileResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	defer cancel()
 	f := &reconcileFollow{q: q, rep: rep, requestID: newRequestID(), items: make(chan item, 256),
-		res: &reconcileResult{clusters: map[string]*clusterRun{}}, runs: map[string]string{}, early: map[string][]plan.Result{}}
+		res: &reconcileResult{clusters: map[string]*clusterRun{}}, runs: map[string]string{}, early: map[string][]plan.Result{},
+		suspect: map[string]bool{}, freeSince: map[string]time.Time{}}
 	if err := f.markPositions(ctx); err != nil {
 		return nil, err
 	}
@@ -368,7 +382,7 @@ func (f *reconcileFollow) followStreams(ctx context.Context) {
 		if err != nil || ev.RequestID != f.requestID {
 			return item{}, false
 		}
-		return item{repoChanged: &ev}, true
+		return item{repoChanged: &ev, seq: m.Sequence}, true
 	})
 	f.follow(ctx, bus.StreamPlans, bus.FilterPlans, f.plansFrom, func(m *bus.Message) (item, bool) { return decodePlanEvent(ctx, m) })
 	if f.q.apply {
@@ -432,8 +446,12 @@ func (f *reconcileFollow) wait(ctx context.Context) (*reconcileResult, error) {
 			if f.res.names == nil {
 				return nil, fmt.Errorf("no answer to reconcile request %s: %w", f.requestID, ctx.Err())
 			}
+			var open []string
+			for _, n := range f.q.open(f.res) {
+				open = append(open, n+" ("+f.waitingFor(n)+")")
+			}
 			return nil, fmt.Errorf("waiting for the plans of request %s: %w (clusters still open: %s)", f.requestID, ctx.Err(),
-				strings.Join(f.q.open(f.res), ", "))
+				strings.Join(open, ", "))
 		case <-answered.C:
 			if f.res.names == nil {
 				return nil, fmt.Errorf("the watcher did not answer reconcile request %s within a minute (is a watcher running?)", f.requestID)
@@ -445,6 +463,9 @@ func (f *reconcileFollow) wait(ctx context.Context) (*reconcileResult, error) {
 				}
 			}
 			f.rep.tick()
+			if err := f.checkOwners(ctx); err != nil {
+				return nil, err
+			}
 		case it := <-f.items:
 			if err := f.handle(ctx, it); err != nil {
 				return nil, err
@@ -478,6 +499,7 @@ func (f *reconcileFollow) handle(ctx context.Context, it item) error {
 	case it.err != nil:
 		return it.err
 	case it.repoChanged != nil:
+		f.eventID, f.eventSeq, f.answeredAt = it.repoChanged.EventID, it.seq, time.Now()
 		return f.onRepoChanged(ctx, *it.repoChanged)
 	case it.planned != nil:
 		f.onPlanned(it.planned)
@@ -563,6 +585,102 @@ func (f *reconcileFollow) onResult(r plan.Result, seq uint64) {
 		// A result can overtake its run's plan event: keep it until the plan is seen.
 		f.early[r.RunID] = append(f.early[r.RunID], r)
 	}
+}
+
+// waitingFor says what an open cluster waits for.
+func (f *reconcileFollow) waitingFor(cluster string) string {
+	c := f.res.clusters[cluster]
+	switch {
+	case c == nil || c.planned == nil:
+		return "no plan yet for event " + f.eventID
+	case c.held != nil:
+		return "run " + c.planned.RunID + " is held until confirmed"
+	default:
+		return "run " + c.planned.RunID + " has not finished"
+	}
+}
+
+// checkOwners makes sure every open cluster has someone who will answer, every 5 s once the watcher
+// announced the request's event and ownerGrace has passed: a planner took the event (and, for an apply,
+// recorded the request in the cluster's control state), and a planner drives each cluster an apply waits
+// on. A cluster without one, found twice in a row, ends the request with what it waited for.
+func (f *reconcileFollow) checkOwners(ctx context.Context) error {
+	if f.res.names == nil || time.Since(f.answeredAt) < ownerGrace || time.Since(f.lastCheck) < 5*time.Second {
+		return nil
+	}
+	f.lastCheck = time.Now()
+	for _, n := range f.q.open(f.res) {
+		why := f.unowned(ctx, n)
+		if why == "" {
+			delete(f.suspect, n)
+			continue
+		}
+		if f.suspect[n] {
+			return fmt.Errorf("request %s, cluster %s: %s", f.requestID, n, why)
+		}
+		f.suspect[n] = true
+	}
+	return nil
+}
+
+// unowned says why nobody will answer an open cluster, or "" when someone will (or it cannot be told).
+func (f *reconcileFollow) unowned(ctx context.Context, cluster string) string {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c := f.res.clusters[cluster]
+	if c == nil || c.planned == nil {
+		taken, handled, err := f.eventTaken(cctx)
+		switch {
+		case err != nil:
+			return ""
+		case !taken:
+			return fmt.Sprintf("no planner took event %s within %s of the watcher's announcement (is a planner running?)",
+				f.eventID, time.Since(f.answeredAt).Round(time.Second))
+		case !f.q.apply && handled:
+			return fmt.Sprintf("the planner handled event %s without a plan or a rejection for this cluster (see the planner's log)", f.eventID)
+		}
+		if f.q.apply && handled {
+			ctl, err := planner.Control(cctx, f.q.bus, cluster)
+			if err == nil && !ctl.Answers(f.requestID) {
+				return fmt.Sprintf("the planner handled event %s but did not record the request for this cluster (see the planner's log)", f.eventID)
+			}
+		}
+	}
+	if !f.q.apply {
+		return ""
+	}
+	key, err := bus.LeaseKey(cluster)
+	if err != nil {
+		return ""
+	}
+	if _, held, err := f.q.bus.LeaseHolder(cctx, key); err != nil || held {
+		delete(f.freeSince, cluster)
+		return ""
+	}
+	since, ok := f.freeSince[cluster]
+	if !ok {
+		f.freeSince[cluster] = time.Now()
+		return ""
+	}
+	if free := time.Since(since); free >= ownerGrace {
+		return fmt.Sprintf("%s, and no planner drives the cluster (its lease has been free for %s; is a planner running?)",
+			f.waitingFor(cluster), free.Round(time.Second))
+	}
+	return ""
+}
+
+// eventTaken reports whether the planners' consumer was handed the request's event, and whether it is
+// handled (acknowledged).
+func (f *reconcileFollow) eventTaken(ctx context.Context) (taken, handled bool, err error) {
+	c, err := f.q.bus.JetStream().Consumer(ctx, bus.StreamRepo, bus.ConsumerPlannerRepo)
+	if err != nil {
+		return false, false, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return false, false, err
+	}
+	return info.Delivered.Stream >= f.eventSeq, info.AckFloor.Stream >= f.eventSeq, nil
 }
 
 // clusterNames are the clusters a repository event covers.

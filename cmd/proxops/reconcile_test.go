@@ -371,8 +371,8 @@ func loadForTest(t *testing.T, root string) (*repo.Repository, fs.FS) {
 	return repo.Load(snap.FS()), snap.FS()
 }
 
-// A cluster whose PVE cannot be reached is rejected (its executor cannot serve: a warning says why); the
-// other clusters are planned and printed first.
+// A cluster whose PVE cannot be reached is rejected with the cause (its executor answers with it); the other
+// clusters are planned and printed first.
 func TestUnreachableClusterIsRejectedAndTheOthersPlanned(t *testing.T) {
 	e := newDemoEnv(t)
 	if err := os.MkdirAll(filepath.Join(e.repo, "clusters", "dark"), 0o755); err != nil {
@@ -389,8 +389,8 @@ func TestUnreachableClusterIsRejectedAndTheOthersPlanned(t *testing.T) {
 	}
 	e.commit("a cluster nobody can reach")
 	out, errOut, code := e.run("diff")
-	if code != 1 || !strings.Contains(errOut, "warning: executor dark/pve1") {
-		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	if code != 1 || !strings.Contains(out, "node pve1: ") || !strings.Contains(out, "connection refused") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	demo, dark := strings.Index(out, "=== demo ==="), strings.Index(out, "=== dark ===\nABORTED: pve inventory read failed")
 	if demo < 0 || dark < demo || !strings.Contains(out, "VM/web-01") {

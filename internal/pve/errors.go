@@ -2,6 +2,8 @@ package pve
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -93,6 +95,9 @@ func classify(err error) *Error {
 		out.Class, out.Lock = classifyAPI(api)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		out.Class = plan.ErrorRetryable
+	case isTLSVerification(err):
+		// PVE's certificate is not trusted (no ca-file, the wrong one, another host): waiting does not help.
+		out.Class = plan.ErrorTerminal
 	case isTransport(err):
 		out.Class = plan.ErrorRetryable
 	default:
@@ -145,6 +150,14 @@ func classifyText(msg string, def plan.ErrorClass) (plan.ErrorClass, string) {
 		}
 	}
 	return def, ""
+}
+
+func isTLSVerification(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)
 }
 
 func isTransport(err error) bool {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -100,6 +101,13 @@ type ClusterControl struct {
 	RetryAt      time.Time
 	RetryAttempt uint32
 	RetryReason  string
+}
+
+// Answers reports whether the control state holds a request: coalesced into the wanted event, or answered
+// by the run in progress.
+func (c ClusterControl) Answers(requestID string) bool {
+	return requestID != "" && ((c.Pending() && c.Want.RequestID == requestID) || slices.Contains(c.WantRequests, requestID) ||
+		slices.Contains(c.RunRequests, requestID))
 }
 
 // Pending reports whether an event waits to be handled.

@@ -100,10 +100,11 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 		if !look {
 			continue
 		}
-		// A newer event for another commit or tree supersedes what is not dispatched yet; one for the same
-		// tree (the poll of the commit being applied, an operator's request) waits for the run's end.
+		// A newer event for another commit or tree supersedes what is not dispatched yet; a request for the
+		// same tree (an operator's apply of the commit being applied) waits for the run's end, unless the plan
+		// is held: nothing of it ran, and the request is planned afresh (and confirmed, with apply --yes).
 		now, _, err := d.p.readControl(ctx, d.cluster)
-		if err == nil && !superseded && now.WantSeq > ctl.RunWantSeq && !equalEvent(planned.Repo, planned.Tree, planned.Commit, now.Want) {
+		if err == nil && !superseded && now.WantSeq > ctl.RunWantSeq && (held || !equalEvent(planned.Repo, planned.Tree, planned.Commit, now.Want)) {
 			superseded = true
 			r.Supersede()
 			log.Info("superseded by a newer event; operations in flight finish", "event_id", now.Want.EventID,

@@ -211,11 +211,6 @@ func addRequests(list []string, ids ...string) []string {
 	return list
 }
 
-// knownRequest reports whether the control state already answers a request.
-func knownRequest(ctl wire.ClusterControl, id string) bool {
-	return (ctl.Want.RequestID == id && ctl.Pending()) || slices.Contains(ctl.WantRequests, id) || slices.Contains(ctl.RunRequests, id)
-}
-
 // want records an apply event for a cluster. Equal events coalesce, so a commit announced by the poll, a
 // webhook and an operator's request is planned once and every requester is answered by that run: an event
 // equal to the wanted one joins it; one equal to the run in progress joins that run while its plan is not
@@ -230,7 +225,7 @@ func (p *planner) want(ctx context.Context, cluster string, ev event.RepoChanged
 		}
 		how, seen := recordedWanted, max(ctl.SeenSeq, ctl.WantSeq)
 		switch {
-		case seq <= seen && (ev.RequestID == "" || knownRequest(ctl, ev.RequestID)):
+		case seq <= seen && (ev.RequestID == "" || ctl.Answers(ev.RequestID)):
 			return recordedSeen, nil
 		case seq <= seen:
 			// An older request handled after a newer event (events are handled concurrently): the newer work
