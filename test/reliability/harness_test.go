@@ -321,7 +321,7 @@ func (e *env) await(ev event.RepoChanged, timeout time.Duration, what string, co
 		switch {
 		case strings.HasSuffix(m.Subject, ".planned"):
 			v, err := wire.DecodePlanned(ctx, m.Decode)
-			if err == nil && v.EventID == ev.EventID {
+			if err == nil && (v.EventID == ev.EventID || v.Answers(ev.RequestID)) {
 				o.planned = append(o.planned, v)
 				if o.plannedAt.IsZero() {
 					o.plannedAt = stored
@@ -334,13 +334,13 @@ func (e *env) await(ev event.RepoChanged, timeout time.Duration, what string, co
 			}
 		case strings.HasSuffix(m.Subject, ".finished"):
 			v, err := wire.DecodeFinished(ctx, m.Decode)
-			if err == nil && v.EventID == ev.EventID {
+			if err == nil && (v.EventID == ev.EventID || v.Answers(ev.RequestID)) {
 				o.finished = append(o.finished, v)
 				o.finishedAt = stored
 			}
 		case strings.HasSuffix(m.Subject, ".rejected"):
 			v, err := wire.DecodeRejected(ctx, m.Decode)
-			if err == nil && v.EventID == ev.EventID {
+			if err == nil && (v.EventID == ev.EventID || v.Answers(ev.RequestID)) {
 				o.rejected = append(o.rejected, v)
 			}
 		}
