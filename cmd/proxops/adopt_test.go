@@ -116,8 +116,7 @@ func TestAdoptThenDiffShowsOnlyTheClaim(t *testing.T) {
 		"adopt: wrote templatevm/lab/debian-tpl.yaml (TemplateVM)\n",
 		"adopt: wrote iso/lab/debian-12-iso.yaml (ISO)\n",
 		"adopt: gap VM on pve2#101: balloon=0 — memory ballooning is not modelled\n",
-		"adopt: INCOMPLETE (1): ",
-		"  lxc/lab/cache.yaml: PVE does not report the template a container was created from",
+		"adopt: gap LXC on pve1#200: template=unknown — PVE keeps no record of the template a container was made from",
 		"adopt: add these lines to clusters/lab/resources.yaml:\n  resources:\n  - ../../ctt/lab/debian-12-standard-12-7-1-amd64-tar-zst.yaml\n",
 		"  nodes: [pve1 pve2]\n",
 	} {
@@ -146,13 +145,13 @@ func TestAdoptThenDiffShowsOnlyTheClaim(t *testing.T) {
 		t.Error("the second run changed the files")
 	}
 
-	// The composition is appended, keeping its comment; the INCOMPLETE container stays out.
+	// The composition is appended, keeping its comment; the container without a known template is in it.
 	out := e.mustRun(0, "adopt", "--cluster", "lab", "--update-resources")
-	if !strings.Contains(out, "adopt: added 5 entries to clusters/lab/resources.yaml:") {
+	if !strings.Contains(out, "adopt: added 6 entries to clusters/lab/resources.yaml:") {
 		t.Errorf("update not reported:\n%s", out)
 	}
 	comp := e.read("clusters/lab/resources.yaml")
-	if !strings.HasPrefix(comp, "# The lab cluster.\nresources:\n  - ../../ctt/lab/") || strings.Contains(comp, "cache") {
+	if !strings.HasPrefix(comp, "# The lab cluster.\nresources:\n  - ../../ctt/lab/") || !strings.Contains(comp, "../../lxc/lab/cache.yaml") {
 		t.Errorf("resources.yaml:\n%s", comp)
 	}
 	e.commit("adopt the lab cluster")
@@ -178,7 +177,7 @@ func TestAdoptThenDiffShowsOnlyTheClaim(t *testing.T) {
 		ops = append(ops, op.Action+" "+op.Ref)
 	}
 	slices.Sort(ops)
-	want := []string{"claim-tag TemplateVM/debian-tpl", "claim-tag VM/build", "claim-tag VM/web-100"}
+	want := []string{"claim-tag LXC/cache", "claim-tag TemplateVM/debian-tpl", "claim-tag VM/build", "claim-tag VM/web-100"}
 	if !slices.Equal(ops, want) {
 		t.Errorf("diff operations %q, want %q\n%s", ops, want, js)
 	}

@@ -138,10 +138,10 @@ func deterministicHistory(t *testing.T, addr string) (string, [][]byte) {
 	}
 	e.sim.ClearFaults()
 
-	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory:", "memroy:", 1) })
+	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "  node:", "  nod:", 1) })
 	e.commit("a misspelt field")
 	step(1, "rejected")
-	if r := string(reports[2]); !strings.Contains(r, `"text": "vm/demo/web-01.yaml:6:1: VM/web-01: spec.memory: required"`) {
+	if r := string(reports[2]); !strings.Contains(r, `"text": "vm/demo/web-01.yaml:6:1: VM/web-01: spec.node: required"`) {
 		t.Fatalf("the rejection's diagnostics are not in the report:\n%s", r)
 	}
 	return e.srv.URL, reports

@@ -270,8 +270,7 @@ func (c *guest) description() string {
 func (c *guest) memory() manifest.Quantity {
 	v, ok := c.cfg["memory"]
 	if !ok {
-		c.incompleteField("spec.memory", "PVE has no memory for this guest (it runs with PVE's default): set spec.memory")
-		return ""
+		return "" // PVE's default (512 MiB): not owned, as PVE has it
 	}
 	mib, ok := pvewire.Memory(v)
 	if !ok || mib <= 0 {
@@ -285,12 +284,7 @@ func (c *guest) memory() manifest.Quantity {
 func (c *guest) cores() int {
 	v, ok := c.cfg["cores"]
 	if !ok {
-		what := "it runs with one core per socket"
-		if c.g.Type == inventory.LXC {
-			what = "it may use every core of the host"
-		}
-		c.incompleteField("spec.cpu.cores", "PVE has no cores for this guest (%s): set spec.cpu.cores", what)
-		return 0
+		return 0 // PVE's default (a VM: one core per socket; a container: every core of the host): not owned
 	}
 	n, ok := pvewire.Int(v)
 	if !ok || n <= 0 {

@@ -45,13 +45,13 @@ func (c *guest) lxc() *manifest.Resource {
 	return &manifest.Resource{APIVersion: manifest.APIVersion, Kind: c.kind, Metadata: manifest.Metadata{Name: c.name}, Spec: s}
 }
 
-// template is the CTTemplate the container was created from. PVE does not report it, so only an operator
-// can name it: a name given in an earlier adopted file is kept when a CTTemplate of that name is placed on
-// the container's node.
+// template is the CTTemplate the container was created from. PVE does not keep it (it is a create parameter
+// only), so a name given in an earlier adopted file is kept, and otherwise the manifest has none: the
+// container is managed as it is, and reported with a gap, since without a template it cannot be re-created.
 func (c *guest) template() string {
 	name := c.r.in.Templates[c.g.VMID]
 	if name == "" {
-		c.incompleteField("spec.template", "PVE does not report the template a container was created from: name its CTTemplate in spec.template%s", c.candidates())
+		c.gap("template", "unknown", "PVE keeps no record of the template a container was made from; the manifest names none, so ProxOps manages the container as it is but cannot re-create it: name its CTTemplate in spec.template"+c.candidates())
 		return ""
 	}
 	res := c.r.lookup[manifest.Ref{Kind: manifest.KindCTTemplate, Name: name}]

@@ -42,7 +42,7 @@ func TestReadoptionKeepsWhatTheOperatorDidToTheFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, ct, strings.Replace(string(raw), `template: ""`, "template: debian-12-tar-zst", 1))
+	write(t, ct, strings.Replace(string(raw), "  vmid: 200\n", "  vmid: 200\n  template: debian-12-tar-zst\n", 1))
 	// ...and takes over app.yaml: header gone, memory changed.
 	app := filepath.Join(dir, "vm", "lab", "app.yaml")
 	raw, err = os.ReadFile(app)

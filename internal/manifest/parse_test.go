@@ -173,9 +173,9 @@ func TestRenderedManifestsParseBackUnchanged(t *testing.T) {
 
 func TestValidateReportsResourcesBuiltWithoutPositions(t *testing.T) {
 	r := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindVM, Metadata: manifest.Metadata{Name: "x"},
-		Spec: &manifest.VMSpec{Node: "pve1", VMID: 100, CPU: manifest.VMCPU{Type: "host", Cores: 1}, Memory: "1GiB"}}
+		Spec: &manifest.VMSpec{Node: "pve1", VMID: 100, CPU: manifest.VMCPU{Type: "host", Cores: -1}, Memory: "1GiB"}}
 	got := lines(manifest.Validate(r))
-	if got != "VM/x: spec.disks: at least one disk is required (or spec.clone)" {
+	if got != "VM/x: spec.cpu.cores: must be greater than zero (leave it out for PVE's default: one core per socket)" {
 		t.Errorf("Validate() = %q", got)
 	}
 }
@@ -211,5 +211,40 @@ func TestLegacyFieldsOfOldExamplesAreUnknownFieldWarnings(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"spec.vmid", "spec.source", "spec.pve-description"}, warned); diff != "" {
 		t.Errorf("warned fields (-want +got):\n%s", diff)
+	}
+}
+
+// What PVE lets a guest lack is optional in a manifest: an existing guest may have no template on record
+// (containers), no cores, no memory and no disks. What creating needs is listed by MissingToCreate, and an
+// explicit zero is still an error.
+func TestValidateAcceptsWhatPVELetsAGuestLackAndListsWhatCreatingNeeds(t *testing.T) {
+	src := `apiVersion: proxops/v1alpha1
+kind: LXC
+metadata: {name: cache}
+spec: {node: pve1, vmid: 200, root: {storage: local-lvm, size: 8GiB}}
+---
+apiVersion: proxops/v1alpha1
+kind: VM
+metadata: {name: tiny}
+spec: {node: pve1, vmid: 100, cpu: {type: host}}
+---
+apiVersion: proxops/v1alpha1
+kind: LXC
+metadata: {name: zero}
+spec: {node: pve1, vmid: 201, template: debian, memory: "", cpu: {cores: 0}, root: {storage: local-lvm, size: 8GiB}}
+`
+	rs, diags := manifest.Parse("x.yaml", []byte(src))
+	want := "x.yaml:14:57: LXC/zero: spec.memory: required\nx.yaml:14:74: LXC/zero: spec.cpu.cores: must be greater than zero (leave it out for PVE's default: every core of the host)"
+	if got := lines(diags); len(rs) != 3 || got != want {
+		t.Fatalf("parse: %d resources, diagnostics\n%s\nwant\n%s", len(rs), got, want)
+	}
+	var missing []string
+	for _, r := range rs {
+		for _, m := range r.MissingToCreate() {
+			missing = append(missing, r.Ref().String()+" "+m.Field)
+		}
+	}
+	if got := strings.Join(missing, ", "); got != "LXC/cache spec.template, VM/tiny spec.disks" {
+		t.Errorf("MissingToCreate = %q", got)
 	}
 }

@@ -128,7 +128,7 @@ type VMSpec struct {
 	PVEDescription string            `yaml:"pve-description,omitempty"`
 	Tags           []string          `yaml:"tags,omitempty"`
 	CPU            VMCPU             `yaml:"cpu"`
-	Memory         Quantity          `yaml:"memory"`
+	Memory         Quantity          `yaml:"memory,omitempty"`
 	Disks          []Disk            `yaml:"disks,omitempty"`
 	Networks       []NIC             `yaml:"networks,omitempty"`
 	Hardware       *Hardware         `yaml:"hardware,omitempty"`
@@ -140,7 +140,7 @@ type VMSpec struct {
 // VMCPU is a VM's processor.
 type VMCPU struct {
 	Type  string `yaml:"type"`
-	Cores int    `yaml:"cores"`
+	Cores int    `yaml:"cores,omitempty"`
 	// Flags are declarative only: never sent to PVE.
 	Flags []string `yaml:"flags,omitempty"`
 }
@@ -292,13 +292,14 @@ type LXCSpec struct {
 	Node  string `yaml:"node"`
 	VMID  int    `yaml:"vmid"`
 	State State  `yaml:"state,omitempty"`
-	// Template names the CTTemplate the container is created from.
-	Template       string            `yaml:"template"`
+	// Template names the CTTemplate the container is created from: a create parameter only (PVE keeps no
+	// record of it), required to create the container, never compared with an existing one.
+	Template       string            `yaml:"template,omitempty"`
 	PVEDescription string            `yaml:"pve-description,omitempty"`
 	Tags           []string          `yaml:"tags,omitempty"`
-	Memory         Quantity          `yaml:"memory"`
+	Memory         Quantity          `yaml:"memory,omitempty"`
 	Swap           Quantity          `yaml:"swap,omitempty"`
-	CPU            LXCCPU            `yaml:"cpu"`
+	CPU            LXCCPU            `yaml:"cpu,omitempty"`
 	Root           RootFS            `yaml:"root"`
 	MountPoints    []MountPoint      `yaml:"mount-points,omitempty"`
 	BindMounts     []BindMount       `yaml:"bind-mounts,omitempty"`
@@ -311,7 +312,7 @@ type LXCSpec struct {
 
 // LXCCPU is a container's processor.
 type LXCCPU struct {
-	Cores int `yaml:"cores"`
+	Cores int `yaml:"cores,omitempty"`
 	// Units is declarative only: never sent to PVE.
 	Units int `yaml:"units,omitempty"`
 }

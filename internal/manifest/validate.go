@@ -161,6 +161,14 @@ func (c *checker) name(field, v string) bool {
 	return false
 }
 
+// cores checks spec.cpu.cores: optional (absent, PVE gives the guest its default, def, and ProxOps does not
+// own the count), else greater than zero.
+func (c *checker) cores(n int, def string) {
+	if n < 0 || (n == 0 && c.has("spec.cpu.cores")) {
+		c.errorf("spec.cpu.cores", "must be greater than zero (leave it out for PVE's default: %s)", def)
+	}
+}
+
 func (c *checker) node(field, v string) {
 	switch {
 	case v == "":
@@ -325,14 +333,8 @@ func (c *checker) vm(s *VMSpec) {
 	if s.CPU.Type == "" {
 		c.errorf("spec.cpu.type", "required (for example host or x86-64-v2-AES)")
 	}
-	if s.CPU.Cores <= 0 {
-		if s.CPU.Cores == 0 && !c.has("spec.cpu.cores") {
-			c.errorf("spec.cpu.cores", "required")
-		} else {
-			c.errorf("spec.cpu.cores", "must be greater than zero")
-		}
-	}
-	c.size("spec.memory", s.Memory, true, true)
+	c.cores(s.CPU.Cores, "one core per socket")
+	c.size("spec.memory", s.Memory, c.has("spec.memory"), true)
 	c.disks(s)
 	c.nics(s.Networks)
 	c.hardware(s)
@@ -347,9 +349,6 @@ func (c *checker) disks(s *VMSpec) {
 			c.errorf("spec.disks", "must be empty when spec.clone is set: the clone inherits the template's disks")
 		}
 		return
-	}
-	if len(s.Disks) == 0 {
-		c.errorf("spec.disks", "at least one disk is required (or spec.clone)")
 	}
 	seen := map[string]string{}
 	for i, d := range s.Disks {
@@ -612,21 +611,17 @@ func (c *checker) lxc(s *LXCSpec) {
 	c.node("spec.node", s.Node)
 	c.vmid("spec.vmid", s.VMID)
 	c.state("spec.state", s.State)
-	c.name("spec.template", s.Template)
+	if s.Template != "" || c.has("spec.template") {
+		c.name("spec.template", s.Template)
+	}
 	c.tags("spec.tags", s.Tags)
-	c.size("spec.memory", s.Memory, true, true)
+	c.size("spec.memory", s.Memory, c.has("spec.memory"), true)
 	if !s.Swap.IsZero() {
 		if _, err := s.Swap.MiB(); err != nil {
 			c.errorf("spec.swap", "%v", err)
 		}
 	}
-	if s.CPU.Cores <= 0 {
-		if s.CPU.Cores == 0 && !c.has("spec.cpu.cores") {
-			c.errorf("spec.cpu.cores", "required")
-		} else {
-			c.errorf("spec.cpu.cores", "must be greater than zero")
-		}
-	}
+	c.cores(s.CPU.Cores, "every core of the host")
 	if s.CPU.Units < 0 {
 		c.errorf("spec.cpu.units", "must not be negative")
 	}

@@ -97,7 +97,7 @@ var (
 type Status struct {
 	// Cycles counts completed reconciles by result (the predecessor's name): ok, failed, superseded,
 	// dry_run, suspended, or a rejection's reason (parse_error, unknown_node, secrets, pve_read_error,
-	// plan_error).
+	// cannot_create, plan_error).
 	Cycles *prometheus.CounterVec
 	// Reconciles counts completed reconciles per cluster and result (same results as Cycles).
 	Reconciles *prometheus.CounterVec

@@ -47,6 +47,9 @@ func Diff(in Input) (Plan, error) {
 			}
 		}
 	}
+	if len(d.cannotCreate) > 0 {
+		return Plan{}, reject(name, RejectCreate, d.cannotCreate.Sorted())
+	}
 	d.planPrunes()
 	return d.finish(), nil
 }
@@ -97,6 +100,8 @@ type differ struct {
 	opIDs     map[string]bool
 	held      []string
 	heldWhy   []string
+	// cannotCreate are the guests to create whose manifests lack what creating needs.
+	cannotCreate diag.List
 }
 
 func newDiffer(in Input) *differ {
@@ -901,6 +906,15 @@ func shortDigest(d string) string {
 
 func (d *differ) planCreate(r *manifest.Resource) error {
 	ref, vmid, t := r.Ref(), r.VMID(), guestType(r.Kind)
+	if missing := r.MissingToCreate(); len(missing) > 0 {
+		for _, m := range missing {
+			pos := r.Source.Pos(m.Field)
+			d.cannotCreate = append(d.cannotCreate, diag.Diagnostic{Severity: diag.Error, File: r.Source.File,
+				Line: pos.Line, Column: pos.Column, Ref: ref.String(), Field: m.Field,
+				Message: fmt.Sprintf("vmid %d is not on PVE and must be created, which needs this field: %s", vmid, m.Message)})
+		}
+		return nil
+	}
 	u := &unit{ref: ref, level: d.level(ref), node: r.Node(), vmid: vmid}
 	if s := r.VM(); s != nil && s.Clone != "" && r.Kind == manifest.KindVM {
 		return d.planClone(r, u)

@@ -60,7 +60,8 @@ func (p Plan) Empty() bool { return len(p.Operations) == 0 }
 // Rejection says a cluster's plan could not be computed; nothing is written.
 type Rejection struct {
 	Cluster string
-	// Reason classifies the rejection: parse_error, unknown_node, secrets, observe_failed, plan_error.
+	// Reason classifies the rejection: parse_error, unknown_node, secrets, observe_failed, cannot_create,
+	// plan_error.
 	Reason      string
 	Diagnostics diag.List
 	// Transient: the cause may go away by itself (PVE unreachable, 5xx, lock timeouts, no executor
@@ -71,9 +72,11 @@ type Rejection struct {
 
 // Rejection reasons.
 const (
-	RejectParse    = "parse_error"
-	RejectNode     = "unknown_node"
-	RejectSecrets  = "secrets"
-	RejectObserve  = "observe_failed"
+	RejectParse   = "parse_error"
+	RejectNode    = "unknown_node"
+	RejectSecrets = "secrets"
+	RejectObserve = "observe_failed"
+	// RejectCreate: a guest that is not on PVE lacks what creating it needs (manifest.MissingToCreate).
+	RejectCreate   = "cannot_create"
 	RejectInternal = "plan_error"
 )

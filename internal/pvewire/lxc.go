@@ -125,6 +125,9 @@ func LXCCreate(g Desired) (Values, error) {
 		return nil, err
 	}
 	r := g.Resource
+	if s.Template == "" {
+		return nil, errors.New("spec.template: a container is created from a CTTemplate, and the manifest names none")
+	}
 	tmpl, err := g.artifact(manifest.KindCTTemplate, s.Template)
 	if err != nil {
 		return nil, err
@@ -139,12 +142,16 @@ func LXCCreate(g Desired) (Values, error) {
 	if s.Arch != "" {
 		add("arch", s.Arch)
 	}
-	add("cores", itoa(s.CPU.Cores))
-	mem, err := memoryMiB(s.Memory)
-	if err != nil {
-		return nil, err
+	if s.CPU.Cores > 0 {
+		add("cores", itoa(s.CPU.Cores))
 	}
-	add("memory", itoa(mem))
+	if !s.Memory.IsZero() {
+		mem, err := memoryMiB(s.Memory)
+		if err != nil {
+			return nil, err
+		}
+		add("memory", itoa(mem))
+	}
 	if !s.Swap.IsZero() {
 		swap, err := s.Swap.MiB()
 		if err != nil {
@@ -226,14 +233,18 @@ func LXC(g Desired, live map[string]string, template bool) (Diff, error) {
 			x.setString("arch", "spec.arch", s.Arch)
 		}
 	}
-	if have, ok := live["cores"]; !ok || have != itoa(s.CPU.Cores) {
+	// An absent count or size is not owned: PVE lets the container use every core of the host, and gives it
+	// 512 MiB.
+	if have, ok := live["cores"]; s.CPU.Cores > 0 && (!ok || have != itoa(s.CPU.Cores)) {
 		x.setString("cores", "spec.cpu.cores", itoa(s.CPU.Cores))
 	}
-	mem, err := memoryMiB(s.Memory)
-	if err != nil {
-		return Diff{}, err
+	if !s.Memory.IsZero() {
+		mem, err := memoryMiB(s.Memory)
+		if err != nil {
+			return Diff{}, err
+		}
+		x.intValue("memory", "spec.memory", mem, 512)
 	}
-	x.intValue("memory", "spec.memory", mem, 512)
 	if !s.Swap.IsZero() {
 		swap, err := s.Swap.MiB()
 		if err != nil {

@@ -246,16 +246,20 @@ func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
 	}
 	add("tags", DesiredTags(s.Tags, ""))
 	add("cpu", cpuValue(s))
-	add("cores", itoa(s.CPU.Cores))
+	if s.CPU.Cores > 0 {
+		add("cores", itoa(s.CPU.Cores))
+	}
 	h := s.Hardware
 	if h != nil && h.Sockets > 0 {
 		add("sockets", itoa(h.Sockets))
 	}
-	mem, err := memoryMiB(s.Memory)
-	if err != nil {
-		return nil, err
+	if !s.Memory.IsZero() {
+		mem, err := memoryMiB(s.Memory)
+		if err != nil {
+			return nil, err
+		}
+		add("memory", itoa(mem))
 	}
-	add("memory", itoa(mem))
 	if h != nil {
 		if h.NUMA != nil {
 			add("numa", boolString(*h.NUMA))
@@ -480,17 +484,22 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 	x.description("spec.pve-description", s.PVEDescription)
 	x.tags(s.Tags)
 	x.qemuCPU(s)
-	x.intValue("cores", "spec.cpu.cores", int64(s.CPU.Cores), 1)
-	mem, err := memoryMiB(s.Memory)
-	if err != nil {
-		return Diff{}, err
+	// An absent count or size is not owned: PVE gives the guest its default (one core per socket, 512 MiB).
+	if s.CPU.Cores > 0 {
+		x.intValue("cores", "spec.cpu.cores", int64(s.CPU.Cores), 1)
 	}
-	haveMem := int64(512) // PVE's default
-	if v, ok := live["memory"]; ok {
-		haveMem, _ = Memory(v)
-	}
-	if haveMem != mem {
-		x.setString("memory", "spec.memory", itoa(mem))
+	if !s.Memory.IsZero() {
+		mem, err := memoryMiB(s.Memory)
+		if err != nil {
+			return Diff{}, err
+		}
+		haveMem := int64(512) // PVE's default
+		if v, ok := live["memory"]; ok {
+			haveMem, _ = Memory(v)
+		}
+		if haveMem != mem {
+			x.setString("memory", "spec.memory", itoa(mem))
+		}
 	}
 	h := s.Hardware
 	if h != nil {

@@ -11,7 +11,7 @@ import (
 // only shown, or a rejection. Metrics count them.
 type Completion struct {
 	// Result is ok, failed, superseded, dry_run, suspended, or the rejection's reason (parse_error,
-	// unknown_node, secrets, observe_failed, plan_error).
+	// unknown_node, secrets, observe_failed, cannot_create, plan_error).
 	Result string
 	// Operations are the final states of the run's operations (empty unless a run finished).
 	Operations []plan.OpOutcome
