@@ -70,7 +70,7 @@ var knownGaps = []KnownGap{
 	{inventory.LXC, "entrypoint", false, "the init command is not modelled"},
 	{inventory.LXC, "env", false, "the init's environment is not modelled"},
 	{inventory.LXC, "hookscript", false, "hook scripts are not modelled"},
-	{inventory.LXC, "lxc", false, "raw lxc.* keys are not modelled"},
+	{inventory.LXC, "lxc", false, "raw lxc.* keys are not modelled (PVE lets only root write them; those that weaken isolation are security warnings)"},
 	{inventory.LXC, "timezone", false, "the container's time zone is not modelled"},
 	{inventory.LXC, "tty", false, "the number of TTYs is not modelled (spec.options.ttys is never sent)"},
 }
@@ -116,6 +116,9 @@ func noteFor(t inventory.GuestType, key, token string) string {
 		}
 		return "setting " + token + " of " + key + " is not modelled; ProxOps keeps it as PVE has it"
 	}
+	if t == inventory.LXC && strings.HasPrefix(key, "lxc.") {
+		key = "lxc" // a raw key: lxc.apparmor.profile, lxc.cgroup2.devices.allow, ...
+	}
 	for _, g := range knownGaps {
 		if g.Type != t {
 			continue
@@ -153,6 +156,17 @@ func modelGaps(g inventory.Guest, kind manifest.Kind, name string) []inventory.G
 	return out
 }
 
+// securityWarnings are a guest's settings that weaken its isolation (pvewire.SecurityWarnings), as report
+// entries.
+func securityWarnings(g inventory.Guest, kind manifest.Kind, name string) []inventory.SecurityWarning {
+	var out []inventory.SecurityWarning
+	for _, w := range pvewire.SecurityWarnings(g) {
+		out = append(out, inventory.SecurityWarning{Kind: string(kind), Name: name, Node: g.Node, VMID: g.VMID,
+			Key: w.Key, Value: w.Value, Why: w.Why})
+	}
+	return out
+}
+
 // LiveKind is the kind a live guest maps to: VM, TemplateVM, LXC or TemplateCT.
 func LiveKind(g inventory.Guest) manifest.Kind {
 	switch {
@@ -176,8 +190,8 @@ func liveName(g inventory.Guest) (string, bool) {
 	return v, ok
 }
 
-// Gaps lists every live setting of a cluster's guests that the manifest model does not cover: what the
-// adopter reports continuously. managed maps the vmids of the guests ProxOps manages to their declared
+// Gaps lists every live setting of a cluster's guests that the manifest model does not cover, and every
+// setting that weakens a guest's isolation from its host: what the adopter reports continuously. managed maps the vmids of the guests ProxOps manages to their declared
 // Kind/name; the others are named as adoption would name them. A vmid found on two nodes is reported on the
 // first.
 func Gaps(c inventory.Cluster, managed map[int]manifest.Ref) inventory.GapReport {
@@ -220,6 +234,10 @@ func Gaps(c inventory.Cluster, managed map[int]manifest.Ref) inventory.GapReport
 		for _, x := range modelGaps(g, kind, name) {
 			x.Managed = isManaged
 			rep.Gaps = append(rep.Gaps, x)
+		}
+		for _, w := range securityWarnings(g, kind, name) {
+			w.Managed = isManaged
+			rep.Security = append(rep.Security, w)
 		}
 	}
 	rep.Normalize()

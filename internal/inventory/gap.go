@@ -34,14 +34,48 @@ func CompareGaps(a, b Gap) int {
 	)
 }
 
-// GapReport lists every gap of a cluster, sorted and deduplicated.
+// GapReport lists every gap of a cluster, and every live setting that weakens a guest's isolation, each
+// sorted and deduplicated.
 type GapReport struct {
-	Cluster string
-	Gaps    []Gap
+	Cluster  string
+	Gaps     []Gap
+	Security []SecurityWarning
 }
 
-// Normalize sorts the report's gaps and removes duplicates.
+// Normalize sorts the report's gaps and security warnings and removes duplicates.
 func (r *GapReport) Normalize() {
 	slices.SortFunc(r.Gaps, CompareGaps)
 	r.Gaps = slices.Compact(r.Gaps)
+	slices.SortFunc(r.Security, CompareSecurityWarnings)
+	r.Security = slices.Compact(r.Security)
+}
+
+// SecurityWarning is a live setting of a guest that weakens its isolation from the host (an unconfined
+// AppArmor profile, device allows, raw QEMU arguments, ...), whether the model covers the key or not.
+type SecurityWarning struct {
+	// Kind and Name are the guest's manifest kind and name, as for a Gap.
+	Kind string
+	Name string
+	Node string
+	VMID int
+	Key  string
+	// Value is the live value; secret-looking values are redacted.
+	Value string
+	// Why says how the setting weakens isolation.
+	Why string
+	// Managed: the guest is declared in git.
+	Managed bool
+}
+
+// CompareSecurityWarnings orders security warnings by node, vmid, key, then the remaining fields.
+func CompareSecurityWarnings(a, b SecurityWarning) int {
+	return cmp.Or(
+		cmp.Compare(a.Node, b.Node),
+		cmp.Compare(a.VMID, b.VMID),
+		cmp.Compare(a.Key, b.Key),
+		cmp.Compare(a.Value, b.Value),
+		cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Name, b.Name),
+		cmp.Compare(a.Why, b.Why),
+	)
 }

@@ -53,7 +53,8 @@ type Guest struct {
 	Tags string
 	// Digest is the config digest that a write must carry.
 	Digest string
-	// Config holds every key of GET .../pending, in PVE's order.
+	// Config holds every key of GET .../pending, in PVE's order, then a container's raw lxc.* keys (from GET
+	// .../config; current values only, in file order, a key repeated once per line).
 	Config    []Entry
 	HAManaged bool
 }

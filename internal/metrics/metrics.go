@@ -116,6 +116,8 @@ type Status struct {
 	Phase *prometheus.GaugeVec
 	// Gaps counts live config keys the model does not cover, per cluster.
 	Gaps *prometheus.GaugeVec
+	// SecurityWarnings counts live settings that weaken a guest's isolation from its host, per cluster.
+	SecurityWarnings *prometheus.GaugeVec
 	// Findings counts the last plan's findings per cluster and kind (anomaly, misplaced, skipped, ...).
 	Findings *prometheus.GaugeVec
 	// Actions counts finished operations by resource kind, action and result ok or error (the predecessor's
@@ -151,6 +153,8 @@ func NewStatus(reg prometheus.Registerer) (*Status, error) {
 			Help: "1 for a cluster's current phase, 0 for the others."}, []string{"cluster", "phase"}),
 		Gaps: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "gaps",
 			Help: "Live config keys the manifest model does not cover, per cluster."}, []string{"cluster"}),
+		SecurityWarnings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "security_warnings",
+			Help: "Live settings that weaken a guest's isolation from its host (unconfined AppArmor, device allows, raw QEMU arguments, ...), per cluster."}, []string{"cluster"}),
 		Findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "findings",
 			Help: "Findings of the last plan per cluster and kind."}, []string{"cluster", "kind"}),
 		Actions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "actions_total",
@@ -163,7 +167,7 @@ func NewStatus(reg prometheus.Registerer) (*Status, error) {
 			Help: "Anomalies reported by plans, per type, counted per plan."}, []string{"type"}),
 	}
 	err := register(reg, "status", m.Cycles, m.Reconciles, m.ReconcileDuration, m.LastSuccess, m.Objects, m.Resources,
-		m.Drifted, m.Phase, m.Gaps, m.Findings, m.Actions, m.Operations, m.PruneDeferred, m.Anomalies)
+		m.Drifted, m.Phase, m.Gaps, m.SecurityWarnings, m.Findings, m.Actions, m.Operations, m.PruneDeferred, m.Anomalies)
 	if err != nil {
 		return nil, err
 	}

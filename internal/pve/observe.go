@@ -28,7 +28,8 @@ var artifactContent = []string{"iso", "vztmpl", "import"}
 
 // Observe reads one node with the fewest requests: the qemu listing (full=1, for qmpstatus), the lxc
 // listing, the storage list, one GET …/pending per guest (current value, pending value and pending delete
-// of every key, and the digest; bounded concurrency) and one content listing per requested storage.
+// of every key, and the digest; bounded concurrency), for a container also GET …/config for its raw lxc.*
+// keys (which …/pending leaves out), and one content listing per requested storage.
 // Secrets never leave: sshkeys becomes inventory.SSHKeysDigest of its keys and cipassword
 // inventory.CIPasswordPresent.
 func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Node, error) {
@@ -171,6 +172,14 @@ func (c *Client) readPending(ctx context.Context, node string, guests []inventor
 				errs[i] = err
 				return
 			}
+			if g.Type == inventory.LXC {
+				raw, err := c.rawKeys(ctx, node, g.VMID)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				cfg = append(cfg, raw...)
+			}
 			g.Config, g.Digest = cfg, digest
 		}()
 	}
@@ -217,6 +226,31 @@ func (c *Client) pending(ctx context.Context, node string, typ inventory.GuestTy
 		entries = append(entries, e)
 	}
 	return entries, digest, nil
+}
+
+// rawKeys reads the raw lxc.* keys of a container: GET …/lxc/{vmid}/config returns them as an array of
+// [key, value] pairs under "lxc", and …/pending leaves them out (pve-guest-common GuestHelpers.pm
+// config_with_pending_array skips every value that is a reference: "raw lxc.* keys are added as array
+// ref"). They come back as config entries in file order; a key may repeat.
+func (c *Client) rawKeys(ctx context.Context, node string, vmid int) ([]inventory.Entry, error) {
+	raw, err := c.get(ctx, "/nodes/{node}/lxc/{vmid}/config", []string{node, strconv.Itoa(vmid)}, nil)
+	if err != nil {
+		return nil, failed(err, "read lxc %d config", vmid)
+	}
+	var cfg struct {
+		LXC [][]string `json:"lxc"`
+	}
+	if err := decodeJSON(raw, &cfg); err != nil {
+		return nil, failed(err, "read lxc %d config", vmid)
+	}
+	var out []inventory.Entry
+	for _, pair := range cfg.LXC {
+		if len(pair) != 2 || !strings.HasPrefix(pair[0], "lxc.") {
+			return nil, terminal("read lxc %d config: raw key %q is not a [lxc.key, value] pair", vmid, pair)
+		}
+		out = append(out, inventory.Entry{Key: pair[0], Value: pair[1], HasValue: true})
+	}
+	return out, nil
 }
 
 // redactValue replaces secret config values: sshkeys by the digest of its key set, cipassword by
@@ -281,8 +315,9 @@ func (c *Client) listContent(ctx context.Context, node string, st inventory.Stor
 	return out, true, nil
 }
 
-// ReadGuest reads one guest's config as Observe does (GET …/pending): config entries and digest. ok is
-// false when the guest does not exist on that node.
+// ReadGuest reads one guest's config with GET …/pending: config entries and digest, without a container's
+// raw lxc.* keys (Observe reads those; no write needs them). ok is false when the guest does not exist on
+// that node.
 func (c *Client) ReadGuest(ctx context.Context, node string, typ inventory.GuestType, vmid int) (inventory.Guest, bool, error) {
 	entries, digest, err := c.pending(ctx, node, typ, vmid)
 	if err != nil {

@@ -135,7 +135,8 @@ func TestObserveReturnsEveryRawKeyOfTheCorpusConfigs(t *testing.T) {
 }
 
 // A converged observe of G guests on one node costs the qemu listing, the lxc listing, the storage list,
-// one pending read per guest and one content listing per requested storage: never /status/current.
+// one pending read per guest, one config read per container (its raw lxc.* keys) and one content listing
+// per requested storage: never /status/current.
 func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 	spec := baseSpec()
 	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "isos", Type: "nfs", Content: []string{"iso"}})
@@ -168,6 +169,7 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 		"GET /nodes/{node}/storage":                   1,
 		"GET /nodes/{node}/qemu/{vmid}/pending":       qemuGuests,
 		"GET /nodes/{node}/lxc/{vmid}/pending":        lxcGuests,
+		"GET /nodes/{node}/lxc/{vmid}/config":         lxcGuests,
 		"GET /nodes/{node}/storage/{storage}/content": 2,
 	}
 	total := 0
@@ -177,8 +179,8 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 			t.Errorf("%s: %d requests, want %d", k, v, want[k])
 		}
 	}
-	if limit := 3*1 + (qemuGuests + lxcGuests) + 2; total != limit {
-		t.Errorf("observe sent %d requests, want exactly 3K+G+S = %d", total, limit)
+	if limit := 3*1 + (qemuGuests + 2*lxcGuests) + 2; total != limit {
+		t.Errorf("observe sent %d requests, want exactly 3K + G(qemu) + 2G(lxc) + S = %d", total, limit)
 	}
 	// The storage that holds one artifact type is asked with the content filter.
 	for _, r := range c.sim.Requests() {
@@ -332,5 +334,31 @@ func TestNodesListsEveryNodeOfTheCluster(t *testing.T) {
 	}
 	if got := strings.Join(nodes, ","); got != "pve1,pve2,pve3" {
 		t.Fatalf("nodes %s, want pve1,pve2,pve3", got)
+	}
+}
+
+// Raw lxc.* keys, which GET …/pending leaves out, are observed from GET …/config as config entries in file
+// order, a repeated key once per line.
+func TestObserveReadsTheRawLXCKeysOfAContainer(t *testing.T) {
+	spec := baseSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 200, Type: "lxc", Node: "pve1", Config: seedCT +
+		"lxc.apparmor.profile: unconfined\nlxc.cgroup2.devices.allow: c 10:200 rwm\nlxc.cgroup2.devices.allow: a\n"}}
+	c := newSim(t, spec)
+	n, err := c.client(t).Observe(testContext(t), pve.ObserveRequest{Cluster: "lab", Node: "pve1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []string
+	for _, e := range n.Guests[0].Config {
+		if strings.HasPrefix(e.Key, "lxc.") {
+			raw = append(raw, e.Key+"="+e.Value)
+		}
+	}
+	want := []string{"lxc.apparmor.profile=unconfined", "lxc.cgroup2.devices.allow=c 10:200 rwm", "lxc.cgroup2.devices.allow=a"}
+	if !slices.Equal(raw, want) {
+		t.Errorf("raw keys %q, want %q", raw, want)
+	}
+	if v, _ := n.Guests[0].Get("hostname"); v != "ct200" {
+		t.Errorf("hostname = %q", v)
 	}
 }

@@ -69,10 +69,12 @@ type LastCycle struct {
 	Skipped       int        `json:"skipped"`
 	Anomalies     int        `json:"anomalies"`
 	Gaps          int        `json:"gaps"`
-	DesiredStale  bool       `json:"desired_stale"`
-	ReadOnly      bool       `json:"read_only"`
-	Aborted       bool       `json:"aborted"`
-	AbortReason   string     `json:"abort_reason,omitempty"`
+	// SecurityWarnings counts live settings that weaken a guest's isolation from its host.
+	SecurityWarnings int    `json:"security_warnings"`
+	DesiredStale     bool   `json:"desired_stale"`
+	ReadOnly         bool   `json:"read_only"`
+	Aborted          bool   `json:"aborted"`
+	AbortReason      string `json:"abort_reason,omitempty"`
 	// Summary is the text status's "last cycle:" verdict (converged, incomplete (…), ABORTED (…), …).
 	Summary string `json:"summary"`
 }
@@ -103,34 +105,36 @@ type ClusterDocument struct {
 
 // ReportDocument is a cluster's deterministic report.
 type ReportDocument struct {
-	Cluster           string               `json:"cluster"`
-	Phase             string               `json:"phase"`
-	Reason            string               `json:"reason"`
-	LastCommitSeen    string               `json:"last_commit_seen"`
-	LastCommitApplied string               `json:"last_commit_applied"`
-	PlanID            string               `json:"plan_id"`
-	Counters          CountersDocument     `json:"counters"`
-	Resources         []ResourceDocument   `json:"resources"`
-	Findings          []FindingDocument    `json:"findings"`
-	HeldPrunes        []string             `json:"held_prunes"`
-	Gaps              []GapDocument        `json:"gaps"`
-	Diagnostics       []DiagnosticDocument `json:"diagnostics"`
+	Cluster           string                    `json:"cluster"`
+	Phase             string                    `json:"phase"`
+	Reason            string                    `json:"reason"`
+	LastCommitSeen    string                    `json:"last_commit_seen"`
+	LastCommitApplied string                    `json:"last_commit_applied"`
+	PlanID            string                    `json:"plan_id"`
+	Counters          CountersDocument          `json:"counters"`
+	Resources         []ResourceDocument        `json:"resources"`
+	Findings          []FindingDocument         `json:"findings"`
+	HeldPrunes        []string                  `json:"held_prunes"`
+	Gaps              []GapDocument             `json:"gaps"`
+	SecurityWarnings  []SecurityWarningDocument `json:"security_warnings"`
+	Diagnostics       []DiagnosticDocument      `json:"diagnostics"`
 }
 
 // CountersDocument are a cluster's counters.
 type CountersDocument struct {
-	Objects        int `json:"objects"`
-	ActionsOK      int `json:"actions_ok"`
-	ActionsErr     int `json:"actions_err"`
-	ActionsSkipped int `json:"actions_skipped"`
-	Pruned         int `json:"pruned"`
-	PruneDeferred  int `json:"prune_deferred"`
-	Skipped        int `json:"skipped"`
-	Anomalies      int `json:"anomalies"`
-	Gaps           int `json:"gaps"`
-	Drifted        int `json:"drifted"`
-	Plans          int `json:"plans"`
-	Rejections     int `json:"rejections"`
+	Objects          int `json:"objects"`
+	ActionsOK        int `json:"actions_ok"`
+	ActionsErr       int `json:"actions_err"`
+	ActionsSkipped   int `json:"actions_skipped"`
+	Pruned           int `json:"pruned"`
+	PruneDeferred    int `json:"prune_deferred"`
+	Skipped          int `json:"skipped"`
+	Anomalies        int `json:"anomalies"`
+	Gaps             int `json:"gaps"`
+	SecurityWarnings int `json:"security_warnings"`
+	Drifted          int `json:"drifted"`
+	Plans            int `json:"plans"`
+	Rejections       int `json:"rejections"`
 }
 
 // ResourceDocument is one resource of a report.
@@ -165,6 +169,18 @@ type GapDocument struct {
 	Key     string `json:"key"`
 	Value   string `json:"value"`
 	Note    string `json:"note"`
+	Managed bool   `json:"managed"`
+}
+
+// SecurityWarningDocument is one live setting that weakens a guest's isolation from its host.
+type SecurityWarningDocument struct {
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	Node    string `json:"node"`
+	VMID    int    `json:"vmid"`
+	Key     string `json:"key"`
+	Value   string `json:"value"`
+	Why     string `json:"why"`
 	Managed bool   `json:"managed"`
 }
 
@@ -205,12 +221,18 @@ func NewReportDocument(r report.Report) ReportDocument {
 		LastCommitApplied: r.LastCommitApplied, PlanID: r.PlanID,
 		Counters: CountersDocument{Objects: c.Objects, ActionsOK: c.ActionsOK, ActionsErr: c.ActionsErr,
 			ActionsSkipped: c.ActionsSkipped, Pruned: c.Pruned, PruneDeferred: c.PruneDeferred, Skipped: c.Skipped,
-			Anomalies: c.Anomalies, Gaps: c.Gaps, Drifted: c.Drifted, Plans: c.Plans, Rejections: c.Rejections},
-		Resources:   []ResourceDocument{},
-		Findings:    []FindingDocument{},
-		HeldPrunes:  append([]string{}, r.HeldPrunes...),
-		Gaps:        []GapDocument{},
-		Diagnostics: []DiagnosticDocument{},
+			Anomalies: c.Anomalies, Gaps: c.Gaps, Drifted: c.Drifted, Plans: c.Plans, Rejections: c.Rejections,
+			SecurityWarnings: c.SecurityWarnings},
+		Resources:        []ResourceDocument{},
+		Findings:         []FindingDocument{},
+		HeldPrunes:       append([]string{}, r.HeldPrunes...),
+		Gaps:             []GapDocument{},
+		SecurityWarnings: []SecurityWarningDocument{},
+		Diagnostics:      []DiagnosticDocument{},
+	}
+	for _, w := range r.Security {
+		d.SecurityWarnings = append(d.SecurityWarnings, SecurityWarningDocument{Kind: w.Kind, Name: w.Name, Node: w.Node,
+			VMID: w.VMID, Key: w.Key, Value: w.Value, Why: w.Why, Managed: w.Managed})
 	}
 	for _, x := range r.Resources {
 		d.Resources = append(d.Resources, ResourceDocument{Kind: x.Kind, Name: x.Name, Node: x.Node, VMID: x.VMID,
@@ -323,6 +345,7 @@ func lastCycle(clusters []report.ClusterStatus) *LastCycle {
 		lc.Skipped += c.Skipped
 		lc.Anomalies += c.Anomalies
 		lc.Gaps += c.Gaps
+		lc.SecurityWarnings += c.SecurityWarnings
 		if s.Phase == report.PhaseRejected {
 			aborts = append(aborts, s.Cluster+": "+s.Reason)
 		}
@@ -419,6 +442,7 @@ func writeJSON(w io.Writer, v any) error {
 //	[<cluster>] phase=<phase> commit=<seen> applied=<applied>[: <reason>]
 //	  <Kind> <name> <id|-> <state> <reason>[ err: <last error>]
 //	  finding: <kind> <Kind/name> [<node>/<vmid>] [<field>: ]<message>
+//	  security: <Kind/name> <node>/<vmid> <key>=<value>: <why>
 //	  gap: <Kind/name> <node>/<vmid> <key>=<value>[ (<note>)]
 //	  diagnostic: <file:line:col: message>
 func StatusText(w io.Writer, v StatusView) error {
@@ -437,6 +461,9 @@ func StatusText(w io.Writer, v StatusView) error {
 		staleLines(&b, v.Sources)
 		fmt.Fprintf(&b, "objects=%d actions_ok=%d actions_err=%d pruned=%d prune_deferred=%d skipped=%d anomalies=%d gaps=%d\n",
 			lc.Objects, lc.ActionsOK, lc.ActionsError, lc.Pruned, lc.PruneDeferred, lc.Skipped, lc.Anomalies, lc.Gaps)
+		if lc.SecurityWarnings > 0 {
+			fmt.Fprintf(&b, "SECURITY: %s weakening a guest's isolation from its host (see the security lines)\n", count(lc.SecurityWarnings, "live setting"))
+		}
 	}
 	for _, s := range clusters {
 		writeClusterText(&b, s)
@@ -483,6 +510,10 @@ func writeClusterText(b *strings.Builder, s report.ClusterStatus) {
 			line += f.Field + ": "
 		}
 		b.WriteString(line + oneLine(f.Message) + "\n")
+	}
+	for _, w := range s.Security {
+		fmt.Fprintf(b, "  security: %s/%s %s %s=%s: %s\n", w.Kind, w.Name, placement(w.Node, w.VMID), w.Key,
+			oneLine(w.Value), oneLine(w.Why))
 	}
 	for _, g := range s.Gaps {
 		line := fmt.Sprintf("  gap: %s/%s %s %s=%s", g.Kind, g.Name, placement(g.Node, g.VMID), g.Key, oneLine(g.Value))

@@ -383,11 +383,14 @@ func (s *ClusterStatus) foldFinished(f plan.FinishedRun, at time.Time) {
 }
 
 func (s *ClusterStatus) foldGaps(r inventory.GapReport) {
-	r.Gaps = slices.Clone(r.Gaps)
+	r.Gaps, r.Security = slices.Clone(r.Gaps), slices.Clone(r.Security)
 	r.Normalize()
-	s.Gaps = r.Gaps
+	s.Gaps, s.Security = r.Gaps, r.Security
 	if len(s.Gaps) == 0 {
 		s.Gaps = nil
+	}
+	if len(s.Security) == 0 {
+		s.Security = nil
 	}
 }
 
@@ -441,6 +444,7 @@ func (s *ClusterStatus) derive(refs ...string) {
 		}
 	}
 	c.Gaps = len(s.Gaps)
+	c.SecurityWarnings = len(s.Security)
 	c.Objects = len(s.Resources)
 	c.Drifted = 0
 	for _, r := range s.Resources {

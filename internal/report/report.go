@@ -146,9 +146,11 @@ type Counters struct {
 	Skipped        int
 	Anomalies      int
 	Gaps           int
-	Drifted        int
-	Plans          int
-	Rejections     int
+	// SecurityWarnings counts live settings that weaken a guest's isolation from its host.
+	SecurityWarnings int
+	Drifted          int
+	Plans            int
+	Rejections       int
 }
 
 // Report is the deterministic part of a cluster's status.
@@ -169,6 +171,8 @@ type Report struct {
 	HeldPrunes []string
 	// Gaps of the last gap report, sorted.
 	Gaps []inventory.Gap
+	// Security holds the security warnings of the last gap report, sorted.
+	Security []inventory.SecurityWarning
 	// Diagnostics of the last rejection, sorted; empty once a plan is accepted again.
 	Diagnostics diag.List
 	Counters    Counters

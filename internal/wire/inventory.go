@@ -209,7 +209,25 @@ func gapsFromProto(ps []*inventoryv1.Gap) []inventory.Gap {
 
 // GapReportToProto converts a gap report into a proxops.inventory.v1.GapReport.
 func GapReportToProto(r inventory.GapReport) proto.Message {
-	return &inventoryv1.GapReport{Cluster: r.Cluster, Gaps: gapsToProto(r.Gaps)}
+	return &inventoryv1.GapReport{Cluster: r.Cluster, Gaps: gapsToProto(r.Gaps), SecurityWarnings: securityToProto(r.Security)}
+}
+
+func securityToProto(ws []inventory.SecurityWarning) []*inventoryv1.SecurityWarning {
+	var out []*inventoryv1.SecurityWarning
+	for _, w := range ws {
+		out = append(out, &inventoryv1.SecurityWarning{Kind: w.Kind, Name: w.Name, Node: w.Node, Vmid: int64(w.VMID),
+			Key: w.Key, Value: w.Value, Why: w.Why, Managed: w.Managed})
+	}
+	return out
+}
+
+func securityFromProto(ps []*inventoryv1.SecurityWarning) []inventory.SecurityWarning {
+	var out []inventory.SecurityWarning
+	for _, w := range ps {
+		out = append(out, inventory.SecurityWarning{Kind: w.GetKind(), Name: w.GetName(), Node: w.GetNode(),
+			VMID: int(w.GetVmid()), Key: w.GetKey(), Value: w.GetValue(), Why: w.GetWhy(), Managed: w.GetManaged()})
+	}
+	return out
 }
 
 // GapReportFromProto converts a proxops.inventory.v1.GapReport.
@@ -218,7 +236,8 @@ func GapReportFromProto(m proto.Message) (inventory.GapReport, error) {
 	if err != nil {
 		return inventory.GapReport{}, fmt.Errorf("gap report: %w", err)
 	}
-	return inventory.GapReport{Cluster: p.GetCluster(), Gaps: gapsFromProto(p.GetGaps())}, nil
+	return inventory.GapReport{Cluster: p.GetCluster(), Gaps: gapsFromProto(p.GetGaps()),
+		Security: securityFromProto(p.GetSecurityWarnings())}, nil
 }
 
 // DecodeGapReport decodes a received proxops.inventory.v1.GapReport.

@@ -83,7 +83,7 @@ func clusterStatusToProto(s report.ClusterStatus) (*statusv1.ClusterStatus, erro
 		Cluster: s.Cluster, Phase: phase, LastCommitSeen: s.LastCommitSeen, LastCommitApplied: s.LastCommitApplied,
 		PlanId: s.PlanID, Findings: findings, Gaps: gapsToProto(s.Gaps), Diagnostics: ds, Reason: s.Reason,
 		Revision: s.Revision, HeldPrunes: s.HeldPrunes, Tracking: tracking, Timing: timingToProto(s.Timing),
-		Counters: countersToProto(s.Counters),
+		Counters: countersToProto(s.Counters), SecurityWarnings: securityToProto(s.Security),
 	}
 	for _, r := range s.Resources {
 		if _, err := resourceStateOf(string(r.State)); err != nil {
@@ -101,7 +101,7 @@ func countersToProto(c report.Counters) *statusv1.Counters {
 		Objects: int64(c.Objects), ActionsOk: int64(c.ActionsOK), ActionsErr: int64(c.ActionsErr),
 		ActionsSkipped: int64(c.ActionsSkipped), Pruned: int64(c.Pruned), PruneDeferred: int64(c.PruneDeferred),
 		Skipped: int64(c.Skipped), Anomalies: int64(c.Anomalies), Gaps: int64(c.Gaps), Drifted: int64(c.Drifted),
-		Plans: int64(c.Plans), Rejections: int64(c.Rejections),
+		Plans: int64(c.Plans), Rejections: int64(c.Rejections), SecurityWarnings: int64(c.SecurityWarnings),
 	}
 }
 
@@ -110,7 +110,7 @@ func countersFromProto(p *statusv1.Counters) report.Counters {
 		Objects: int(p.GetObjects()), ActionsOK: int(p.GetActionsOk()), ActionsErr: int(p.GetActionsErr()),
 		ActionsSkipped: int(p.GetActionsSkipped()), Pruned: int(p.GetPruned()), PruneDeferred: int(p.GetPruneDeferred()),
 		Skipped: int(p.GetSkipped()), Anomalies: int(p.GetAnomalies()), Gaps: int(p.GetGaps()), Drifted: int(p.GetDrifted()),
-		Plans: int(p.GetPlans()), Rejections: int(p.GetRejections()),
+		Plans: int(p.GetPlans()), Rejections: int(p.GetRejections()), SecurityWarnings: int(p.GetSecurityWarnings()),
 	}
 }
 
@@ -248,6 +248,7 @@ func clusterStatusFromProto(p *statusv1.ClusterStatus) (report.ClusterStatus, er
 			Cluster: p.GetCluster(), Phase: phase, Reason: p.GetReason(), LastCommitSeen: p.GetLastCommitSeen(),
 			LastCommitApplied: p.GetLastCommitApplied(), PlanID: p.GetPlanId(), Findings: findings,
 			HeldPrunes: p.GetHeldPrunes(), Gaps: gapsFromProto(p.GetGaps()), Diagnostics: ds,
+			Security: securityFromProto(p.GetSecurityWarnings()),
 			Counters: countersFromProto(p.GetCounters()),
 		},
 		Revision: p.GetRevision(), Tracking: tracking, Timing: timing,

@@ -30,6 +30,7 @@ import (
 	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/render"
+	"github.com/proxops/proxops/internal/report"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/testcorpus"
 	"github.com/proxops/proxops/internal/testkit"
@@ -336,6 +337,83 @@ func TestGapReportsFollowInventoriesIntoTheStatusReport(t *testing.T) {
 		rep, _, _ := e.gapReport()
 		return slices.Contains(gapKeys(rep), "102 VM/stray hookscript=local:snippets/hook.pl")
 	})
+}
+
+// A container with an unconfined AppArmor profile (a raw lxc.* key, which GET …/pending leaves out) is seen:
+// the key is a gap, and the setting is a security warning in /status, on the page, in the text of proxops
+// status and in proxops_security_warnings; so are the VM's raw QEMU arguments.
+func TestUnconfinedContainerIsASecurityWarningInStatusAndMetrics(t *testing.T) {
+	spec := labSpec()
+	spec.Guests[3].Config += "lxc.apparmor.profile: unconfined\n"
+	e := newEnv(t, spec)
+	e.startExecutor("pve1")
+	e.startExecutor("pve2")
+	e.startAdopter(&secrets.AgeKeys{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	statusCfg := status.Config{Bus: e.connect("status"), Registry: reg, Listener: ln, Logger: testLogger(t)}
+	e.run("status", func(ctx context.Context) error { return status.Run(ctx, statusCfg) })
+	e.observe("pve1")
+	e.observe("pve2")
+	eventually(t, 20*time.Second, "the raw key as a gap", func() bool {
+		rep, _, ok := e.gapReport()
+		return ok && slices.Contains(gapKeys(rep), "200 LXC/cache lxc.apparmor.profile=unconfined") && len(rep.Security) == 2
+	})
+	get := func(path string) string {
+		resp, err := http.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	var doc struct {
+		Report struct {
+			Counters struct {
+				SecurityWarnings int `json:"security_warnings"`
+			} `json:"counters"`
+			SecurityWarnings []struct {
+				VMID  int    `json:"vmid"`
+				Key   string `json:"key"`
+				Value string `json:"value"`
+				Why   string `json:"why"`
+			} `json:"security_warnings"`
+		} `json:"report"`
+	}
+	eventually(t, 20*time.Second, "the security warnings in /status/lab", func() bool {
+		return json.Unmarshal([]byte(get("/status/"+cluster)), &doc) == nil && doc.Report.Counters.SecurityWarnings == 2
+	})
+	w := doc.Report.SecurityWarnings
+	if len(w) != 2 || w[0].VMID != 200 || w[0].Key != "lxc.apparmor.profile" || w[0].Value != "unconfined" ||
+		!strings.Contains(w[0].Why, "AppArmor") || w[1].VMID != 101 || w[1].Key != "args" {
+		t.Errorf("security warnings = %+v", w)
+	}
+	if page := get("/"); !strings.Contains(page, `data-security-warning="LXC/cache:lxc.apparmor.profile"`) {
+		t.Errorf("the page does not show the warning:\n%s", page)
+	}
+	if m := get("/metrics"); !strings.Contains(m, `proxops_security_warnings{cluster="lab"} 2`) {
+		t.Errorf("metrics lack proxops_security_warnings{cluster=\"lab\"} 2:\n%s", m)
+	}
+	// proxops status prints the report it reads from the status bucket.
+	m := wire.NewClusterStatusMessage()
+	if _, err := e.admin.GetProto(testContext(t), bus.BucketStatus, cluster, m); err != nil {
+		t.Fatal(err)
+	}
+	st, err := wire.ClusterStatusFromProto(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := render.StatusText(&text, render.StatusView{Clusters: []report.ClusterStatus{st}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "  security: LXC/cache pve1/200 lxc.apparmor.profile=unconfined: the container runs without an AppArmor profile\n") {
+		t.Errorf("proxops status text lacks the warning:\n%s", text.String())
+	}
 }
 
 // demoSecrets reads the throwaway demo secrets file and its key.

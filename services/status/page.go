@@ -60,6 +60,7 @@ type pageCluster struct {
 	Resources             []pageResource
 	Findings              []render.FindingDocument
 	Gaps                  []render.GapDocument
+	Security              []render.SecurityWarningDocument
 	Diagnostics           []render.DiagnosticDocument
 	HeldPrunes            []string
 	Revision              int64
@@ -129,7 +130,7 @@ func (s *service) pageData() pageData {
 		doc := render.NewReportDocument(st.Report)
 		pc := pageCluster{Name: st.Cluster, Phase: string(st.Phase), Reason: st.Reason, Seen: st.LastCommitSeen,
 			Applied: st.LastCommitApplied, PlanID: st.PlanID, Counters: doc.Counters, Findings: doc.Findings,
-			Gaps: doc.Gaps, Diagnostics: doc.Diagnostics, HeldPrunes: doc.HeldPrunes, Revision: st.Revision,
+			Gaps: doc.Gaps, Security: doc.SecurityWarnings, Diagnostics: doc.Diagnostics, HeldPrunes: doc.HeldPrunes, Revision: st.Revision,
 			LastPlan: newTimeCell(st.Timing.LastPlanAt, now), LastSuccess: newTimeCell(st.Timing.LastSuccessAt, now)}
 		if len(pc.Findings) > pageRows {
 			pc.MoreFindings, pc.Findings = len(pc.Findings)-pageRows, pc.Findings[:pageRows]

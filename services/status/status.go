@@ -574,6 +574,7 @@ func (s *service) updateGauges() {
 		}
 		m.Drifted.WithLabelValues(c).Set(float64(st.Counters.Drifted))
 		m.Gaps.WithLabelValues(c).Set(float64(st.Counters.Gaps))
+		m.SecurityWarnings.WithLabelValues(c).Set(float64(st.Counters.SecurityWarnings))
 		for _, p := range report.Phases {
 			v := 0.0
 			if p == st.Phase {

@@ -734,9 +734,12 @@ type GapReport struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	// Sorted by node, vmid, key.
-	Gaps          []*Gap `protobuf:"bytes,2,rep,name=gaps,proto3" json:"gaps,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Gaps []*Gap `protobuf:"bytes,2,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	// Live settings that weaken a guest's isolation from its host, modelled or not; sorted by node, vmid,
+	// key.
+	SecurityWarnings []*SecurityWarning `protobuf:"bytes,3,rep,name=security_warnings,json=securityWarnings,proto3" json:"security_warnings,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GapReport) Reset() {
@@ -783,6 +786,118 @@ func (x *GapReport) GetGaps() []*Gap {
 	return nil
 }
 
+func (x *GapReport) GetSecurityWarnings() []*SecurityWarning {
+	if x != nil {
+		return x.SecurityWarnings
+	}
+	return nil
+}
+
+// SecurityWarning is one live setting that weakens a guest's isolation from its host (an unconfined
+// AppArmor profile, device allows, raw QEMU arguments, ...).
+type SecurityWarning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Node  string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Vmid  int64                  `protobuf:"varint,4,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	Key   string                 `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	// Secret-looking values are redacted.
+	Value string `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
+	// Why the setting weakens isolation.
+	Why string `protobuf:"bytes,7,opt,name=why,proto3" json:"why,omitempty"`
+	// The guest is managed by ProxOps (declared in git).
+	Managed       bool `protobuf:"varint,8,opt,name=managed,proto3" json:"managed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecurityWarning) Reset() {
+	*x = SecurityWarning{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecurityWarning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecurityWarning) ProtoMessage() {}
+
+func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
+func (*SecurityWarning) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SecurityWarning) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SecurityWarning) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecurityWarning) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SecurityWarning) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *SecurityWarning) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SecurityWarning) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *SecurityWarning) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *SecurityWarning) GetManaged() bool {
+	if x != nil {
+		return x.Managed
+	}
+	return false
+}
+
 // Gap is one unmodelled live key.
 type Gap struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -802,7 +917,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +929,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +942,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Gap) GetKind() string {
@@ -958,10 +1073,20 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x06format\x18\x04 \x01(\tR\x06format\x12\x12\n" +
 	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04vmid\x18\x06 \x01(\x03R\x04vmid\x12\x16\n" +
-	"\x06parent\x18\a \x01(\tR\x06parent\"T\n" +
+	"\x06parent\x18\a \x01(\tR\x06parent\"\xa8\x01\n" +
 	"\tGapReport\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12-\n" +
-	"\x04gaps\x18\x02 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\"\xab\x01\n" +
+	"\x04gaps\x18\x02 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\x12R\n" +
+	"\x11security_warnings\x18\x03 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\"\xb5\x01\n" +
+	"\x0fSecurityWarning\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
+	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x06 \x01(\tR\x05value\x12\x10\n" +
+	"\x03why\x18\a \x01(\tR\x03why\x12\x18\n" +
+	"\amanaged\x18\b \x01(\bR\amanaged\"\xab\x01\n" +
 	"\x03Gap\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -989,7 +1114,7 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
@@ -999,22 +1124,24 @@ var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(*Storage)(nil),               // 5: proxops.inventory.v1.Storage
 	(*Volume)(nil),                // 6: proxops.inventory.v1.Volume
 	(*GapReport)(nil),             // 7: proxops.inventory.v1.GapReport
-	(*Gap)(nil),                   // 8: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*SecurityWarning)(nil),       // 8: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 9: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
-	9, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
-	3, // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	5, // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	6, // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	0, // 4: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	4, // 5: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	8, // 6: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	10, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	3,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
+	5,  // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	6,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	0,  // 4: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	4,  // 5: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	9,  // 6: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	8,  // 7: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1028,7 +1155,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -182,11 +182,13 @@ type ClusterStatus struct {
 	// Kind/name of the prunes a held plan waits to have confirmed.
 	HeldPrunes []string `protobuf:"bytes,15,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
 	// Set on a stored or published report too large for one value: it then carries the report without its
-	// lists (resources, findings, gaps, diagnostics, held prunes, tracked operations, resource timings), and
-	// the whole report, serialized, is stored in parts beside it.
-	Parts         *StatusParts `protobuf:"bytes,16,opt,name=parts,proto3" json:"parts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// lists (resources, findings, gaps, security warnings, diagnostics, held prunes, tracked operations,
+	// resource timings), and the whole report, serialized, is stored in parts beside it.
+	Parts *StatusParts `protobuf:"bytes,16,opt,name=parts,proto3" json:"parts,omitempty"`
+	// Security warnings of the last gap report, sorted.
+	SecurityWarnings []*v11.SecurityWarning `protobuf:"bytes,17,rep,name=security_warnings,json=securityWarnings,proto3" json:"security_warnings,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
@@ -327,6 +329,13 @@ func (x *ClusterStatus) GetHeldPrunes() []string {
 func (x *ClusterStatus) GetParts() *StatusParts {
 	if x != nil {
 		return x.Parts
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetSecurityWarnings() []*v11.SecurityWarning {
+	if x != nil {
+		return x.SecurityWarnings
 	}
 	return nil
 }
@@ -521,9 +530,11 @@ type Counters struct {
 	// Operations of the last plan skipped because a dependency failed or a newer commit superseded them.
 	ActionsSkipped int64 `protobuf:"varint,11,opt,name=actions_skipped,json=actionsSkipped,proto3" json:"actions_skipped,omitempty"`
 	// Resources that differ from git: desired, drift, orphan.
-	Drifted       int64 `protobuf:"varint,12,opt,name=drifted,proto3" json:"drifted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Drifted int64 `protobuf:"varint,12,opt,name=drifted,proto3" json:"drifted,omitempty"`
+	// Live settings that weaken a guest's isolation from its host.
+	SecurityWarnings int64 `protobuf:"varint,13,opt,name=security_warnings,json=securityWarnings,proto3" json:"security_warnings,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Counters) Reset() {
@@ -636,6 +647,13 @@ func (x *Counters) GetActionsSkipped() int64 {
 func (x *Counters) GetDrifted() int64 {
 	if x != nil {
 		return x.Drifted
+	}
+	return 0
+}
+
+func (x *Counters) GetSecurityWarnings() int64 {
+	if x != nil {
+		return x.SecurityWarnings
 	}
 	return 0
 }
@@ -1049,7 +1067,7 @@ var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xe1\x05\n" +
+	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xb5\x06\n" +
 	"\rClusterStatus\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.proxops.status.v1.PhaseR\x05phase\x12(\n" +
@@ -1068,7 +1086,8 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\btracking\x18\x0e \x01(\v2\x1b.proxops.status.v1.TrackingR\btracking\x12\x1f\n" +
 	"\vheld_prunes\x18\x0f \x03(\tR\n" +
 	"heldPrunes\x124\n" +
-	"\x05parts\x18\x10 \x01(\v2\x1e.proxops.status.v1.StatusPartsR\x05parts\"O\n" +
+	"\x05parts\x18\x10 \x01(\v2\x1e.proxops.status.v1.StatusPartsR\x05parts\x12R\n" +
+	"\x11security_warnings\x18\x11 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\"O\n" +
 	"\vStatusParts\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
@@ -1084,7 +1103,7 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
-	"\fprune_reason\x18\t \x01(\tR\vpruneReason\"\xe8\x02\n" +
+	"\fprune_reason\x18\t \x01(\tR\vpruneReason\"\x95\x03\n" +
 	"\bCounters\x12\x18\n" +
 	"\aobjects\x18\x01 \x01(\x03R\aobjects\x12\x1d\n" +
 	"\n" +
@@ -1102,7 +1121,8 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"rejections\x12'\n" +
 	"\x0factions_skipped\x18\v \x01(\x03R\x0eactionsSkipped\x12\x18\n" +
-	"\adrifted\x18\f \x01(\x03R\adrifted\"\x8a\x03\n" +
+	"\adrifted\x18\f \x01(\x03R\adrifted\x12+\n" +
+	"\x11security_warnings\x18\r \x01(\x03R\x10securityWarnings\"\x8a\x03\n" +
 	"\x06Timing\x129\n" +
 	"\n" +
 	"updated_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12<\n" +
@@ -1193,8 +1213,9 @@ var file_proxops_status_v1_status_proto_goTypes = []any{
 	(*v1.Finding)(nil),            // 10: proxops.plan.v1.Finding
 	(*v11.Gap)(nil),               // 11: proxops.inventory.v1.Gap
 	(*v1.Diagnostic)(nil),         // 12: proxops.plan.v1.Diagnostic
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(v1.Action)(0),                // 14: proxops.plan.v1.Action
+	(*v11.SecurityWarning)(nil),   // 13: proxops.inventory.v1.SecurityWarning
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(v1.Action)(0),                // 15: proxops.plan.v1.Action
 }
 var file_proxops_status_v1_status_proto_depIdxs = []int32{
 	0,  // 0: proxops.status.v1.ClusterStatus.phase:type_name -> proxops.status.v1.Phase
@@ -1206,23 +1227,24 @@ var file_proxops_status_v1_status_proto_depIdxs = []int32{
 	6,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
 	9,  // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
 	3,  // 8: proxops.status.v1.ClusterStatus.parts:type_name -> proxops.status.v1.StatusParts
-	13, // 9: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 10: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
-	13, // 11: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
-	13, // 12: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
-	7,  // 13: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
-	13, // 14: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
-	13, // 15: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 16: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
-	14, // 17: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
-	1,  // 18: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
-	0,  // 19: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
-	8,  // 20: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	13, // 9: proxops.status.v1.ClusterStatus.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	14, // 10: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 11: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
+	14, // 12: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
+	14, // 13: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
+	7,  // 14: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
+	14, // 15: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
+	14, // 16: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 17: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
+	15, // 18: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
+	1,  // 19: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
+	0,  // 20: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
+	8,  // 21: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_proxops_status_v1_status_proto_init() }
