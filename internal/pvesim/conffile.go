@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,34 +84,42 @@ var (
 	reBlank       = regexp.MustCompile(`^\s*$`)
 )
 
+// specialSections are the [special:<name>] sections parse_vm_config knows (its $special_schemas); any
+// other section that is neither [PENDING] nor a snapshot is skipped with a warning, its lines unread.
+var specialSections = []string{"cloudinit", "fleecing"}
+
 // parseConfigFile parses a config file the way PVE's non-strict parser does: bad lines produce warnings
 // and are skipped. The current config is the part before the first section.
+//
+// QEMU (parse_vm_config): [PENDING] (once: a second gives "duplicate section: pending"), the known
+// [special:<name>] sections (cloudinit, fleecing; a repeat gives "duplicate special section"), snapshots
+// (a repeat gives "duplicate snapshot section"), and any other [...] header gives "skipping unknown section"
+// and the lines up to the next header are skipped silently. LXC (parse_pct_config): [pve:pending] and
+// snapshots only, a repeat silently replaces the earlier one, and any other [...] line is an ordinary bad
+// line ("unable to parse config"); its messages say "vm" too.
 func parseConfigFile(d *confDesc, vmid int, raw string) (*configFile, []string) {
 	cf := &configFile{current: newSection(), snapshots: map[string]*section{}, special: map[string]*section{}}
 	var warnings []string
 	warn := func(format string, a ...any) {
 		warnings = append(warnings, fmt.Sprintf(format, a...))
 	}
-	label := "vm"
-	if d.kind == "lxc" {
-		label = "ct"
-	}
+	qemu := d.kind == "qemu"
 	cur := cf.current
 	sectionKind := "current"
 	var descr *string
 	finish := func() {
 		if descr != nil {
-			if d.kind == "lxc" {
+			if qemu {
+				cur.conf["description"] = strings.TrimRight(*descr, " \t\r\n\f\v")
+			} else if perlTrue(*descr) {
 				// parse_pct_config keeps the trailing newline of the last comment line.
 				cur.conf["description"] = *descr
-			} else {
-				cur.conf["description"] = strings.TrimRight(*descr, " \t\r\n\f\v")
 			}
 		}
 		descr = nil
 	}
 	pendingRE := regexp.MustCompile(`(?i)^\[PENDING\]\s*$`)
-	if d.kind == "lxc" {
+	if !qemu {
 		pendingRE = regexp.MustCompile(`(?i)^\[pve:pending\]\s*$`)
 	}
 	for _, line := range strings.Split(raw, "\n") {
@@ -120,29 +129,38 @@ func parseConfigFile(d *confDesc, vmid int, raw string) (*configFile, []string) 
 		switch {
 		case pendingRE.MatchString(line):
 			finish()
+			if qemu && cf.pending != nil {
+				warn("vm %d - duplicate section: pending", vmid)
+			}
 			cf.pending = newSection()
 			cur, sectionKind = cf.pending, "pending"
 			continue
-		case d.kind == "qemu" && reSpecial.MatchString(line):
+		case qemu && reSpecial.MatchString(line) && slices.Contains(specialSections, strings.ToLower(reSpecial.FindStringSubmatch(line)[1])):
 			finish()
-			name := reSpecial.FindStringSubmatch(line)[1]
+			name := strings.ToLower(reSpecial.FindStringSubmatch(line)[1])
+			if _, dup := cf.special[name]; dup {
+				warn("vm %d - duplicate special section: %s", vmid, name)
+			}
 			cf.special[name] = newSection()
 			cur, sectionKind = cf.special[name], "special"
 			continue
 		case reSnapSection.MatchString(line):
 			finish()
 			name := reSnapSection.FindStringSubmatch(line)[1]
-			if _, dup := cf.snapshots[name]; dup {
-				warn("%s %d - duplicate snapshot section: %s", label, vmid, name)
+			if _, dup := cf.snapshots[name]; dup && qemu {
+				warn("vm %d - duplicate snapshot section: %s", vmid, name)
 			}
 			cf.snapshots[name] = newSection()
 			cur, sectionKind = cf.snapshots[name], "snapshot"
 			continue
-		case reAnySection.MatchString(line):
+		case qemu && reAnySection.MatchString(line):
 			finish()
-			warn("%s %d - skipping unknown section: '%s'", label, vmid, reAnySection.FindStringSubmatch(line)[1])
-			cur, sectionKind = newSection(), "unknown"
+			warn("vm %d - skipping unknown section: '%s'", vmid, reAnySection.FindStringSubmatch(line)[1])
+			cur, sectionKind = nil, "unknown"
 			continue
+		}
+		if cur == nil {
+			continue // inside an unknown section: parse_vm_config skips its lines without a word
 		}
 		if strings.HasPrefix(line, "#") {
 			s := ""
@@ -153,7 +171,7 @@ func parseConfigFile(d *confDesc, vmid int, raw string) (*configFile, []string) 
 			descr = &s
 			continue
 		}
-		if d.kind == "lxc" {
+		if !qemu {
 			if m := reLXCRawLine.FindStringSubmatch(line); m != nil {
 				cur.lxc = append(cur.lxc, [2]string{m[1], m[3]})
 				continue
@@ -165,23 +183,22 @@ func parseConfigFile(d *confDesc, vmid int, raw string) (*configFile, []string) 
 				s = *descr
 			}
 			s += decodeText(m[2])
-			if d.kind == "lxc" {
-				s += "\n"
-			}
 			descr = &s
 			continue
 		}
 		if m := reDeleteLine.FindStringSubmatch(line); m != nil {
 			if sectionKind == "pending" {
 				cur.conf["delete"] = m[1]
+			} else if qemu {
+				warn("vm %d - property 'delete' is only allowed in [PENDING]", vmid)
 			} else {
-				warn("%s %d - property 'delete' is only allowed in [PENDING]", label, vmid)
+				warn("vm %d - property 'delete' is only allowed in [pve:pending]", vmid)
 			}
 			continue
 		}
 		m := reKeyLine.FindStringSubmatch(line)
 		if m == nil {
-			warn("%s %d - unable to parse config: %s", label, vmid, line)
+			warn("vm %d - unable to parse config: %s", vmid, line)
 			continue
 		}
 		key, val := m[1], m[2]
@@ -189,22 +206,35 @@ func parseConfigFile(d *confDesc, vmid int, raw string) (*configFile, []string) 
 			cur.conf[key] = val
 			continue
 		}
-		if d.kind == "qemu" && key == "cdrom" {
+		if qemu && key == "cdrom" {
 			key = "ide2"
 		}
-		if key == "args" && d.kind == "qemu" {
+		if key == "args" && qemu {
 			cur.conf[key] = val
 			continue
 		}
 		norm, err := d.checkConfigValue(key, val)
 		if err != nil {
-			warn("%s %d - unable to parse value of '%s' - %s", label, vmid, m[1], strings.TrimSuffix(err.Error(), "\n"))
+			warn("vm %d - unable to parse value of '%s' - %s", vmid, m[1], strings.TrimSuffix(err.Error(), "\n"))
 			continue
 		}
 		cur.conf[key] = norm
 	}
 	finish()
 	return cf, warnings
+}
+
+// perlTrue is Perl's truth of a string: neither empty nor "0".
+func perlTrue(s string) bool { return s != "" && s != "0" }
+
+// perlSplitLines is Perl's split(/\n/, $s): the lines of s without the trailing empty fields (so
+// "a\nb\n" and "a\nb\n\n" give two lines, as PVE writes them).
+func perlSplitLines(s string) []string {
+	out := strings.Split(s, "\n")
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out
 }
 
 // checkConfigValue is QemuServer::check_type / PVE::LXC::Config::check_type: booleans take on/yes/true
@@ -285,11 +315,13 @@ func renderConfigFile(kind string, cf *configFile) string {
 	gen := func(s *section, pending bool) string {
 		var b strings.Builder
 		if descr, ok := s.conf["description"]; ok {
-			if descr != "" {
-				for _, l := range strings.Split(descr, "\n") {
+			switch {
+			case perlTrue(descr):
+				for _, l := range perlSplitLines(descr) {
 					b.WriteString("#" + encodeText(l) + "\n")
 				}
-			} else if pending {
+			case pending && kind == "qemu":
+				// write_vm_config marks an emptied description in [PENDING]; write_pct_config writes nothing.
 				b.WriteString("#\n")
 			}
 		}
@@ -314,6 +346,9 @@ func renderConfigFile(kind string, cf *configFile) string {
 		out += gen(cf.pending, true)
 	}
 	for _, name := range sortedKeys(cf.special) {
+		if name == "cloudinit" && !cf.hasCloudInit() {
+			continue // write_vm_config drops the section of a VM without a cloud-init drive
+		}
 		out += "\n[special:" + name + "]\n" + gen(cf.special[name], false)
 	}
 	names := make([]string, 0, len(cf.snapshots))
@@ -325,6 +360,15 @@ func renderConfigFile(kind string, cf *configFile) string {
 		out += "\n[" + n + "]\n" + gen(cf.snapshots[n], false)
 	}
 	return out
+}
+
+// hasCloudInit is QemuConfig has_cloudinit: a drive of the current config or of the pending changes is a
+// cloud-init drive.
+func (c *configFile) hasCloudInit() bool {
+	if cloudinitDrive(c.current.conf) != "" {
+		return true
+	}
+	return c.pending != nil && cloudinitDrive(c.pending.conf) != ""
 }
 
 func sha1Hex(s string) string {
