@@ -217,11 +217,12 @@ func effective(g inventory.Guest) map[string]string {
 // checkState finds what keeps a guest from being adopted as it runs.
 func (c *guest) checkState() {
 	if _, ok := liveName(c.g); !ok {
-		key, cmd := "name", "qm set "+itoa(c.g.VMID)+" --name "+c.name
+		key := "name"
 		if c.g.Type == inventory.LXC {
-			key, cmd = "hostname", "pct set "+itoa(c.g.VMID)+" --hostname "+c.name
+			key = "hostname"
 		}
-		c.incomplete(key, "PVE has no %s for this guest and ProxOps always sets one: name it on PVE (%s) and adopt again", key, cmd)
+		c.r.warn("%s#%d has no %s on PVE: its manifest names it %s, and the first apply writes %s: %s (the plan shows it); name it on PVE first to keep another name",
+			c.g.Node, c.g.VMID, key, c.name, key, c.name)
 	}
 	if c.g.Paused() {
 		c.incomplete("", "the VM is paused: resume or stop it, then adopt again")
@@ -339,9 +340,10 @@ func (c *guest) selfCheck(res *manifest.Resource) {
 		c.incomplete("", "%v", err)
 		return
 	}
+	_, named := liveName(c.g)
 	for _, ch := range diff.Changes {
-		if ch.Key == "tags" {
-			continue
+		if ch.Key == "tags" || (!named && (ch.Key == "name" || ch.Key == "hostname")) {
+			continue // the ownership tag, and the name of a nameless guest: the first apply writes both
 		}
 		before := pvewire.RedactValue(ch.Before)
 		if pvewire.IsSecretKey(ch.Key) {

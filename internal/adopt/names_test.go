@@ -122,9 +122,10 @@ func TestDeclaredGuestsAreSkippedAndDeclaredISOsReferenced(t *testing.T) {
 	}
 }
 
-// What makes a guest INCOMPLETE is said precisely: a missing name, a volume without a size, pending changes;
-// and such a manifest is not part of the composition. What PVE lets a guest lack (memory, cores, disks) is
-// left out of the manifest, which is complete.
+// What makes a guest INCOMPLETE is said precisely: a volume without a size, pending changes; and such a
+// manifest is not part of the composition. What PVE lets a guest lack (memory, cores, disks) is left out of
+// the manifest, which is complete; a guest without a name gets the generated one, which the first apply
+// writes.
 func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 	pending := guestOn("pve1", 104, inventory.QEMU, vmLines("pend")...)
 	pending.Config = append(pending.Config, inventory.Entry{Key: "cores", Value: "1", HasValue: true, Pending: "2", HasPending: true})
@@ -139,7 +140,7 @@ func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"vm/lab/vm-100.yaml": "PVE has no name for this guest and ProxOps always sets one: name it on PVE (qm set 100 --name vm-100) and adopt again",
+		"vm/lab/vm-100.yaml": "",
 		"vm/lab/nomem.yaml":  "",
 		"vm/lab/nosize.yaml": "disk scsi0 (local-lvm:vm-102-disk-0) has no size= and the storage listing of local-lvm does not show it: set its size",
 		"vm/lab/nodisk.yaml": "",
@@ -159,8 +160,12 @@ func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 			t.Errorf("%s does not say why it is INCOMPLETE in its header:\n%s", m.Path, m.Content)
 		}
 	}
-	if c := strings.Join(res.Composition(), " "); c != "../../vm/lab/nodisk.yaml ../../vm/lab/nomem.yaml" {
+	if c := strings.Join(res.Composition(), " "); c != "../../vm/lab/nodisk.yaml ../../vm/lab/nomem.yaml ../../vm/lab/vm-100.yaml" {
 		t.Errorf("composition = %s, want the complete manifests only", c)
+	}
+	// The nameless VM gets the generated name, and the report says the first apply writes it.
+	if w := strings.Join(res.Warnings, "\n"); !strings.Contains(w, "pve1#100 has no name on PVE: its manifest names it vm-100, and the first apply writes name: vm-100") {
+		t.Errorf("warnings do not announce the name write:\n%s", w)
 	}
 }
 

@@ -407,6 +407,30 @@ func liveName(g *inventory.Guest) string {
 	return g.Name
 }
 
+// nameless reports a guest without a name (qemu) or hostname (lxc) in its config whose manifest gives it the
+// name adoption generates for it (vm-<vmid>, ct-<vmid>): ProxOps takes it over and writes the name, which the
+// plan shows. Any other name is held back as a possible vmid typo.
+func nameless(g *inventory.Guest, r *manifest.Resource) bool {
+	_, named := g.Get(nameKey(g))
+	return !named && desiredName(r) == generatedName(g)
+}
+
+// nameKey is the config key of a guest's name: name (qemu) or hostname (lxc).
+func nameKey(g *inventory.Guest) string {
+	if g.Type == inventory.LXC {
+		return "hostname"
+	}
+	return "name"
+}
+
+// generatedName is the name adoption gives a guest without one: vm-<vmid> or ct-<vmid>.
+func generatedName(g *inventory.Guest) string {
+	if g.Type == inventory.LXC {
+		return "ct-" + strconv.Itoa(g.VMID)
+	}
+	return "vm-" + strconv.Itoa(g.VMID)
+}
+
 func desiredName(r *manifest.Resource) string {
 	if r.Kind.IsContainer() {
 		return r.Hostname()
@@ -492,9 +516,12 @@ func (d *differ) planGuest(r *manifest.Resource) error {
 			fmt.Sprintf("found on node %s, the manifest places it on %s; ProxOps manages it where it is and never recreates it", g.Node, r.Node()))
 	}
 	tagged := pveformat.Owned(liveTags(g))
-	if !tagged && liveName(g) != desiredName(r) {
-		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid",
-			fmt.Sprintf("vmid %d on PVE is %q without the proxops tag, the manifest names it %q; ProxOps does not take it over (a vmid typo?): fix the manifest, or tag or adopt the guest", vmid, liveName(g), desiredName(r)))
+	if !tagged && liveName(g) != desiredName(r) && !nameless(g, r) {
+		msg := fmt.Sprintf("vmid %d on PVE is %q without the proxops tag, the manifest names it %q; ProxOps does not take it over (a vmid typo?): fix the manifest, or tag or adopt the guest", vmid, liveName(g), desiredName(r))
+		if _, named := g.Get(nameKey(g)); !named {
+			msg = fmt.Sprintf("vmid %d on PVE has no %s and no proxops tag, the manifest names it %q; ProxOps takes a nameless guest over only under the name adoption gives it (%s) (a vmid typo?): fix the manifest, or tag or adopt the guest", vmid, nameKey(g), desiredName(r), generatedName(g))
+		}
+		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid", msg)
 		return nil
 	}
 	fp := inventory.Fingerprint(*g)
