@@ -97,7 +97,7 @@ func (c *guest) rootfs(s *manifest.LXCSpec) {
 	if b, ok := c.size(m.Volume, token, hasToken); ok {
 		s.Root.Size = manifest.FormatBytes(b)
 	} else {
-		c.incompleteField("spec.root.size", "rootfs (%s) has no size= and the storage listing of %s does not show it: set spec.root.size", m.Volume, storage)
+		c.gap("rootfs.size", "unknown", "rootfs ("+m.Volume+") has no size= and the storage listing of "+storage+" does not show it: the manifest leaves the size out, so ProxOps never grows the volume; set spec.root.size to own it")
 	}
 }
 
@@ -124,7 +124,7 @@ func (c *guest) mountPoints(s *manifest.LXCSpec) {
 		if b, ok := c.size(m.Volume, token, hasToken); ok {
 			mp.Size = manifest.FormatBytes(b)
 		} else {
-			c.incompleteField("spec.mount-points", "%s (%s) has no size= and the storage listing of %s does not show it: set its size", slot, m.Volume, storage)
+			c.gap(slot+".size", "unknown", slot+" ("+m.Volume+") has no size= and the storage listing of "+storage+" does not show it: the manifest leaves the size out, so ProxOps never grows the volume; set its size to own it")
 		}
 		o := &manifest.MountOptions{ReadOnly: boolPtr(m.Props.Get("ro")), Backup: boolPtr(m.Props.Get("backup")),
 			ACL: boolPtr(m.Props.Get("acl")), Quota: boolPtr(m.Props.Get("quota")), Shared: boolPtr(m.Props.Get("shared"))}

@@ -320,13 +320,13 @@ type LXCCPU struct {
 // RootFS is a container's root volume.
 type RootFS struct {
 	Storage string   `yaml:"storage"`
-	Size    Quantity `yaml:"size"`
+	Size    Quantity `yaml:"size,omitempty"`
 }
 
 // MountPoint is an allocated container volume (mpN).
 type MountPoint struct {
 	Storage    string   `yaml:"storage"`
-	Size       Quantity `yaml:"size"`
+	Size       Quantity `yaml:"size,omitempty"`
 	MountPoint string   `yaml:"mount-point,omitempty"`
 	// Slot is mpN; defaults to mp<index>.
 	Slot    string        `yaml:"slot,omitempty"`

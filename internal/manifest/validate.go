@@ -626,7 +626,7 @@ func (c *checker) lxc(s *LXCSpec) {
 		c.errorf("spec.cpu.units", "must not be negative")
 	}
 	c.storage("spec.root.storage", s.Root.Storage)
-	c.size("spec.root.size", s.Root.Size, true, false)
+	c.size("spec.root.size", s.Root.Size, c.has("spec.root.size"), false)
 
 	mpBus := map[string]int{"mp": 255}
 	seen := map[string]string{}
@@ -640,7 +640,7 @@ func (c *checker) lxc(s *LXCSpec) {
 	for i, m := range s.MountPoints {
 		p := yamldecode.Index("spec.mount-points", i)
 		c.storage(p+".storage", m.Storage)
-		c.size(p+".size", m.Size, true, false)
+		c.size(p+".size", m.Size, c.has(p+".size"), false)
 		c.absPath(p+".mount-point", m.MountPoint, true)
 		if m.Slot == "" || c.slot(p+".slot", m.Slot, mpBus, "mount point") {
 			claim(p+".slot", m.SlotAt(i))

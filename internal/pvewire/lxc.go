@@ -298,6 +298,9 @@ func (x *differ) rootfs(s *manifest.LXCSpec, template bool) error {
 		x.anomaly("rootfs", field+".storage", "rootfs is on storage %s on PVE, the manifest says %s; ProxOps never moves or recreates a volume", st, s.Root.Storage)
 		return nil
 	}
+	if s.Root.Size.IsZero() {
+		return nil // not owned: ProxOps never grows a volume whose size the manifest leaves out
+	}
 	want, err := s.Root.Size.Bytes()
 	if err != nil {
 		return fmt.Errorf("rootfs: %w", err)
@@ -310,6 +313,10 @@ func (x *differ) rootfs(s *manifest.LXCSpec, template bool) error {
 func (x *differ) mountPoint(field string, m manifest.MountPoint, template bool) error {
 	lv, ok := x.get(m.Slot)
 	if !ok {
+		if m.Size.IsZero() {
+			x.anomaly(m.Slot, field+".size", "%s is not on PVE and the manifest gives it no size: set the size to create it", m.Slot)
+			return nil
+		}
 		v, err := mountPointCreate(m)
 		if err != nil {
 			return err
@@ -327,12 +334,14 @@ func (x *differ) mountPoint(field string, m manifest.MountPoint, template bool) 
 		x.anomaly(m.Slot, field+".storage", "%s is on storage %s on PVE, the manifest says %s; ProxOps never moves or recreates a volume", m.Slot, st, m.Storage)
 		return nil
 	}
-	want, err := m.Size.Bytes()
-	if err != nil {
-		return fmt.Errorf("%s: %w", m.Slot, err)
+	if !m.Size.IsZero() {
+		want, err := m.Size.Bytes()
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.Slot, err)
+		}
+		have, known := live.Size()
+		x.sizeCheck(m.Slot, field+".size", lv, want, have, known, template)
 	}
-	have, known := live.Size()
-	x.sizeCheck(m.Slot, field+".size", lv, want, have, known, template)
 	if mountOptionsDiffer(live.Props, m) {
 		live.Props = mountOptions(live.Props, m.MountPoint, m.Options)
 		x.setString(m.Slot, field, live.String())
