@@ -14,6 +14,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/pvewire"
+	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/testcorpus"
 )
 
@@ -231,6 +232,12 @@ func TestCorpusAdoptsAndPlansToNothingButTheClaim(t *testing.T) {
 			line += "\n    gaps: " + strings.Join(keys, ", ")
 		}
 		lines = append(lines, line)
+	}
+	// The report's count of outcomes agrees with the list.
+	g := render.NewAdoptionJSON(render.Adoption{Result: res}).Guests
+	lines = append(lines, fmt.Sprintf("guests: %d complete, %d incomplete, %d refused", g.Complete, g.Incomplete, g.Refused))
+	if g.Complete != roundTrips || g.Complete+g.Incomplete+g.Refused != len(guests) {
+		t.Errorf("the report counts %+v, the outcomes %d round trips of %d guests", g, roundTrips, len(guests))
 	}
 	checkGolden(t, filepath.Join("testdata", "corpus-outcomes.txt"), []byte(strings.Join(lines, "\n")+"\n"))
 	if roundTrips < roundTripFloor {

@@ -88,9 +88,39 @@ func AdoptionText(a Adoption) string {
 	if len(r.Gaps) > 0 {
 		line("warning: %s: live settings the manifests do not carry; ProxOps leaves them as PVE has them (see docs/gaps.md)", count(len(r.Gaps), "gap"))
 	}
+	g := guestOutcomes(r)
+	fmt.Fprintf(&b, "  guests: %d complete, %d incomplete, %d refused\n", g.Complete, g.Incomplete, g.Refused)
 	fmt.Fprintf(&b, "  nodes: [%s]\n", strings.Join(r.Nodes, " "))
 	fmt.Fprintf(&b, "  artifacts: %s\n", artifactCounts(r))
 	return b.String()
+}
+
+// GuestOutcomesJSON counts the adopted guests by outcome: complete (planned with nothing but the claim, and
+// the name of a guest that has none), incomplete (written, but a person must finish it) and refused (PVE
+// itself refuses the config; no manifest).
+type GuestOutcomesJSON struct {
+	Complete   int `json:"complete"`
+	Incomplete int `json:"incomplete"`
+	Refused    int `json:"refused"`
+}
+
+func guestOutcomes(r adopt.Result) GuestOutcomesJSON {
+	var g GuestOutcomesJSON
+	for _, m := range r.Manifests {
+		switch {
+		case m.VMID == 0:
+		case m.Complete():
+			g.Complete++
+		default:
+			g.Incomplete++
+		}
+	}
+	for _, s := range r.Skipped {
+		if s.Refused && s.VMID != 0 {
+			g.Refused++
+		}
+	}
+	return g
 }
 
 // gapObject names what a gap is about: <Kind> on <node>#<vmid> for a guest, <Kind>/<name> on <node> for a
@@ -124,13 +154,16 @@ func artifactCounts(r adopt.Result) string {
 
 // AdoptionJSON is the document `proxops adopt --output json` prints.
 type AdoptionJSON struct {
-	Cluster     string            `json:"cluster"`
-	ReadOnly    bool              `json:"read_only"`
-	Nodes       []string          `json:"nodes"`
-	Manifests   []AdoptedJSON     `json:"manifests"`
-	Gaps        []GapJSON         `json:"gaps"`
-	Skipped     []SkippedJSON     `json:"skipped"`
-	Warnings    []string          `json:"warnings"`
+	Cluster   string        `json:"cluster"`
+	ReadOnly  bool          `json:"read_only"`
+	Nodes     []string      `json:"nodes"`
+	Manifests []AdoptedJSON `json:"manifests"`
+	Gaps      []GapJSON     `json:"gaps"`
+	Skipped   []SkippedJSON `json:"skipped"`
+	Warnings  []string      `json:"warnings"`
+	// Guests counts the guests by outcome; Refused lists the guests PVE refuses (also in Skipped).
+	Guests      GuestOutcomesJSON `json:"guests"`
+	Refused     []SkippedJSON     `json:"refused"`
 	Composition CompositionJSON   `json:"composition"`
 	Census      adoptionCensusDoc `json:"cloud_init"`
 }
@@ -188,7 +221,7 @@ type adoptionCensusDoc struct {
 func NewAdoptionJSON(a Adoption) AdoptionJSON {
 	r := a.Result
 	doc := AdoptionJSON{Cluster: r.Cluster, ReadOnly: true, Nodes: nonNil(r.Nodes), Manifests: []AdoptedJSON{},
-		Gaps: []GapJSON{}, Skipped: []SkippedJSON{}, Warnings: nonNil(r.Warnings),
+		Gaps: []GapJSON{}, Skipped: []SkippedJSON{}, Warnings: nonNil(r.Warnings), Guests: guestOutcomes(r), Refused: []SkippedJSON{},
 		Composition: CompositionJSON{File: a.CompositionFile, Entries: nonNil(r.Composition()), Missing: nonNil(a.Missing), Updated: a.Updated},
 		Census: adoptionCensusDoc{SSHKeyGuests: r.Census.SSHKeyGuests, SSHKeySets: r.Census.SSHKeySets,
 			SSHKeyRefs: r.Census.SSHKeyRefs, SSHKeysPVE: r.Census.SSHKeysPVE, Passwords: r.Census.Passwords}}
@@ -200,8 +233,11 @@ func NewAdoptionJSON(a Adoption) AdoptionJSON {
 		doc.Gaps = append(doc.Gaps, GapJSON{Kind: g.Kind, Name: g.Name, Node: g.Node, VMID: g.VMID, Key: g.Key, Value: g.Value, Note: g.Note})
 	}
 	for _, s := range r.Skipped {
-		doc.Skipped = append(doc.Skipped, SkippedJSON{Kind: string(s.Kind), Node: s.Node, VMID: s.VMID, Volid: s.Volid,
-			Refused: s.Refused, Reason: s.Reason})
+		sj := SkippedJSON{Kind: string(s.Kind), Node: s.Node, VMID: s.VMID, Volid: s.Volid, Refused: s.Refused, Reason: s.Reason}
+		doc.Skipped = append(doc.Skipped, sj)
+		if s.Refused && s.VMID != 0 {
+			doc.Refused = append(doc.Refused, sj)
+		}
 	}
 	return doc
 }
