@@ -79,6 +79,10 @@ var knownGaps = []KnownGap{
 // docs/gaps.md shows. Any other key PVE reports is a gap too, with a generic note.
 func KnownGaps() []KnownGap { return slices.Clone(knownGaps) }
 
+// smbiosNote explains the SMBIOS settings an operator set (manufacturer, product, version, serial, sku,
+// family, base64): not modelled, unlike the uuid, which is PVE's identity of the guest.
+const smbiosNote = "SMBIOS fields an operator set are not modelled; ProxOps keeps them as PVE has them (the uuid is the guest's identity and never a gap)"
+
 // genericNote is the note of a key that is not in the table.
 const genericNote = "not modelled; ProxOps leaves it as PVE has it"
 
@@ -110,6 +114,9 @@ func TokenNotes() []TokenNote {
 
 // noteFor explains a gap: a whole key, or a token of a modelled key.
 func noteFor(t inventory.GuestType, key, token string) string {
+	if key == "smbios1" && token != "" {
+		return smbiosNote
+	}
 	if token != "" {
 		if n, ok := tokenNotes[token]; ok {
 			return n + "; ProxOps keeps it as PVE has it"

@@ -96,3 +96,24 @@ func TestGapReportRedactsSecretsInsideValues(t *testing.T) {
 		}
 	}
 }
+
+// The SMBIOS settings an operator set are gaps, one per setting; the uuid is the guest's identity and never
+// one.
+func TestSMBIOSOperatorFieldsAreGapsAndTheUUIDIsNot(t *testing.T) {
+	c := inventory.Cluster{Name: "lab", Nodes: []inventory.Node{{Node: "pve1", Guests: []inventory.Guest{
+		guestOn("pve1", 100, inventory.QEMU, "name: app",
+			"smbios1: uuid=6f1b2c3d-0000-4000-8000-000000000100,manufacturer=QWNtZQ==,serial=U04tMQ==,base64=1"),
+		guestOn("pve1", 101, inventory.QEMU, "name: web", "smbios1: uuid=6f1b2c3d-0000-4000-8000-000000000101"),
+	}}}}
+	var got []string
+	for _, g := range adopt.Gaps(c, nil).Gaps {
+		got = append(got, g.Key+"="+g.Value)
+		if !strings.Contains(g.Note, "SMBIOS") {
+			t.Errorf("gap %s: note %q", g.Key, g.Note)
+		}
+	}
+	want := []string{"smbios1.base64=1", "smbios1.manufacturer=QWNtZQ==", "smbios1.serial=U04tMQ=="}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("gaps (-want +got):\n%s", d)
+	}
+}

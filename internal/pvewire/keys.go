@@ -281,6 +281,14 @@ func Gaps(g inventory.Guest) []Gap {
 		}
 		k, v := e.Key, e.Value
 		switch {
+		case g.Type == inventory.QEMU && k == "smbios1":
+			// uuid is the guest's identity (PVE's); every other setting is an operator's.
+			for _, t := range pveformat.ParseProps(v, "") {
+				if t.Key != "uuid" {
+					out = append(out, Gap{Key: k, Token: t.Key, Value: RedactValue(t.Value)})
+				}
+			}
+			continue
 		case IsBookkeeping(g.Type, k):
 			continue
 		case !IsModelled(g.Type, k):
