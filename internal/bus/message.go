@@ -19,6 +19,13 @@ func TypeName(m proto.Message) string {
 	return string(m.ProtoReflect().Descriptor().FullName())
 }
 
+// ContentID is the content id of a message body: "sha256:" and the hex SHA-256 of data, the value of the
+// Proxops-Content-Id header.
+func ContentID(data []byte) string {
+	h := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
 // PubAck is the stream's acknowledgement of a publish.
 type PubAck struct {
 	Stream   string
@@ -114,6 +121,7 @@ func (b *Bus) encode(ctx context.Context, subject string, m proto.Message) (msg 
 	msg = nats.NewMsg(subject)
 	msg.Header.Set(HeaderType, TypeName(m))
 	msg.Header.Set(HeaderContentType, ContentTypeProtobuf)
+	msg.Header.Set(HeaderContentID, ContentID(data))
 	if len(data) > b.blobThreshold() {
 		name, sum, err := b.putBlob(ctx, data)
 		if err != nil {
@@ -222,6 +230,9 @@ type Message struct {
 
 // Type is the message's Proxops-Type.
 func (m *Message) Type() string { return m.Header.Get(HeaderType) }
+
+// ContentID is the message's Proxops-Content-Id (empty for a message published before the header existed).
+func (m *Message) ContentID() string { return m.Header.Get(HeaderContentID) }
 
 // Decode checks the message's type and unmarshals it into into.
 func (m *Message) Decode(ctx context.Context, into proto.Message) error {

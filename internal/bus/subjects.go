@@ -115,6 +115,10 @@ const (
 	HeaderContentType = "Content-Type"
 	// ContentTypeProtobuf is the only content type ProxOps sends.
 	ContentTypeProtobuf = "application/protobuf"
+	// HeaderContentID is the content id of the message: "sha256:" and the hex SHA-256 of its protobuf body
+	// (deterministic encoding), the same for the same content whoever publishes it. With Proxops-Type it
+	// tells a `nats sub` reader what a message is and whether two messages say the same thing.
+	HeaderContentID = "Proxops-Content-Id"
 	// HeaderBlob names the proxops_blobs object that holds the body of a message too large to carry.
 	HeaderBlob = "Proxops-Blob"
 	// HeaderBlobSHA256 is the hex SHA-256 of the blob's content, checked when it is read.
