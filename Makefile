@@ -19,9 +19,11 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/proxops ./cmd/proxops
 
-# The test command: every module of the workspace, with the race detector.
+# The test command: every module of the workspace, with the race detector; then the check of the monitoring
+# files under deploy/ with Prometheus' parsers (a module of its own, outside the workspace).
 test:
 	$(GO) test -race -count=1 work
+	cd test/deploy && GOWORK=off $(GO) test -count=1 ./...
 
 # What CI runs: static checks, generated code freshness, wire compatibility, the tests and a short fuzz pass.
 check: lint check-generate breaking test fuzz-smoke

@@ -201,6 +201,10 @@ func (uc upConfig) watcherConfig() watcher.Config {
 	return w
 }
 
+// upRegistryObserver, when set (by tests), is handed the registry proxops up serves on /metrics once every
+// collector that does not wait for a service is on it.
+var upRegistryObserver func(*prometheus.Registry)
+
 func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	uc, err := resolveUp(ctx, opts)
 	if err != nil {
@@ -245,6 +249,13 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 		return err
 	}
 	defer func() { _ = stop() }()
+	if err := metrics.RegisterQueues(reg, metrics.BusQueues(sys.bus), log.With("component", "metrics")); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if upRegistryObserver != nil {
+		upRegistryObserver(reg)
+	}
 
 	if uc.remote == nil {
 		releaseStaleLeases(ctx, sys.bus, log)
