@@ -145,6 +145,7 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/proxops/proxops/services/executor v0.0.0-00010101000000-000000000000
+	github.com/proxops/proxops/services/notifier v0.0.0-00010101000000-000000000000
 	github.com/proxops/proxops/services/planner v0.0.0-00010101000000-000000000000
 	github.com/proxops/proxops/services/status v0.0.0-00010101000000-000000000000
 	github.com/proxops/proxops/services/watcher v0.0.0-00010101000000-000000000000
@@ -185,6 +186,8 @@ tool google.golang.org/protobuf/cmd/protoc-gen-go
 replace github.com/proxops/proxops/services/planner => ./services/planner
 
 replace github.com/proxops/proxops/services/executor => ./services/executor
+
+replace github.com/proxops/proxops/services/notifier => ./services/notifier
 
 replace github.com/proxops/proxops/services/watcher => ./services/watcher
 

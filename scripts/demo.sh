@@ -5,7 +5,10 @@
 # temporary git repository (its base-url rewritten to the simulator's port, then committed: proxops plans
 # committed trees), runs `proxops up --once` on a temporary data directory (every service in one process:
 # it reconciles once and exits 0 when the cluster converged), then `proxops diff --exit-code` to show the
-# cluster converged, and prints `proxops status`. It exits 0 only when the diff is empty. Nothing leaves
+# cluster converged, and prints `proxops status`. Then it changes a VM by hand through the simulator's PVE
+# API and runs `proxops up --once` again: the drift is corrected and the notifier tells a generic webhook
+# receiver on loopback (`proxops notifications listen`), whose output the demo prints. It exits 0 only when
+# the diffs are empty and the notification arrived. Nothing leaves
 # the machine: the simulator serves the artifacts' download URLs from examples/demo/files.
 #
 # With --live it runs `proxops up` instead, until Ctrl-C, and prints the status page's address.
@@ -21,7 +24,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${PROXOPS:-$root/bin/proxops}
 work=$(mktemp -d "${TMPDIR:-/tmp}/proxops-demo.XXXXXX")
 simpid=""
+hookpid=""
 cleanup() {
+	if [[ -n "$hookpid" ]]; then
+		kill "$hookpid" 2>/dev/null || true
+		wait "$hookpid" 2>/dev/null || true
+	fi
 	if [[ -n "$simpid" ]]; then
 		kill "$simpid" 2>/dev/null || true
 		wait "$simpid" 2>/dev/null || true
@@ -50,6 +58,25 @@ echo "==> simulated PVE cluster 'demo' (pve1, pve2, pve3) at $url"
 cp -R examples/demo "$work/repo"
 sed -i.orig "s#http://127\.0\.0\.1:8006#$url#" "$work/repo/clusters/demo/config.yaml"
 rm -f "$work/repo/clusters/demo/config.yaml.orig"
+
+# A generic webhook receiver on loopback: proxops notifications listen prints what it receives, so the demo
+# shows what would have been sent to a chat or an incident tool.
+"$bin" notifications listen --listen 127.0.0.1:0 >"$work/hook.log" 2>&1 &
+hookpid=$!
+hook=""
+for _ in $(seq 100); do
+	hook=$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$work/hook.log" | head -n1 || true)
+	[[ -n "$hook" ]] && break
+	sleep 0.1
+done
+if [[ -z "$hook" ]]; then
+	echo "demo: the webhook receiver did not start:" >&2
+	cat "$work/hook.log" >&2
+	exit 1
+fi
+printf 'notifications:\n  external-url: http://127.0.0.1:9494\n  providers:\n    - name: demo-hook\n      type: webhook\n      url: %s\n' \
+	"$hook" >>"$work/repo/proxops.yaml"
+echo "==> notifications go to a webhook receiver on loopback at $hook"
 git -C "$work/repo" init -q
 git -C "$work/repo" add -A
 git -C "$work/repo" -c user.name=demo -c user.email=demo@proxops.invalid commit -q -m "demo cluster"
@@ -92,4 +119,18 @@ echo
 echo "==> proxops status"
 "$bin" status --data-dir "$work/data"
 echo
+echo "==> someone changes VM web-01 by hand on PVE: memory 3072 MiB, through the PVE API"
+curl -fsS -X PUT -H 'Authorization: PVEAPIToken=root@pam!demo=6d1c2f0a-7b3e-4c59-8a21-0e9f4d3b2c10' \
+	--data memory=3072 "$url/api2/json/nodes/pve1/qemu/101/config" >/dev/null
+echo "==> proxops up --once: the drift is corrected and the notifier tells the webhook receiver"
+"$bin" up --once --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/up2.log" || {
+	echo "demo: proxops up --once did not correct the drift; its log:" >&2
+	tail -n 50 "$work/up2.log" >&2
+	exit 1
+}
+echo
+echo "==> what the webhook receiver got (nothing left the machine)"
+grep -v '^listening on' "$work/hook.log" || { echo "demo: no notification arrived" >&2; exit 1; }
+echo
+"$bin" diff --exit-code --repo "$work/repo" --data-dir "$work/data" >/dev/null
 echo "==> converged: PVE matches git"

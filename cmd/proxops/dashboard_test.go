@@ -178,7 +178,7 @@ func TestDashboardAndAlertRulesQueryRegisteredMetrics(t *testing.T) {
 	for _, want := range []string{"proxops_cluster_phase", "proxops_reconcile_duration_seconds_bucket", "proxops_operations_total",
 		"proxops_drifted_resources", "proxops_pve_request_duration_seconds_bucket", "proxops_pve_task_duration_seconds_bucket",
 		"proxops_queue_pending_messages", "proxops_webhook_requests_total", "proxops_last_successful_reconcile_timestamp_seconds",
-		"proxops_queue_waiting_pulls", "proxops_queue_delivered_sequence"} {
+		"proxops_queue_waiting_pulls", "proxops_queue_delivered_sequence", "proxops_notifications_total", "proxops_notification_failing"} {
 		if !used[want] {
 			t.Errorf("neither the dashboard nor the rules use %s", want)
 		}
@@ -187,7 +187,7 @@ func TestDashboardAndAlertRulesQueryRegisteredMetrics(t *testing.T) {
 	for where := range alerts {
 		alertNames = append(alertNames, strings.TrimPrefix(where, "alert "))
 	}
-	for _, want := range []string{"ProxOpsClusterFailed", "ProxOpsNoSuccessfulReconcile", "ProxOpsDrift", "ProxOpsExecutorGone", "ProxOpsQueueStuck"} {
+	for _, want := range []string{"ProxOpsClusterFailed", "ProxOpsNoSuccessfulReconcile", "ProxOpsDrift", "ProxOpsExecutorGone", "ProxOpsQueueStuck", "ProxOpsNotificationFailing"} {
 		if !slices.Contains(alertNames, want) {
 			t.Errorf("alerts.yaml has no %s (it has %v)", want, alertNames)
 		}

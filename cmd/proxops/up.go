@@ -26,6 +26,7 @@ import (
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/adopter"
+	"github.com/proxops/proxops/services/notifier"
 	"github.com/proxops/proxops/services/planner"
 	"github.com/proxops/proxops/services/status"
 	"github.com/proxops/proxops/services/watcher"
@@ -253,6 +254,10 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 		_ = ln.Close()
 		return err
 	}
+	if err := notifier.RegisterMetrics(reg); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	if upRegistryObserver != nil {
 		upRegistryObserver(reg)
 	}
@@ -281,6 +286,16 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	}
 	if err := sys.startStatus(ln); err != nil {
 		return err
+	}
+	notifying := len(uc.cfg.Notifications.Providers) > 0
+	if notifying {
+		store, err := notificationSecrets(ctx, uc)
+		if err != nil {
+			return err
+		}
+		if err := sys.startNotifier(notifier.Config{Notifications: uc.cfg.Notifications, Secrets: store}); err != nil {
+			return err
+		}
 	}
 	pub := &upPublisher{bus: sys.bus, set: set, startup: make(chan startupReport, 1), log: log}
 	if err := sys.startWatcher(uc.watcherConfig(), func(watcher.Publisher) watcher.Publisher { return pub }); err != nil {
@@ -334,6 +349,9 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	if err == nil {
 		// The reports on disk tell the same story (proxops status after up --once).
 		waitStatusCaughtUp(ctx, sys.bus, "http://"+ln.Addr().String()+"/status", log)
+		if notifying {
+			waitNotifierCaughtUp(ctx, sys.bus, log)
+		}
 	}
 	serr := stop()
 	if err != nil {

@@ -48,6 +48,7 @@ const (
 	RoleAdopter  Role = "adopter"
 	RoleStatus   Role = "status"
 	RoleCLI      Role = "cli"
+	RoleNotifier Role = "notifier"
 )
 
 // permSet accumulates allow lists.
@@ -242,6 +243,21 @@ func StatusPermissions() Permissions {
 	return s.permissions()
 }
 
+// NotifierPermissions: consume plan events (decoding large ones from proxops_blobs), keep its memory per
+// cluster, and read the state of the work queues' durable consumers for the queue metrics. It publishes
+// nothing on ProxOps' subjects: notifications leave over HTTP or SMTP.
+func NotifierPermissions() Permissions {
+	var s permSet
+	s.inbox(string(RoleNotifier))
+	s.consume(StreamPlans, ConsumerNotifierPlans, FilterPlans)
+	s.objRead(ObjectBlobs)
+	s.kvWrite(BucketNotify)
+	for _, st := range QueueStreams {
+		s.publish("$JS.API.STREAM.INFO."+st, "$JS.API.CONSUMER.LIST."+st)
+	}
+	return s.permissions()
+}
+
 // CLIPermissions: the operator's tool manages JetStream (provisioning, inspection), asks for reconciles,
 // confirms held plans, asks for adoptions and stores work-tree snapshots; it cannot publish plans or
 // operations.
@@ -274,6 +290,7 @@ func ServiceUsers(topology []ClusterNodes) ([]ServiceUser, error) {
 		{Name: string(RoleAdopter), Role: RoleAdopter, Permissions: AdopterPermissions()},
 		{Name: string(RoleStatus), Role: RoleStatus, Permissions: StatusPermissions()},
 		{Name: string(RoleCLI), Role: RoleCLI, Permissions: CLIPermissions()},
+		{Name: string(RoleNotifier), Role: RoleNotifier, Permissions: NotifierPermissions()},
 	}
 	seenEnv := map[string]string{}
 	for _, u := range users {

@@ -122,7 +122,8 @@ func KeyValueConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 	deliveries := kv(BucketDeliveries, "webhook delivery ids already accepted")
 	deliveries.TTL = cfg.DeliveriesTTL
 	clusters := kv(BucketClusters, "planner state per cluster: newest event to apply, last handled, run in progress, suspension")
-	return []jetstream.KeyValueConfig{leases, owned, ops, status, deliveries, clusters}
+	notify := kv(BucketNotify, "notifier state per cluster: last outcome, security warnings notified")
+	return []jetstream.KeyValueConfig{leases, owned, ops, status, deliveries, clusters, notify}
 }
 
 // ObjectStoreConfigs returns the configuration of every object store, in a fixed order.

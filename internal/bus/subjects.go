@@ -76,6 +76,9 @@ const (
 	// BucketClusters is the planners' shared state per cluster (key = cluster): the newest event asking to
 	// apply it, the last one handled, the run in progress, and the run-time suspension.
 	BucketClusters = "proxops_clusters"
+	// BucketNotify is the notifier's memory per cluster (key = cluster): whether its last run or plan
+	// failed, and the security warnings already notified.
+	BucketNotify = "proxops_notify"
 )
 
 // Object stores.
@@ -96,6 +99,8 @@ const (
 	ConsumerWatcherReconcile = "watcher_reconcile"
 	// ConsumerAdopterInventory is the adopters' durable consumer of NodeInventory on PROXOPS_INVENTORY.
 	ConsumerAdopterInventory = "adopter_inventory"
+	// ConsumerNotifierPlans is the notifiers' durable consumer of plan events on PROXOPS_PLANS.
+	ConsumerNotifierPlans = "notifier_plans"
 
 	consumerExecutorPrefix       = "exec_"
 	consumerPlannerResultsPrefix = "planner_results_"

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path"
@@ -25,6 +26,9 @@ type Config struct {
 	Executor  ExecutorConfig  `yaml:"executor"`
 	Webhook   WebhookConfig   `yaml:"webhook"`
 	NATS      NATSConfig      `yaml:"nats"`
+	// Notifications says who is told of failed runs, rejected and held plans, corrected drift, security
+	// warnings and recoveries.
+	Notifications NotificationsConfig `yaml:"notifications"`
 	// Listen is the HTTP address of /healthz, /metrics and /status.
 	Listen string `yaml:"listen"`
 	// DataDir holds caches and local state; ~ is expanded by the command that uses it.
@@ -100,6 +104,73 @@ type NATSConfig struct {
 	URL   string `yaml:"url,omitempty"`
 	Creds string `yaml:"creds,omitempty"`
 }
+
+// NotificationsConfig is the notifications section.
+type NotificationsConfig struct {
+	// SecretsFile is a SOPS file holding the providers' secrets (URLs with tokens, passwords, signing
+	// keys); a relative path is relative to the configuration file's directory.
+	SecretsFile string `yaml:"secrets-file,omitempty"`
+	// ExternalURL is where people reach the status page (http(s)://host[:port][/path]); messages link it.
+	ExternalURL string `yaml:"external-url,omitempty"`
+	// Providers are the destinations, each with its own filters.
+	Providers []NotificationProvider `yaml:"providers,omitempty"`
+	// Overrides say, per cluster, which providers and events apply to it.
+	Overrides map[string]*NotificationOverride `yaml:"overrides,omitempty"`
+}
+
+// NotificationProvider is one destination of notifications.
+type NotificationProvider struct {
+	// Name identifies the provider in metrics, logs and overrides.
+	Name string `yaml:"name"`
+	// Type is webhook, slack, mattermost, matrix, ntfy, gotify, discord, teams, smtp or alertmanager.
+	Type string `yaml:"type"`
+	// URL is the endpoint (for smtp: smtp://host:port); URLRef names a secret holding it instead, for
+	// URLs that carry a token (Slack, Discord, Teams).
+	URL    string `yaml:"url,omitempty"`
+	URLRef string `yaml:"url-ref,omitempty"`
+	// TokenRef names the secret of the provider's credential: the webhook's HMAC key, the Matrix access
+	// token, the Gotify application token, the ntfy or Alertmanager bearer token, the SMTP password.
+	TokenRef string `yaml:"token-ref,omitempty"`
+	// Username is the SMTP user.
+	Username string `yaml:"username,omitempty"`
+	// Room is the Matrix room id.
+	Room string `yaml:"room,omitempty"`
+	// From and To are the e-mail sender and recipients.
+	From string   `yaml:"from,omitempty"`
+	To   []string `yaml:"to,omitempty"`
+	// Clusters and Events filter what the provider receives; empty means all.
+	Clusters []string `yaml:"clusters,omitempty"`
+	Events   []string `yaml:"events,omitempty"`
+	// RateLimit bounds the messages sent to the provider per minute (0: no limit); what exceeds it is
+	// dropped and counted.
+	RateLimit int `yaml:"rate-limit,omitempty"`
+}
+
+// NotificationOverride is a cluster's notifications.overrides.<name> entry.
+type NotificationOverride struct {
+	// Providers, when set, are the only providers the cluster's notifications go to.
+	Providers []string `yaml:"providers,omitempty"`
+	// Events, when set, are the only events notified for the cluster.
+	Events []string `yaml:"events,omitempty"`
+	// Mute silences the cluster.
+	Mute bool `yaml:"mute,omitempty"`
+}
+
+// Notification events.
+const (
+	NotifyRunFailed       = "run-failed"
+	NotifyPlanRejected    = "plan-rejected"
+	NotifyPlanHeld        = "plan-held"
+	NotifyDriftCorrected  = "drift-corrected"
+	NotifySecurityWarning = "security-warning"
+	NotifyRecovered       = "recovered"
+)
+
+// NotificationEvents lists every notification event in a fixed order.
+var NotificationEvents = []string{NotifyRunFailed, NotifyPlanRejected, NotifyPlanHeld, NotifyDriftCorrected, NotifySecurityWarning, NotifyRecovered}
+
+// NotificationTypes lists every provider type.
+var NotificationTypes = []string{"webhook", "slack", "mattermost", "matrix", "ntfy", "gotify", "discord", "teams", "smtp", "alertmanager"}
 
 // ClusterConfig is one PVE cluster: pve.clusters.<name>.
 type ClusterConfig struct {
@@ -367,7 +438,94 @@ func validateProcess(cfg *Config) diag.List {
 	if cfg.DataDir == "" {
 		c.errorf("data-dir", "must not be empty")
 	}
+	validateNotifications(c, cfg.Notifications)
 	return c.diags
+}
+
+// validateNotifications checks the notifications section.
+func validateNotifications(c *configChecker, n NotificationsConfig) {
+	if n.ExternalURL != "" {
+		if u, err := url.Parse(n.ExternalURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			c.errorf("notifications.external-url", "invalid URL %q (want http(s)://host[:port][/path])", n.ExternalURL)
+		}
+	}
+	names := map[string]bool{}
+	needsSecrets := false
+	for i, p := range n.Providers {
+		at := yamldecode.Index("notifications.providers", i)
+		switch {
+		case p.Name == "":
+			c.errorf(at+".name", "required")
+		case !clusterNameRE.MatchString(p.Name):
+			c.errorf(at+".name", "invalid name %q (lower-case letters, digits and hyphens)", p.Name)
+		case names[p.Name]:
+			c.errorf(at+".name", "provider %s is declared twice", p.Name)
+		}
+		names[p.Name] = true
+		c.enum(at+".type", p.Type, NotificationTypes...)
+		switch {
+		case p.URL == "" && p.URLRef == "":
+			c.errorf(at+".url", "required (or url-ref naming a secret that holds it)")
+		case p.URL != "" && p.URLRef != "":
+			c.errorf(at+".url-ref", "url and url-ref cannot both be set")
+		case p.URL != "":
+			want := []string{"http", "https"}
+			if p.Type == "smtp" {
+				want = []string{"smtp", "smtps"}
+			}
+			if u, err := url.Parse(p.URL); err != nil || !slices.Contains(want, u.Scheme) || u.Host == "" {
+				c.errorf(at+".url", "invalid URL %q (want %s://host...)", p.URL, strings.Join(want, " or "))
+			} else if u.User != nil {
+				c.errorf(at+".url", "must not carry credentials; name a secret with token-ref")
+			}
+		}
+		needsSecrets = needsSecrets || p.URLRef != "" || p.TokenRef != ""
+		if p.Type == "matrix" && (p.Room == "" || p.TokenRef == "") {
+			c.errorf(at+".room", "matrix needs room and token-ref (the access token)")
+		}
+		if p.Type == "gotify" && p.TokenRef == "" {
+			c.errorf(at+".token-ref", "gotify needs token-ref (the application token)")
+		}
+		if p.Type == "smtp" && (p.From == "" || len(p.To) == 0) {
+			c.errorf(at+".to", "smtp needs from and to")
+		}
+		for j, ev := range p.Events {
+			if !slices.Contains(NotificationEvents, ev) {
+				c.errorf(yamldecode.Index(at+".events", j), "unknown event %q (want %s)", ev, strings.Join(NotificationEvents, "|"))
+			}
+		}
+		for j, cl := range p.Clusters {
+			if !ValidClusterName(cl) {
+				c.errorf(yamldecode.Index(at+".clusters", j), "invalid cluster name %q", cl)
+			}
+		}
+		if p.RateLimit < 0 {
+			c.errorf(at+".rate-limit", "must not be negative (0 means no limit)")
+		}
+	}
+	if needsSecrets && n.SecretsFile == "" {
+		c.errorf("notifications.secrets-file", "required: providers name secrets (url-ref, token-ref)")
+	}
+	for _, cl := range slices.Sorted(maps.Keys(n.Overrides)) {
+		o := n.Overrides[cl]
+		at := "notifications.overrides." + cl
+		if !ValidClusterName(cl) {
+			c.errorf(at, "invalid cluster name %q", cl)
+		}
+		if o == nil {
+			continue
+		}
+		for j, p := range o.Providers {
+			if !names[p] {
+				c.errorf(yamldecode.Index(at+".providers", j), "no provider named %q", p)
+			}
+		}
+		for j, ev := range o.Events {
+			if !slices.Contains(NotificationEvents, ev) {
+				c.errorf(yamldecode.Index(at+".events", j), "unknown event %q (want %s)", ev, strings.Join(NotificationEvents, "|"))
+			}
+		}
+	}
 }
 
 // validateCluster checks one pve.clusters entry on its own (uniqueness across clusters is checked by Load).
