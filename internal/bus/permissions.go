@@ -243,18 +243,14 @@ func StatusPermissions() Permissions {
 	return s.permissions()
 }
 
-// NotifierPermissions: consume plan events (decoding large ones from proxops_blobs), keep its memory per
-// cluster, and read the state of the work queues' durable consumers for the queue metrics. It publishes
-// nothing on ProxOps' subjects: notifications leave over HTTP or SMTP.
+// NotifierPermissions: consume plan events (decoding large ones from proxops_blobs) and keep its memory
+// per cluster. It publishes nothing on ProxOps' subjects: notifications leave over HTTP or SMTP.
 func NotifierPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleNotifier))
 	s.consume(StreamPlans, ConsumerNotifierPlans, FilterPlans)
 	s.objRead(ObjectBlobs)
 	s.kvWrite(BucketNotify)
-	for _, st := range QueueStreams {
-		s.publish("$JS.API.STREAM.INFO."+st, "$JS.API.CONSUMER.LIST."+st)
-	}
 	return s.permissions()
 }
 

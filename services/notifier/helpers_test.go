@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/bustest"
@@ -157,6 +158,8 @@ func start(t *testing.T, env *bustest.Env, n repo.NotificationsConfig, reg prome
 	t.Cleanup(func() { r.stop(t) })
 	return r
 }
+
+func wireFinished(f plan.FinishedRun) (proto.Message, error) { return wire.FinishedToProto(f) }
 
 // publishFinished publishes a finished run.
 func publishFinished(t *testing.T, b *bus.Bus, f plan.FinishedRun) string {
