@@ -23,7 +23,7 @@ func TestNotificationOfCorrectedDriftFromUp(t *testing.T) {
 		cmd.SetErr(out)
 		cmd.SetArgs([]string{"notifications", "listen", "--listen", "127.0.0.1:0"})
 		if err := cmd.ExecuteContext(ctx); err != nil {
-			out.Write([]byte("error: " + err.Error() + "\n"))
+			_, _ = out.Write([]byte("error: " + err.Error() + "\n"))
 			done <- 1
 			return
 		}

@@ -182,6 +182,8 @@ func fold(before clusterState, e planEvent, id string, at time.Time, statusURL f
 			}
 			after.Bad = false
 			after.Commit = f.Commit
+		case plan.OutcomeSuperseded, plan.OutcomeNotApplied:
+			// A newer commit took over, or nothing was applied: nothing to tell yet.
 		}
 	}
 	return out, after

@@ -93,8 +93,9 @@ func TestNotificationFiltersOverridesAndRateLimit(t *testing.T) {
 			t.Errorf("%s gets %s of %s: %v, want %v", c.p.cfg.Name, c.ev, c.cluster, got, c.want)
 		}
 	}
-	if !n.allow(chat) || !n.allow(chat) || n.allow(chat) {
-		t.Fatal("a rate limit of 2 per minute lets the third message of a minute through")
+	first, second, third := n.allow(chat), n.allow(chat), n.allow(chat)
+	if !first || !second || third {
+		t.Fatalf("a rate limit of 2 per minute: %v, %v, %v; want the third message of the minute refused", first, second, third)
 	}
 	now = now.Add(time.Minute)
 	if !n.allow(chat) {

@@ -161,34 +161,33 @@ func start(t *testing.T, env *bustest.Env, n repo.NotificationsConfig, reg prome
 
 func wireFinished(f plan.FinishedRun) (proto.Message, error) { return wire.FinishedToProto(f) }
 
-// publishFinished publishes a finished run.
-func publishFinished(t *testing.T, b *bus.Bus, f plan.FinishedRun) string {
+// publishPlanEvent publishes a plan event as the planner does, with the message id <run>.<event>, and
+// returns the id.
+func publishPlanEvent(t *testing.T, b *bus.Bus, cluster, run string, ev bus.PlanEvent, m proto.Message, err error) string {
 	t.Helper()
-	m, err := wire.FinishedToProto(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject, _ := bus.PlanSubject(f.Cluster, bus.PlanFinished)
-	id := f.RunID + ".finished"
+	subject, _ := bus.PlanSubject(cluster, ev)
+	id := run + "." + string(ev)
 	if _, err := b.Publish(context.Background(), subject, m, bus.WithMsgID(id)); err != nil {
 		t.Fatal(err)
 	}
 	return id
 }
 
+// publishFinished publishes a finished run.
+func publishFinished(t *testing.T, b *bus.Bus, f plan.FinishedRun) string {
+	t.Helper()
+	m, err := wire.FinishedToProto(f)
+	return publishPlanEvent(t, b, f.Cluster, f.RunID, bus.PlanFinished, m, err)
+}
+
 // publishRejected publishes a rejection.
 func publishRejected(t *testing.T, b *bus.Bus, r plan.Rejected) string {
 	t.Helper()
 	m, err := wire.RejectedToProto(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subject, _ := bus.PlanSubject(r.Cluster, bus.PlanRejected)
-	id := r.RunID + ".rejected"
-	if _, err := b.Publish(context.Background(), subject, m, bus.WithMsgID(id)); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return publishPlanEvent(t, b, r.Cluster, r.RunID, bus.PlanRejected, m, err)
 }
 
 func failedRun(cluster, run string) plan.FinishedRun {

@@ -44,7 +44,12 @@ func TestNotifierRunsWithOnlyItsNATSPermissions(t *testing.T) {
 		done <- notifier.Run(rctx, notifier.Config{Bus: nb, Backoff: 50 * time.Millisecond, Timeout: 5 * time.Second,
 			Notifications: repo.NotificationsConfig{Providers: []repo.NotificationProvider{{Name: "hook", Type: "webhook", URL: hook.URL}}}})
 	}()
-	t.Cleanup(func() { rcancel(); <-done })
+	t.Cleanup(func() {
+		rcancel()
+		if err := <-done; err != nil {
+			t.Errorf("notifier: %v", err)
+		}
+	})
 
 	big := failedRun("lab", "run-big")
 	big.Operations[1].Message = strings.Repeat("a long PVE task log line; ", 45000)
