@@ -20,16 +20,20 @@ func SplitList(s string) []string {
 	if strings.Contains(s, "\x00") {
 		return strings.Split(s, "\x00")
 	}
-	return strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' || unicode.IsSpace(r) })
+	return strings.FieldsFunc(s, isListSeparator)
 }
 
+func isListSeparator(r rune) bool { return r == ';' || r == ',' || unicode.IsSpace(r) }
+
 // NormalizeTags returns tags the way PVE stores them (GuestHelpers::get_unique_tags with the default
-// tag-style): each value split with SplitList, lower-cased, sorted and deduplicated.
+// tag-style): each value split with SplitList, lower-cased, sorted and deduplicated. A part of a NUL-separated
+// list that still holds a separator (PVE would refuse it as a tag) is split further, so the stored form reads
+// back as the same set.
 func NormalizeTags(values []string) []string {
 	var out []string
 	for _, v := range values {
-		for _, t := range SplitList(v) {
-			if t != "" {
+		for _, part := range SplitList(v) {
+			for _, t := range strings.FieldsFunc(part, isListSeparator) {
 				out = append(out, strings.ToLower(t))
 			}
 		}
