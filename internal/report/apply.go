@@ -298,20 +298,7 @@ func (s *ClusterStatus) foldResult(r plan.Result) {
 	if op.State != plan.OpWaiting && op.State != plan.OpDispatched {
 		return
 	}
-	msg := maskUPIDs(r.Message)
-	switch r.Status {
-	case plan.StatusStarted, plan.StatusProgress:
-		op.State = plan.OpDispatched
-	case plan.StatusSucceeded:
-		op.State, op.Message = plan.OpSucceeded, msg
-	case plan.StatusFailed:
-		op.State, op.Message = plan.OpFailed, msg
-		if op.Message == "" {
-			op.Message = "failed"
-		}
-	case plan.StatusSkipped:
-		op.State, op.Message = plan.OpSkipped, msg
-	}
+	op.advance(r)
 	if s.Tracking.SettledPhase == PhaseHeld {
 		// The plan was confirmed: its operations are running.
 		s.HeldPrunes = nil
@@ -736,4 +723,23 @@ func (s *ClusterStatus) stamp(prev Report, at time.Time) {
 		out = nil
 	}
 	s.Timing.Resources = out
+}
+
+// advance moves a waiting or dispatched operation to the state a result reports, with the result's message
+// (task ids masked); a failure without a message says "failed".
+func (op *OpTrack) advance(r plan.Result) {
+	msg := maskUPIDs(r.Message)
+	switch r.Status {
+	case plan.StatusStarted, plan.StatusProgress:
+		op.State = plan.OpDispatched
+	case plan.StatusSucceeded:
+		op.State, op.Message = plan.OpSucceeded, msg
+	case plan.StatusFailed:
+		op.State, op.Message = plan.OpFailed, msg
+		if op.Message == "" {
+			op.Message = "failed"
+		}
+	case plan.StatusSkipped:
+		op.State, op.Message = plan.OpSkipped, msg
+	}
 }

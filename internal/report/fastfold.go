@@ -76,20 +76,7 @@ func (ix *resultIndex) fold(s *ClusterStatus, e Event) bool {
 		op := &s.Tracking.Operations[k]
 		if op.State == plan.OpWaiting || op.State == plan.OpDispatched {
 			old := op.State
-			msg := maskUPIDs(r.Message)
-			switch r.Status {
-			case plan.StatusStarted, plan.StatusProgress:
-				op.State = plan.OpDispatched
-			case plan.StatusSucceeded:
-				op.State, op.Message = plan.OpSucceeded, msg
-			case plan.StatusFailed:
-				op.State, op.Message = plan.OpFailed, msg
-				if op.Message == "" {
-					op.Message = "failed"
-				}
-			case plan.StatusSkipped:
-				op.State, op.Message = plan.OpSkipped, msg
-			}
+			op.advance(*r)
 			ix.count(s, *op, old, -1)
 			ix.count(s, *op, op.State, +1)
 		}
