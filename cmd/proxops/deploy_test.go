@@ -63,7 +63,7 @@ func TestSystemdUnits(t *testing.T) {
 
 	services := map[string]string{
 		"proxops-watcher@.service": "watcher", "proxops-planner.service": "planner", "proxops-executor@.service": "executor",
-		"proxops-adopter.service": "adopter", "proxops-status.service": "status",
+		"proxops-adopter.service": "adopter", "proxops-status.service": "status", "proxops-notifier.service": "notifier",
 	}
 	for file, name := range services {
 		u := unitFile(t, filepath.Join(dir, file))

@@ -243,12 +243,13 @@ func StatusPermissions() Permissions {
 	return s.permissions()
 }
 
-// NotifierPermissions: consume plan events (decoding large ones from proxops_blobs) and keep its memory
+// NotifierPermissions: consume plan events and gap reports (decoding large ones from proxops_blobs) and keep its memory
 // per cluster. It publishes nothing on ProxOps' subjects: notifications leave over HTTP or SMTP.
 func NotifierPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleNotifier))
 	s.consume(StreamPlans, ConsumerNotifierPlans, FilterPlans)
+	s.consume(StreamGaps, ConsumerNotifierGaps, FilterGaps)
 	s.objRead(ObjectBlobs)
 	s.kvWrite(BucketNotify)
 	return s.permissions()

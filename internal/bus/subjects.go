@@ -101,6 +101,9 @@ const (
 	ConsumerAdopterInventory = "adopter_inventory"
 	// ConsumerNotifierPlans is the notifiers' durable consumer of plan events on PROXOPS_PLANS.
 	ConsumerNotifierPlans = "notifier_plans"
+	// ConsumerNotifierGaps is the notifiers' durable consumer of gap reports on PROXOPS_GAPS (their security
+	// warnings).
+	ConsumerNotifierGaps = "notifier_gaps"
 
 	consumerExecutorPrefix       = "exec_"
 	consumerPlannerResultsPrefix = "planner_results_"

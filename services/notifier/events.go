@@ -3,7 +3,6 @@ package notifier
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -63,28 +62,23 @@ type clusterState struct {
 	Bad bool `json:"bad"`
 	// Commit is the last commit applied successfully.
 	Commit string `json:"commit,omitempty"`
-	// Warnings are the warning findings of the last plan, sorted.
-	Warnings []string `json:"warnings,omitempty"`
 }
 
 // planEvent is a decoded plan event.
 type planEvent struct {
-	planned  *plan.Planned
 	rejected *plan.Rejected
 	held     *plan.Held
 	finished *plan.FinishedRun
 }
 
+// decodePlanEvent decodes the plan events that can give a notification; any other (a published plan, which
+// tells nothing by itself) is left empty without being read.
 func decodePlanEvent(ctx context.Context, d *bus.Delivery) (planEvent, error) {
 	var (
 		e   planEvent
 		err error
 	)
 	switch d.Type() {
-	case "proxops.plan.v1.Plan":
-		var p plan.Planned
-		p, err = wire.DecodePlanned(ctx, d.Decode)
-		e.planned = &p
 	case "proxops.plan.v1.PlanRejected":
 		var r plan.Rejected
 		r, err = wire.DecodeRejected(ctx, d.Decode)
@@ -115,26 +109,6 @@ func fold(before clusterState, e planEvent, id string, at time.Time, statusURL f
 			Details: details, URL: statusURL(info.Cluster), At: at})
 	}
 	switch {
-	case e.planned != nil && !preview(e.planned.RunInfo):
-		var warnings []string
-		for _, f := range e.planned.Plan.Findings {
-			if f.Kind == plan.FindingWarning {
-				warnings = append(warnings, findingLine(f))
-			}
-		}
-		slices.Sort(warnings)
-		warnings = slices.Compact(warnings)
-		var fresh []string
-		for _, w := range warnings {
-			if !slices.Contains(before.Warnings, w) {
-				fresh = append(fresh, w)
-			}
-		}
-		if len(fresh) > 0 {
-			add(e.planned.RunInfo, repo.NotifySecurityWarning, "warning",
-				fmt.Sprintf("ProxOps: %d new %s on cluster %s (commit %s)", len(fresh), plural(len(fresh), "warning"), e.planned.Cluster, short(e.planned.Commit)), fresh)
-		}
-		after.Warnings = warnings
 	case e.rejected != nil && !preview(e.rejected.RunInfo):
 		r := e.rejected
 		var details []string
@@ -187,14 +161,6 @@ func fold(before clusterState, e planEvent, id string, at time.Time, statusURL f
 		}
 	}
 	return out, after
-}
-
-func findingLine(f plan.Finding) string {
-	s := f.Ref
-	if f.Field != "" {
-		s += " " + f.Field
-	}
-	return s + ": " + f.Message
 }
 
 func prefixed(p string, items []string) []string {

@@ -5,23 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
 )
 
 func noURL(string) string { return "" }
 
-// A cluster's plan events give, in order: a new security warning once, a failed run, a held plan, a
-// recovery when a run succeeds after the failure, and corrected drift when a run brings the same commit
-// back; previews of a work tree give nothing.
+// A cluster's plan events give, in order: a failed run, a held plan, a recovery when a run succeeds after
+// the failure, and corrected drift when a run brings the same commit back; previews of a work tree give
+// nothing.
 func TestNotificationEventsFollowTheClusterHistory(t *testing.T) {
 	info := plan.RunInfo{Cluster: "lab", Commit: "c1", RunID: "r1", EventID: "repo@c1"}
-	warn := plan.Finding{Kind: plan.FindingWarning, Ref: "VM/web-01", Field: "spec.args", Message: "raw QEMU arguments bypass the sandbox"}
-	planned := func(run string, fs ...plan.Finding) planEvent {
-		i := info
-		i.RunID = run
-		return planEvent{planned: &plan.Planned{RunInfo: i, Plan: plan.Plan{Findings: fs}}}
-	}
 	finished := func(run, eventID string, outcome plan.Outcome, ok int) planEvent {
 		i := info
 		i.RunID, i.EventID = run, eventID
@@ -37,16 +32,14 @@ func TestNotificationEventsFollowTheClusterHistory(t *testing.T) {
 		event planEvent
 		want  []string
 	}{
-		{planned("r1", warn), []string{repo.NotifySecurityWarning}},
 		{finished("r1", "repo@c1", plan.OutcomeSucceeded, 3), nil},
-		{planned("r2", warn), nil},
 		{finished("r2", "repo@c1#drift-42", plan.OutcomeFailed, 0), []string{repo.NotifyRunFailed}},
 		{planEvent{rejected: &plan.Rejected{RunInfo: preview, Rejection: plan.Rejection{Cluster: "lab", Reason: plan.RejectParse}}}, nil},
 		{planEvent{held: &plan.Held{RunInfo: info, Reason: "would prune 3 of 4 VMs", Prunes: []string{"VM/a", "VM/b", "VM/c"}}}, []string{repo.NotifyPlanHeld}},
 		{finished("r3", "repo@c1#drift-43", plan.OutcomeSucceeded, 1), []string{repo.NotifyRecovered, repo.NotifyDriftCorrected}},
 		{finished("r4", "repo@c1#drift-44", plan.OutcomeSucceeded, 0), nil},
-		{planned("r5"), nil},
-		{planned("r6", warn), []string{repo.NotifySecurityWarning}},
+		{planEvent{rejected: &plan.Rejected{RunInfo: info, Rejection: plan.Rejection{Cluster: "lab", Reason: plan.RejectParse}}}, []string{repo.NotifyPlanRejected}},
+		{finished("r5", "repo@c1", plan.OutcomeSucceeded, 2), []string{repo.NotifyRecovered, repo.NotifyDriftCorrected}},
 	}
 	var st clusterState
 	for i, s := range steps {
@@ -63,6 +56,63 @@ func TestNotificationEventsFollowTheClusterHistory(t *testing.T) {
 			t.Errorf("step %d: folding the same event again gave %d notifications, then %d", i, len(notes), len(again))
 		}
 		st = after
+	}
+}
+
+// A cluster's gap reports give a security-warning notification for each warning not in the previous
+// report: once, again after it went away and came back, and never for a report that only lost warnings.
+func TestSecurityWarningsOfGapReportsAreToldOnceUntilTheyComeBack(t *testing.T) {
+	unconfined := inventory.SecurityWarning{Kind: "LXC", Name: "build-01", Node: "pve1", VMID: 210, Key: "lxc.apparmor.profile",
+		Value: "unconfined", Why: "the container runs without an AppArmor profile"}
+	devices := inventory.SecurityWarning{Kind: "LXC", Name: "build-01", Node: "pve1", VMID: 210, Key: "lxc.cgroup2.devices.allow",
+		Value: "a", Why: "the container may use every host device"}
+	report := func(ws ...inventory.SecurityWarning) inventory.GapReport {
+		return inventory.GapReport{Cluster: "lab", Security: ws}
+	}
+	steps := []struct {
+		report inventory.GapReport
+		fresh  int
+	}{
+		{report(unconfined), 1},
+		{report(unconfined), 0},
+		{report(unconfined, devices), 1},
+		{report(devices), 0},
+		{report(), 0},
+		{report(devices, unconfined), 2},
+	}
+	var told []string
+	for i, s := range steps {
+		notes, after := foldSecurity(told, s.report, "PROXOPS_GAPS-7", time.Time{}, noURL)
+		got := 0
+		for _, n := range notes {
+			if n.Event != repo.NotifySecurityWarning || n.Cluster != "lab" || n.ID != "PROXOPS_GAPS-7.security-warning" {
+				t.Errorf("step %d: notification %+v", i, n)
+			}
+			got += len(n.Details)
+		}
+		if got != s.fresh {
+			t.Errorf("step %d: %d warnings told, want %d (%+v)", i, got, s.fresh, notes)
+		}
+		told = after
+	}
+	notes, _ := foldSecurity(nil, report(unconfined), "x", time.Time{}, noURL)
+	want := "LXC/build-01 (vmid 210 on pve1) lxc.apparmor.profile: unconfined (the container runs without an AppArmor profile)"
+	if len(notes) != 1 || len(notes[0].Details) != 1 || notes[0].Details[0] != want {
+		t.Errorf("notification %+v, want the detail %q", notes, want)
+	}
+}
+
+// Errors and logs of a delivery name the provider's host, never the path or query that carry its token.
+func TestProviderURLsAreRedactedToTheirHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://hooks.slack.com/services/T0/B0/secret-token": "https://hooks.slack.com/…",
+		"https://ntfy.example.org/?auth=secret-token":         "https://ntfy.example.org/…",
+		"https://user:secret-token@am.example.org:9093":       "https://am.example.org:9093",
+		"https://gotify.example.org/":                         "https://gotify.example.org",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/bustest"
 	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
@@ -208,6 +209,24 @@ func rejectedPlan(cluster, run string) plan.Rejected {
 			{Severity: diag.Error, File: "vm/lab/web-01.yaml", Line: 6, Column: 1, Ref: "VM/web-01", Field: "spec.memory", Message: "required"},
 		}},
 	}
+}
+
+// publishGapReport publishes a cluster's gap report as the adopter does.
+func publishGapReport(t *testing.T, b *bus.Bus, r inventory.GapReport) {
+	t.Helper()
+	subject, err := bus.GapSubject(r.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(context.Background(), subject, wire.GapReportToProto(r)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unconfinedReport is a gap report with one security warning: a container without AppArmor.
+func unconfinedReport(cluster string) inventory.GapReport {
+	return inventory.GapReport{Cluster: cluster, Security: []inventory.SecurityWarning{{Kind: "LXC", Name: "build-01", Node: "pve1",
+		VMID: 210, Key: "lxc.apparmor.profile", Value: "unconfined", Why: "the container runs without an AppArmor profile"}}}
 }
 
 func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }

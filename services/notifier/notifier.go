@@ -1,6 +1,7 @@
-// Package notifier tells people what ProxOps did: it follows the plan events through a durable consumer
-// and sends a notification for a failed run, a rejected plan (with its diagnostics), a plan held for
-// confirmation, drift found and corrected, a new security warning and a cluster that recovered, to the
+// Package notifier tells people what ProxOps did: it follows the plan events and the adopter's gap reports
+// through durable consumers and sends a notification for a failed run, a rejected plan (with its
+// diagnostics), a plan held for confirmation, drift found and corrected, a new security warning (a live
+// setting that weakens a guest's isolation) and a cluster that recovered, to the
 // providers of the notifications section of proxops.yaml (a signed generic webhook, Slack, Mattermost,
 // Matrix, ntfy, Gotify, Discord, Microsoft Teams workflows, e-mail over SMTP, Alertmanager).
 //
@@ -146,12 +147,27 @@ func Run(ctx context.Context, cfg Config) error {
 		MaxAckPending: 1, Description: "the notifier: plan events to notify"}); err != nil {
 		return fmt.Errorf("notifier: %w", err)
 	}
+	if err := cfg.Bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamGaps, Durable: bus.ConsumerNotifierGaps,
+		Filter: bus.FilterGaps, AckWait: 2*cfg.Timeout + 30*time.Second,
+		MaxAckPending: 1, Description: "the notifier: security warnings of the gap reports"}); err != nil {
+		return fmt.Errorf("notifier: %w", err)
+	}
 	names := make([]string, 0, len(ps))
 	for _, p := range ps {
 		names = append(names, p.cfg.Name+"("+p.cfg.Type+")")
 	}
-	n.log.Info("notifier following plan events", "providers", strings.Join(names, ", "))
-	return cfg.Bus.Consume(ctx, bus.StreamPlans, bus.ConsumerNotifierPlans, bus.ConsumeOptions{RetryDelay: cfg.Backoff}, n.handle)
+	n.log.Info("notifier following plan events and gap reports", "providers", strings.Join(names, ", "))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gaps := make(chan error, 1)
+	go func() {
+		err := cfg.Bus.Consume(ctx, bus.StreamGaps, bus.ConsumerNotifierGaps, bus.ConsumeOptions{RetryDelay: cfg.Backoff}, n.handleGaps)
+		cancel()
+		gaps <- err
+	}()
+	err = cfg.Bus.Consume(ctx, bus.StreamPlans, bus.ConsumerNotifierPlans, bus.ConsumeOptions{RetryDelay: cfg.Backoff}, n.handle)
+	cancel()
+	return errors.Join(err, <-gaps)
 }
 
 // handle notifies one plan event.
@@ -179,6 +195,13 @@ func (n *notifier) handle(ctx context.Context, d *bus.Delivery) error {
 			return err
 		}
 	}
+	return n.tell(ctx, d, cluster, notes)
+}
+
+// tell delivers the notifications of one message to every provider that wants them. When a provider
+// failed, the message is asked for again after a growing delay (the providers that took it are not sent
+// it again), until the attempts run out.
+func (n *notifier) tell(ctx context.Context, d *bus.Delivery, cluster string, notes []Notification) error {
 	failed := false
 	for _, note := range notes {
 		for _, p := range n.providers {
@@ -197,7 +220,7 @@ func (n *notifier) handle(ctx context.Context, d *bus.Delivery) error {
 		return nil
 	}
 	if int(d.NumDelivered()) >= n.cfg.Attempts {
-		n.log.Error("notification given up after every attempt", "cluster", cluster, "stream_seq", d.StreamSequence(), "attempts", d.NumDelivered())
+		n.log.Error("notification given up after every attempt", "cluster", cluster, "subject", d.Subject(), "stream_seq", d.StreamSequence(), "attempts", d.NumDelivered())
 		return nil
 	}
 	delay := n.cfg.Backoff << min(d.NumDelivered()-1, 20)
@@ -310,8 +333,6 @@ func (n *notifier) statusURL(cluster string) string {
 
 func clusterOf(e planEvent) string {
 	switch {
-	case e.planned != nil:
-		return e.planned.Cluster
 	case e.rejected != nil:
 		return e.rejected.Cluster
 	case e.held != nil:

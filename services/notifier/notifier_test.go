@@ -2,6 +2,7 @@ package notifier_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/bustest"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/services/notifier"
@@ -180,6 +182,47 @@ func TestNotificationRedeliveredAfterARestartMidDelivery(t *testing.T) {
 	got := hook.waitRequests(t, 2)
 	if got[0].Header.Get(notifier.HeaderDelivery) != id || got[1].Header.Get(notifier.HeaderDelivery) != id {
 		t.Fatalf("delivery ids %q, %q; want %q twice", got[0].Header.Get(notifier.HeaderDelivery), got[1].Header.Get(notifier.HeaderDelivery), id)
+	}
+}
+
+// A security warning of the adopter's gap report is told once: again with the same delivery id when the
+// notifier stopped in the middle of telling it, never for the next report that still holds it.
+func TestNotifSecurityWarningFromTheAdoptersGapReport(t *testing.T) {
+	env := bustest.Start(t)
+	hook := newReceiver(t)
+	hook.block = make(chan struct{})
+	cfg := repo.NotificationsConfig{Providers: []repo.NotificationProvider{{Name: "hook", Type: "webhook", URL: hook.URL}}}
+	first := start(t, env, cfg, nil)
+	publishGapReport(t, env.Bus, unconfinedReport("lab"))
+	<-hook.arrived
+	first.stop(t)
+	hook.mu.Lock()
+	hook.block = nil
+	hook.mu.Unlock()
+	start(t, env, cfg, nil)
+	got := hook.waitRequests(t, 2)
+	var n notifier.Notification
+	if err := json.Unmarshal(got[1].Body, &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Event != "security-warning" || n.Cluster != "lab" || n.ID != got[0].Header.Get(notifier.HeaderDelivery) ||
+		n.ID != got[1].Header.Get(notifier.HeaderDelivery) || len(n.Details) != 1 ||
+		!strings.Contains(n.Details[0], "LXC/build-01 (vmid 210 on pve1) lxc.apparmor.profile: unconfined") {
+		t.Fatalf("notification %+v (first delivery id %q)", n, got[0].Header.Get(notifier.HeaderDelivery))
+	}
+	// The same warnings again, then a failed run: only the run is told.
+	publishGapReport(t, env.Bus, unconfinedReport("lab"))
+	publishFinished(t, env.Bus, failedRun("lab", "run-6"))
+	got = hook.waitRequests(t, 3)
+	if !contains(got[2].Body, `"event":"run-failed"`) {
+		t.Fatalf("third notification %s, want only the failed run", got[2].Body)
+	}
+	waitFor(t, "the second gap report to be settled", func() bool {
+		data, _, err := env.Bus.GetBytes(context.Background(), bus.BucketNotify, "lab.security")
+		return err == nil && strings.Contains(string(data), `"seq":2`)
+	})
+	if n := len(hook.requests()); n != 3 {
+		t.Fatalf("%d requests, want 3: an unchanged warning was told again", n)
 	}
 }
 

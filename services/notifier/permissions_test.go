@@ -12,7 +12,8 @@ import (
 )
 
 // The notifier does its whole job as the NATS user notifier, with only the permissions a deployment gives
-// it: it creates its consumer, reads plan events, including one too large to travel inline, and keeps its
+// it: it creates its consumers, reads plan events, including one too large to travel inline, and gap
+// reports, and keeps its
 // memory; and that user can publish nothing on ProxOps' subjects.
 func TestNotifierRunsWithOnlyItsNATSPermissions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -62,6 +63,11 @@ func TestNotifierRunsWithOnlyItsNATSPermissions(t *testing.T) {
 		data, _, err := admin.GetBytes(ctx, bus.BucketNotify, "lab")
 		return err == nil && strings.Contains(string(data), `"bad":true`)
 	})
+	publishGapReport(t, admin, unconfinedReport("lab"))
+	got = hook.waitRequests(t, 2)
+	if !contains(got[1].Body, `"event":"security-warning"`) {
+		t.Fatalf("second notification %s, want the gap report's security warning", got[1].Body)
+	}
 	subject, _ := bus.PlanSubject("lab", bus.PlanFinished)
 	m, err := wireFinished(failedRun("lab", "run-forged"))
 	if err != nil {

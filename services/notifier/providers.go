@@ -64,7 +64,8 @@ func (p *provider) send(ctx context.Context, client *http.Client, n Notification
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
-		return permanentError{err}
+		// Not err itself: it quotes the URL, token included.
+		return permanentError{fmt.Errorf("%s %s: the provider's url is not a valid URL", method, redactURL(target))}
 	}
 	req.Header = header
 	req.Header.Set(HeaderDelivery, n.ID)
@@ -72,6 +73,10 @@ func (p *provider) send(ctx context.Context, client *http.Client, n Notification
 	req.Header.Set("User-Agent", "proxops-notifier")
 	res, err := client.Do(req)
 	if err != nil {
+		// The transport's error quotes the whole URL, and a chat webhook's token is its path.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return fmt.Errorf("%s %s: %w", method, redactURL(target), ue.Err)
+		}
 		return err
 	}
 	defer func() { _ = res.Body.Close() }()
@@ -86,13 +91,18 @@ func (p *provider) send(ctx context.Context, client *http.Client, n Notification
 	return err
 }
 
-// redactURL keeps the scheme, host and path of a URL, never its query (tokens ride there).
+// redactURL keeps the scheme and host of a URL for logs and errors, never its path, user or query: Slack,
+// Mattermost, Discord and Teams webhooks carry their token in the path, others in the query.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return "(invalid url)"
 	}
-	return u.Scheme + "://" + u.Host + u.Path
+	out := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		out += "/…"
+	}
+	return out
 }
 
 func jsonHeader() http.Header {
@@ -216,7 +226,7 @@ func truncate(s string, n int) string {
 func (p *provider) sendMail(ctx context.Context, n Notification) error {
 	u, err := url.Parse(p.url)
 	if err != nil {
-		return permanentError{err}
+		return permanentError{errors.New("the provider's smtp url is not a valid URL")}
 	}
 	host := u.Host
 	if u.Port() == "" {

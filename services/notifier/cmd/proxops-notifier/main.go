@@ -1,0 +1,175 @@
+// Command proxops-notifier runs ProxOps' notifier against a deployed NATS server: it follows the plan events
+// and the adopter's gap reports and tells the providers of a configuration file's notifications section
+// (webhooks, chat, e-mail, Alertmanager) what needs people. It serves its own /metrics.
+//
+// Configuration comes from flags, each with an environment variable as its default; the NATS password is read
+// from PROXOPS_NATS_PASSWORD only, and the providers' secrets from the SOPS file that notifications.secrets-file
+// names (decrypted with the age keys of SOPS_AGE_KEY_FILE or SOPS_AGE_KEY).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/services/notifier"
+)
+
+// DefaultMetricsListen is where /metrics is served unless --metrics-listen says otherwise.
+const DefaultMetricsListen = "127.0.0.1:9499"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.LookupEnv, os.Stderr))
+}
+
+// options is everything main reads from flags and the environment.
+type options struct {
+	nats          bus.ConnectConfig
+	config        string
+	metricsListen string
+	logLevel      slog.Level
+}
+
+func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var o options
+	fs := flag.NewFlagSet("proxops-notifier", flag.ContinueOnError)
+	fs.SetOutput(out)
+	o.nats.RegisterFlags(fs, getenv)
+	fs.StringVar(&o.config, "config", getenv("PROXOPS_CONFIG"),
+		"configuration file (proxops.yaml format) whose notifications section names the providers [PROXOPS_CONFIG]")
+	fs.StringVar(&o.metricsListen, "metrics-listen", env("PROXOPS_NOTIFIER_METRICS_LISTEN", DefaultMetricsListen),
+		"address of the /metrics endpoint, empty for off [PROXOPS_NOTIFIER_METRICS_LISTEN]")
+	level := env("PROXOPS_LOG_LEVEL", "info")
+	fs.StringVar(&level, "log-level", level, "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if o.nats.URL == "" {
+		errs = append(errs, errors.New("--nats-url (or PROXOPS_NATS_URL) is required"))
+	}
+	if o.config == "" {
+		errs = append(errs, errors.New("--config (or PROXOPS_CONFIG) is required: it names the providers"))
+	}
+	if o.nats.User == "" && o.nats.CredsFile == "" && o.nats.NKeySeedFile == "" && o.nats.Password != "" {
+		o.nats.User = string(bus.RoleNotifier)
+	}
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	o.nats.Name = "proxops-notifier"
+	return o, errors.Join(errs...)
+}
+
+// loadNotifications reads the notifications section of file and decrypts the secrets file it names (a
+// relative path is relative to file's directory).
+func loadNotifications(ctx context.Context, file string, lookup func(string) (string, bool)) (repo.NotificationsConfig, *secrets.Store, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return repo.NotificationsConfig{}, nil, err
+	}
+	cfg, diags := repo.ParseConfigFile(file, data)
+	if diags.HasErrors() {
+		return repo.NotificationsConfig{}, nil, diags.Errors()
+	}
+	n := cfg.Notifications
+	if len(n.Providers) == 0 {
+		return n, nil, fmt.Errorf("%s: notifications.providers is empty: nothing to notify", file)
+	}
+	if n.SecretsFile == "" {
+		return n, nil, nil
+	}
+	p, err := secrets.ExpandHome(n.SecretsFile)
+	if err != nil {
+		return n, nil, err
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(file), p)
+	}
+	sdata, err := os.ReadFile(p)
+	if err != nil {
+		return n, nil, fmt.Errorf("notifications.secrets-file: %w", err)
+	}
+	store, err := secrets.NewDecryptor(secrets.FromEnvironment(lookup)).Decrypt(ctx, p, sdata)
+	if err != nil {
+		return n, nil, fmt.Errorf("notifications.secrets-file: %w", err)
+	}
+	return n, store, nil
+}
+
+func run(args []string, getenv func(string) string, lookup func(string) (string, bool), stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runContext(ctx, args, getenv, lookup, stderr)
+}
+
+// runContext runs the notifier until ctx is cancelled and returns the exit code.
+func runContext(ctx context.Context, args []string, getenv func(string) string, lookup func(string) (string, bool), stderr io.Writer) int {
+	o, err := parseOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "proxops-notifier:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).With("service", "notifier")
+	ncfg, store, err := loadNotifications(ctx, o.config, lookup)
+	if err != nil {
+		fmt.Fprintln(stderr, "proxops-notifier:", err)
+		return 2
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := notifier.RegisterMetrics(reg); err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	if o.metricsListen != "" {
+		srv := &http.Server{Addr: o.metricsListen, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+		defer func() { _ = srv.Close() }()
+	}
+	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	defer func() { _ = b.Close() }()
+	if err := notifier.Run(ctx, notifier.Config{Bus: b, Notifications: ncfg, Secrets: store, Registry: reg, Logger: log}); err != nil {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
