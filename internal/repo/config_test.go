@@ -90,3 +90,22 @@ func TestClusterFileMustDeclareItsOwnName(t *testing.T) {
 		t.Errorf("cluster = %+v, %v", cl, diags)
 	}
 }
+
+func TestConfigFileThatIsNotAMappingIsNotQuoted(t *testing.T) {
+	_, diags := repo.ParseClusterFile("clusters/lab/config.yaml", "lab", []byte("PVE_TOKEN=deadbeef-0000-4000-8000-000000000000\n"))
+	got := diags.Error()
+	if !strings.Contains(got, "clusters/lab/config.yaml:1:1: expected a mapping of configuration keys, got a scalar value") {
+		t.Errorf("diagnostics = %q", got)
+	}
+	if strings.Contains(got, "deadbeef") {
+		t.Errorf("diagnostics quote the file: %q", got)
+	}
+}
+
+func TestCompositionThatIsNotYAMLListIsNotQuoted(t *testing.T) {
+	_, diags := repo.ParseComposition("clusters/lab/resources.yaml", []byte("GIT_TOKEN=ghp_0123456789abcdef\n"))
+	got := diags.Error()
+	if !strings.Contains(got, "expected a list of manifest paths, got a scalar value") || strings.Contains(got, "ghp_") {
+		t.Errorf("diagnostics = %q", got)
+	}
+}
