@@ -314,9 +314,14 @@ func ParseClusterFile(file, name string, data []byte) (*ClusterConfig, diag.List
 	return cl, append(diags, validateCluster(cl)...)
 }
 
+// isFile reports whether name is a file, or something there cannot be read (a refused link): reading it
+// then reports why.
 func isFile(fsys fs.FS, name string) bool {
 	info, err := fs.Stat(fsys, name)
-	return err == nil && !info.IsDir()
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	return !info.IsDir()
 }
 
 func isManifestName(name string) bool {
