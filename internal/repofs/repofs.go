@@ -15,8 +15,12 @@ import (
 	"strings"
 )
 
-// ErrLinkRefused is wrapped by every LinkError.
-var ErrLinkRefused = errors.New("symbolic link refused")
+// ErrLinkRefused is wrapped by every LinkError; ErrLinkToDirectory also by one whose link leads to a
+// directory (inside the repository, unless another reason refuses it first).
+var (
+	ErrLinkRefused     = errors.New("symbolic link refused")
+	ErrLinkToDirectory = errors.New("symbolic link to a directory")
+)
 
 // MaxLinks is the most symbolic links one path resolves through.
 const MaxLinks = 40
@@ -32,8 +36,13 @@ func (e *LinkError) Error() string {
 	return fmt.Sprintf("symbolic link %s %s: not followed", e.Link, e.Reason)
 }
 
-// Unwrap makes every LinkError match ErrLinkRefused.
-func (e *LinkError) Unwrap() error { return ErrLinkRefused }
+// Unwrap makes every LinkError match ErrLinkRefused, and one leading to a directory ErrLinkToDirectory.
+func (e *LinkError) Unwrap() []error {
+	if e.Reason == reasonDirectory {
+		return []error{ErrLinkRefused, ErrLinkToDirectory}
+	}
+	return []error{ErrLinkRefused}
+}
 
 // Reasons of a LinkError.
 const (

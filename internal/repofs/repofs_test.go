@@ -153,3 +153,17 @@ func TestWorkTreeWithoutLinksIsAnOrdinaryFS(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestOnlyLinksToDirectoriesMatchErrLinkToDirectory(t *testing.T) {
+	root := layout(t, map[string]string{"shared/web.yaml": "kind: VM\n"}, map[string]string{
+		"vm/linked": "../shared",
+		"vm/up":     "../../outside",
+	})
+	f := open(t, root)
+	if _, err := f.Resolve("vm/linked"); !errors.Is(err, repofs.ErrLinkToDirectory) {
+		t.Errorf("link to a directory inside: %v", err)
+	}
+	if _, err := f.Resolve("vm/up"); !errors.Is(err, repofs.ErrLinkRefused) || errors.Is(err, repofs.ErrLinkToDirectory) {
+		t.Errorf("link to a directory outside: %v, want refused as leaving the repository", err)
+	}
+}
