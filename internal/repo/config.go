@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,6 +187,9 @@ type ClusterConfig struct {
 	Secrets     *ClusterSecrets `yaml:"secrets,omitempty"`
 	// Insecure skips TLS verification.
 	Insecure *bool `yaml:"insecure,omitempty"`
+	// InsecureHTTP accepts an http:// base-url to a host that is not a loopback address: the API token then
+	// travels in clear text, and every plan says so.
+	InsecureHTTP *bool `yaml:"insecure-http,omitempty"`
 	// CAFile is a PEM CA bundle for this cluster's endpoint.
 	CAFile string `yaml:"ca-file,omitempty"`
 	// Suspend stops planning and applying for this cluster.
@@ -517,6 +522,35 @@ func validateNotifications(c *configChecker, n NotificationsConfig) {
 	}
 }
 
+// ClearTextWarning is the warning of a cluster whose base-url is http:// to a host that is not a loopback
+// address, accepted by insecure-http: true; validate and every plan of the cluster carry it.
+const ClearTextWarning = "http:// sends the API token in clear text (insecure-http: true)"
+
+// ClearText reports whether the cluster's API is reached over plain http:// to a host that is not a
+// loopback address (which only insecure-http: true accepts).
+func (cl *ClusterConfig) ClearText() bool {
+	u, err := url.Parse(cl.BaseURL)
+	return err == nil && u.Scheme == "http" && u.Hostname() != "" && !IsLoopbackHost(u.Hostname())
+}
+
+// IsLoopbackHost reports whether a URL's host name is localhost or a loopback address (127.0.0.0/8, ::1).
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// validPort reports whether a URL's port is absent or a number from 1 to 65535.
+func validPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == port
+}
+
 // validateCluster checks one pve.clusters entry on its own (uniqueness across clusters is checked by Load).
 func validateCluster(cl *ClusterConfig) diag.List {
 	p := "pve.clusters." + cl.Name
@@ -528,13 +562,22 @@ func validateCluster(cl *ClusterConfig) diag.List {
 	if !ValidClusterName(cl.Name) {
 		c.errorf(p, "invalid cluster name %s (lower-case letters, digits and hyphens, at most 64)", diag.Excerpt(cl.Name))
 	}
+	insecureHTTP := cl.InsecureHTTP != nil && *cl.InsecureHTTP
 	switch u, err := url.Parse(cl.BaseURL); {
 	case cl.BaseURL == "":
 		c.errorf(p+".base-url", "required (the PVE API endpoint, e.g. https://pve.example.com:8006)")
 	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Hostname() == "":
 		c.errorf(p+".base-url", "invalid URL %s (want http(s)://host[:port])", diag.Excerpt(cl.BaseURL))
-	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil:
+	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "":
 		c.errorf(p+".base-url", "must be just http(s)://host[:port], without a path, query or credentials")
+	case !validPort(u.Port()):
+		c.errorf(p+".base-url", "invalid port %s (want 1 to 65535)", diag.Excerpt(u.Port()))
+	case u.Scheme == "http" && !IsLoopbackHost(u.Hostname()) && !insecureHTTP:
+		c.errorf(p+".base-url", "http:// sends the API token in clear text: use https://, or set insecure-http: true to accept that")
+	case u.Scheme == "http" && !IsLoopbackHost(u.Hostname()):
+		c.warnf(p+".base-url", "%s", ClearTextWarning)
+	case insecureHTTP && u.Scheme == "https":
+		c.warnf(p+".insecure-http", "is not used: base-url is https://")
 	}
 	seen := map[string]bool{}
 	for i, n := range cl.Nodes {

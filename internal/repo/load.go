@@ -699,7 +699,7 @@ func (l *loader) checkEndpoints() {
 				}
 			}
 			clusterError(c, c.Config.File, c.Config.Pos, "", "pve.clusters."+c.Name+".base-url",
-				"base-url %s is also the endpoint of cluster %s; each cluster needs its own", c.Config.BaseURL, strings.Join(others, ", "))
+				"base-url %s is also the endpoint of cluster %s; each cluster needs its own", diag.Excerpt(c.Config.BaseURL), strings.Join(others, ", "))
 		}
 	}
 }
