@@ -327,8 +327,8 @@ func subjectLine(msg string) string {
 // SnapshotWorktree reads the manifest files of the work tree at dir (the repository root) from disk, as they
 // are, committed or not. Files ignored by the repository's .gitignore files or .git/info/exclude and
 // anything below a .git entry are left out. A symbolic link is read through repofs: one to a file inside
-// the repository adds that file's content under the link's path, one to a directory or to nothing is left
-// out, and any other (absolute, leaving the repository, into .git) refuses the snapshot with an error
+// the repository adds that file's content under the link's path, one to a directory, to nothing or to an
+// ignored file is left out, and any other (absolute, leaving the repository, into .git) refuses the snapshot with an error
 // naming the link. The snapshot has no commit; its name is WorktreeTreePrefix and the hex SHA-256 of its
 // content (WorktreeTreeName), so equal files give equal names.
 func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
@@ -344,6 +344,11 @@ func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 	var snap TreeSnapshot
 	var total int64
 	add := func(rel string) error {
+		target, err := tree.Resolve(rel)
+		if err == nil && target != rel && ignore.Match(strings.Split(target, "/"), false) {
+			// A link to an ignored file (a decrypted secret, say) reads as in a commit: not there.
+			return nil
+		}
 		info, err := fs.Stat(tree, rel)
 		switch {
 		case errors.Is(err, repofs.ErrLinkToDirectory) || errors.Is(err, fs.ErrNotExist):

@@ -260,7 +260,15 @@ func TestSnapshotsFollowLinksToFilesInsideTheRepository(t *testing.T) {
 	repo := newWorkRepo(t, t.TempDir())
 	seed(repo)
 	repo.write("shared/db.yaml", "kind: VM\n")
-	for link, target := range map[string]string{"vm/base/db.yaml": "../../shared/db.yaml", "vm/shared": "../shared", "vm/base/gone.yaml": "nowhere.yaml"} {
+	repo.write(".gitignore", "*.dec.yaml\n")
+	repo.write("clusters/lab/secrets.dec.yaml", "decrypted: do not ship\n")
+	links := map[string]string{
+		"vm/base/db.yaml":     "../../shared/db.yaml",
+		"vm/shared":           "../shared",
+		"vm/base/gone.yaml":   "nowhere.yaml",
+		"vm/base/secret.yaml": "../../clusters/lab/secrets.dec.yaml",
+	}
+	for link, target := range links {
 		if err := os.Symlink(target, filepath.Join(repo.dir, filepath.FromSlash(link))); err != nil {
 			t.Fatal(err)
 		}
