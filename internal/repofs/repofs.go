@@ -98,9 +98,6 @@ func Resolve(t Tree, name string) (string, error) {
 			return "", err
 		}
 		if typ&fs.ModeSymlink == 0 {
-			if typ.IsDir() && link != "" && len(todo) == 0 {
-				return "", &LinkError{Link: link, Reason: reasonDirectory}
-			}
 			done = append(done, c)
 			continue
 		}
@@ -120,10 +117,21 @@ func Resolve(t Tree, name string) (string, error) {
 		link = cur
 		todo = strings.Split(target, "/")
 	}
+	p := path.Join(done...)
 	if len(done) == 0 {
-		return ".", nil
+		p = "."
 	}
-	return path.Join(done...), nil
+	if link != "" {
+		// Where the last link leads must be a file: its target may end in ".." or name a directory.
+		typ, err := t.Type(p)
+		if err != nil {
+			return "", err
+		}
+		if typ.IsDir() {
+			return "", &LinkError{Link: link, Reason: reasonDirectory}
+		}
+	}
+	return p, nil
 }
 
 // FS is a work tree as an fs.FS that resolves every name with Resolve before it opens anything. Directory

@@ -120,14 +120,18 @@ func TestLinksToFilesInsideTheRepositoryAreFollowed(t *testing.T) {
 
 func TestLinksToDirectoriesAndLoopsAreRefused(t *testing.T) {
 	root := layout(t, map[string]string{"shared/web.yaml": "kind: VM\n"}, map[string]string{
-		"vm/linked": "../shared",
-		"vm/a.yaml": "b.yaml",
-		"vm/b.yaml": "a.yaml",
+		"vm/linked":   "../shared",
+		"vm/up.yaml":  "..",
+		"vm/dot.yaml": "../shared/..",
+		"vm/a.yaml":   "b.yaml",
+		"vm/b.yaml":   "a.yaml",
 	})
 	f := open(t, root)
 	for name, want := range map[string]string{
 		"vm/linked/web.yaml": "symbolic link vm/linked leads to a directory: not followed",
 		"vm/linked":          "symbolic link vm/linked leads to a directory: not followed",
+		"vm/up.yaml":         "symbolic link vm/up.yaml leads to a directory: not followed",
+		"vm/dot.yaml":        "symbolic link vm/dot.yaml leads to a directory: not followed",
 		"vm/a.yaml":          "ends a chain of too many links",
 	} {
 		_, err := fs.ReadFile(f, name)

@@ -259,6 +259,9 @@ func (c *commitLinks) entry(name string) (*object.TreeEntry, error) {
 }
 
 func (c *commitLinks) Type(name string) (fs.FileMode, error) {
+	if name == "." {
+		return fs.ModeDir, nil
+	}
 	e, err := c.entry(name)
 	if err != nil {
 		return 0, err
