@@ -23,6 +23,7 @@ import (
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/repofs"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/planner"
@@ -218,13 +219,20 @@ func requestAdoption(ctx context.Context, b *bus.Bus, req wire.AdoptRequest) (ad
 // writeAdoption writes the adopted files into the work tree (a file that exists and was not written by
 // adoption is left alone, whatever the adopter saw) and, with update, appends the missing composition
 // entries.
+// The work tree is read through repofs: a file (or a directory on its path) that is a link leaving the
+// repository is refused by name, never read nor written through.
 func writeAdoption(root, cluster string, res adopt.Result, update bool) (render.Adoption, error) {
+	tree, err := repofs.Open(root)
+	if err != nil {
+		return render.Adoption{}, err
+	}
+	defer func() { _ = tree.Close() }()
 	for _, m := range res.Manifests {
 		if !validAdoptedPath(cluster, m.Path) {
 			return render.Adoption{}, fmt.Errorf("the adopter answered with a path outside %s: %q", "<kind>/"+cluster+"/", m.Path)
 		}
 		file := filepath.Join(root, filepath.FromSlash(m.Path))
-		old, err := os.ReadFile(file)
+		old, err := tree.ReadFile(m.Path)
 		switch {
 		case err == nil && !adopt.IsAdopted(old):
 			res.Warnings = append(res.Warnings, m.Path+" exists and was not written by proxops adopt; left alone")
@@ -243,7 +251,7 @@ func writeAdoption(root, cluster string, res adopt.Result, update bool) (render.
 	}
 	compFile := path.Join(repo.ClustersDir, cluster, repo.CompositionFile)
 	compPath := filepath.Join(root, filepath.FromSlash(compFile))
-	data, err := os.ReadFile(compPath)
+	data, err := tree.ReadFile(compFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return render.Adoption{}, err
 	}

@@ -224,3 +224,35 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// Adoption reads the work tree as validate does: a composition linked out of the repository is refused by
+// name, and neither read nor replaced by a file carrying what it points to.
+func TestAdoptionDoesNotReadOrWriteThroughALinkLeavingTheRepository(t *testing.T) {
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "repo")
+	outside := filepath.Join(tmp, "ci.env")
+	const secret = "PVE_TOKEN=root@pam!ci=0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9\n"
+	if err := os.WriteFile(outside, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "clusters", "lab"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../ci.env", filepath.Join(root, "clusters", "lab", "resources.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	res := adopt.Result{Cluster: "lab", Manifests: []adopt.Manifest{{Path: "vm/lab/web.yaml", Content: []byte("# adopted\n")}}}
+	_, err := writeAdoption(root, "lab", res, true)
+	if err == nil || !strings.Contains(err.Error(), "symbolic link clusters/lab/resources.yaml leads outside the repository") {
+		t.Fatalf("writeAdoption = %v, want the link refused by name", err)
+	}
+	if strings.Contains(err.Error(), "PVE_TOKEN") {
+		t.Errorf("the error carries the target's content: %v", err)
+	}
+	if got, _ := os.ReadFile(outside); string(got) != secret {
+		t.Errorf("the file outside the repository changed: %q", got)
+	}
+	if info, err := os.Lstat(filepath.Join(root, "clusters", "lab", "resources.yaml")); err != nil || info.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", info, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/repofs"
 )
 
 func init() { register(newValidateCommand) }
@@ -106,7 +107,14 @@ func runValidate(w io.Writer, opts validateOptions) error {
 	} else if !info.IsDir() {
 		return fmt.Errorf("--repo %s is not a directory", root)
 	}
-	r := repo.LoadWith(os.DirFS(root), repo.LoadOptions{Process: opts.process})
+	// The work tree is read through repofs: a symbolic link that leaves the repository is reported by its
+	// path and never followed.
+	tree, err := repofs.Open(root)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tree.Close() }()
+	r := repo.LoadWith(tree, repo.LoadOptions{Process: opts.process})
 	report, err := newValidateReport(r, opts)
 	if err != nil {
 		return err

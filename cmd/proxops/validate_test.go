@@ -196,3 +196,61 @@ func TestValidateUsesTheConfigurationAndRepositoryTheOtherCommandsUse(t *testing
 		t.Errorf("--git-url: exit %d, %v, output %q", code, err, out)
 	}
 }
+
+// A repository whose files link to files outside it (a key, an environment file, another YAML file) is
+// reported link by link, and nothing of the files they point to reaches the output.
+func TestLinksLeavingTheRepositoryAreRefusedAndNamed(t *testing.T) {
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "repo")
+	write := func(p, s string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(target, p string) {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, full); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		ageKey = "AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6M"
+		token  = "PVEAPIToken=root@pam!ci=0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+		cloud  = "tok-7b1c9d2e4f6a8b0c1d3e5f7a9b1c3d5e"
+	)
+	write(filepath.Join(tmp, "keys", "age.txt"), "# created: 2025-01-01T00:00:00Z\n# public key: age1xyz\n"+ageKey+"\n")
+	write(filepath.Join(tmp, "ci.env"), "PVE_TOKEN="+token+"\n")
+	write(filepath.Join(tmp, "cloud.yaml"), "pve:\n  clusters:\n    home:\n      base-url: "+cloud+"\n")
+	write(filepath.Join(root, ".git", "HEAD"), "ref: refs/heads/main\n")
+	write(filepath.Join(root, "clusters", "home", "resources.yaml"), "resources:\n  - ../../vm/home/web.yaml\n")
+	link("../../../keys/age.txt", "vm/home/web.yaml")
+	link("../ci.env", "proxops.yaml")
+	link("../../../cloud.yaml", "clusters/home/config.yaml")
+
+	for _, format := range []string{"text", "json"} {
+		out, code, err := runCLI(t, "validate", "--repo", root, "-o", format)
+		if code != 1 || err != nil {
+			t.Fatalf("%s: exit %d, %v\n%s", format, code, err, out)
+		}
+		for _, want := range []string{
+			"symbolic link vm/home/web.yaml leads outside the repository: not followed",
+			"symbolic link proxops.yaml leads outside the repository: not followed",
+			"symbolic link clusters/home/config.yaml leads outside the repository: not followed",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: output does not name the link (%q):\n%s", format, want, out)
+			}
+		}
+		for _, secret := range []string{ageKey[:20], ageKey[30:50], "age1xyz", token[:16], token[30:], cloud[:12], "keys/age.txt", "ci.env", "cloud.yaml", tmp} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s: output carries %q from outside the repository:\n%s", format, secret, out)
+			}
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/proxops/proxops/internal/diag"
 )
 
 // Keys of spec.extra that a structured field always owns.
@@ -86,11 +88,11 @@ func (c *checker) extra(field string, extra map[string]string, reserved, prefixe
 		pos := c.r.Source.Pos(kf)
 		switch {
 		case slices.Contains(reserved, k) || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) }):
-			c.errorAt(pos, field, fmt.Sprintf("key %q conflicts with a structured field; remove it", k))
+			c.errorAt(pos, field, fmt.Sprintf("key %s conflicts with a structured field; remove it", diag.Excerpt(k)))
 		case conditional[k] != "":
-			c.errorAt(pos, field, fmt.Sprintf("key %q conflicts with a structured field (%s); remove it", k, conditional[k]))
+			c.errorAt(pos, field, fmt.Sprintf("key %s conflicts with a structured field (%s); remove it", diag.Excerpt(k), conditional[k]))
 		case k == "" || !configKeyRE.MatchString(k):
-			c.errorAt(pos, field, fmt.Sprintf("key %q is not a PVE configuration key", k))
+			c.errorAt(pos, field, fmt.Sprintf("key %s is not a PVE configuration key", diag.Excerpt(k)))
 		}
 	}
 }

@@ -6,8 +6,6 @@
 package manifest
 
 import (
-	"fmt"
-
 	"go.yaml.in/yaml/v3"
 
 	"github.com/proxops/proxops/internal/diag"
@@ -43,7 +41,7 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 	root := doc.Root
 	if root.Kind != yaml.MappingNode {
 		d.Errorf(yamldecode.Of(root), "", "expected a manifest (a mapping with apiVersion, kind, metadata and spec), got %s",
-			shape(root))
+			yamldecode.Shape(root))
 		return nil, d.Diags
 	}
 	pairs := d.Pairs(root, "")
@@ -51,7 +49,7 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 	for _, p := range pairs {
 		key := yamldecode.Resolve(p.Key)
 		if key == nil || key.Kind != yaml.ScalarNode {
-			d.Errorf(yamldecode.Of(p.Key), "", "expected a field name, got %s", shape(key))
+			d.Errorf(yamldecode.Of(p.Key), "", "expected a field name, got %s", yamldecode.Describe(key))
 			continue
 		}
 		d.Record(key.Value, p.Key, p.Value)
@@ -77,7 +75,7 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		d.Errorf(docPos, "kind", "required (one of %s)", kindList)
 	} else if s, ok := d.Scalar(kindNode, "kind", "a kind"); ok {
 		if kind, kindOK = ParseKind(s); !kindOK {
-			d.Errorf(yamldecode.Of(kindNode), "kind", "unknown kind %q (want one of %s)", s, kindList)
+			d.Errorf(yamldecode.Of(kindNode), "kind", "unknown kind %s (want one of %s)", diag.Excerpt(s), kindList)
 		}
 	}
 	name := scalarField(d, metaNode, "name")
@@ -93,7 +91,7 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		if s, ok := d.Scalar(apiNode, "apiVersion", "a string"); ok {
 			api = s
 			if s != APIVersion {
-				d.Errorf(yamldecode.Of(apiNode), "apiVersion", "unsupported apiVersion %q (want %s)", s, APIVersion)
+				d.Errorf(yamldecode.Of(apiNode), "apiVersion", "unsupported apiVersion %s (want %s)", diag.Excerpt(s), APIVersion)
 			}
 		}
 	}
@@ -153,20 +151,4 @@ func scalarField(d *yamldecode.Decoder, n *yaml.Node, field string) string {
 		}
 	}
 	return ""
-}
-
-func shape(n *yaml.Node) string {
-	if n == nil {
-		return "nothing"
-	}
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	default:
-		return "nothing"
-	}
 }

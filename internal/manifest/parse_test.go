@@ -248,3 +248,20 @@ spec: {node: pve1, vmid: 201, template: debian, memory: "", cpu: {cores: 0}, roo
 		t.Errorf("MissingToCreate = %q", got)
 	}
 }
+
+func TestFileThatIsNotAManifestIsNotQuoted(t *testing.T) {
+	for _, src := range []string{
+		"AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ\n",
+		"# created: 2024-01-01\nAGE-SECRET-KEY-1ABCDEF\n",
+		"PVE_TOKEN=deadbeef-0000-4000-8000-000000000000\n",
+	} {
+		_, diags := manifest.Parse("vm/lab/web.yaml", []byte(src))
+		got := lines(diags)
+		if !strings.Contains(got, "expected a manifest (a mapping with apiVersion, kind, metadata and spec), got a scalar value") {
+			t.Errorf("Parse(%q) = %q, want the shape of the document", src, got)
+		}
+		if strings.Contains(got, "AGE-SECRET") || strings.Contains(got, "deadbeef") {
+			t.Errorf("Parse(%q) quotes the file: %q", src, got)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/proxops/proxops/internal/diag"
 )
 
 // Quantity is a size as written in a manifest: an integer followed by an optional unit. Decimal units
@@ -46,25 +48,25 @@ func (q Quantity) Bytes() (int64, error) {
 	}
 	if i == 0 {
 		if strings.HasPrefix(s, "-") {
-			return 0, fmt.Errorf("size %q is negative", s)
+			return 0, fmt.Errorf("size %s is negative", diag.Excerpt(s))
 		}
-		return 0, fmt.Errorf("size %q does not start with a whole number", s)
+		return 0, fmt.Errorf("size %s does not start with a whole number", diag.Excerpt(s))
 	}
 	num, unit := s[:i], strings.TrimSpace(s[i:])
 	if strings.HasPrefix(unit, ".") || strings.HasPrefix(unit, ",") {
-		return 0, fmt.Errorf("size %q is not a whole number (write 512MiB, not 0.5GiB)", s)
+		return 0, fmt.Errorf("size %s is not a whole number (write 512MiB, not 0.5GiB)", diag.Excerpt(s))
 	}
 	mult, ok := units[strings.ToLower(unit)]
 	if !ok {
-		return 0, fmt.Errorf("size %q has unknown unit %q (want %s)", s, unit, allowedUnits)
+		return 0, fmt.Errorf("size %s has unknown unit %s (want %s)", diag.Excerpt(s), diag.Excerpt(unit), allowedUnits)
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("size %q is too large", s)
+		return 0, fmt.Errorf("size %s is too large", diag.Excerpt(s))
 	}
 	hi, lo := bits.Mul64(uint64(n), uint64(mult))
 	if hi != 0 || lo > math.MaxInt64 {
-		return 0, fmt.Errorf("size %q is too large", s)
+		return 0, fmt.Errorf("size %s is too large", diag.Excerpt(s))
 	}
 	return int64(lo), nil
 }
@@ -77,9 +79,9 @@ func (q Quantity) MiB() (int64, error) {
 	}
 	if b%MiB != 0 {
 		if _, err := strconv.ParseInt(strings.TrimSpace(string(q)), 10, 64); err == nil {
-			return 0, fmt.Errorf("size %q is not a whole number of MiB: a number without a unit is bytes (write %sMiB)", string(q), strings.TrimSpace(string(q)))
+			return 0, fmt.Errorf("size %s is not a whole number of MiB: a number without a unit is bytes (write %sMiB)", diag.Excerpt(string(q)), strings.TrimSpace(string(q)))
 		}
-		return 0, fmt.Errorf("size %q is not a whole number of MiB (%d bytes; note G is 10^9 bytes, GiB is 2^30)", string(q), b)
+		return 0, fmt.Errorf("size %s is not a whole number of MiB (%d bytes; note G is 10^9 bytes, GiB is 2^30)", diag.Excerpt(string(q)), b)
 	}
 	return b / MiB, nil
 }

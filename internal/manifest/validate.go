@@ -135,13 +135,13 @@ func (c *checker) has(field string) bool {
 
 func (c *checker) metadata() {
 	if c.r.APIVersion != APIVersion && c.r.Source.File == "" {
-		c.errorf("apiVersion", "unsupported apiVersion %q (want %s)", c.r.APIVersion, APIVersion)
+		c.errorf("apiVersion", "unsupported apiVersion %s (want %s)", diag.Excerpt(c.r.APIVersion), APIVersion)
 	}
 	c.name("metadata.name", c.r.Metadata.Name)
 	if v, ok := c.r.Metadata.Annotations[AnnotationDependsOn]; ok {
 		_, bad := ParseDependsOn(v)
 		for _, tok := range bad {
-			c.errorf("metadata.annotations."+AnnotationDependsOn, "bad depends-on %q: expected Kind:name", tok)
+			c.errorf("metadata.annotations."+AnnotationDependsOn, "bad depends-on %s: expected Kind:name", diag.Excerpt(tok))
 		}
 	}
 }
@@ -152,9 +152,9 @@ func (c *checker) name(field, v string) bool {
 	case v == "":
 		c.errorf(field, "required")
 	case len(v) > 63:
-		c.errorf(field, "name %q is longer than 63 characters", v)
+		c.errorf(field, "name %s is longer than 63 characters", diag.Excerpt(v))
 	case !nameRE.MatchString(v):
-		c.errorf(field, "invalid name %q: use lower-case letters, digits and single hyphens, starting and ending with a letter or digit", v)
+		c.errorf(field, "invalid name %s: use lower-case letters, digits and single hyphens, starting and ending with a letter or digit", diag.Excerpt(v))
 	default:
 		return true
 	}
@@ -174,7 +174,7 @@ func (c *checker) node(field, v string) {
 	case v == "":
 		c.errorf(field, "required")
 	case len(v) > 64 || !nodeRE.MatchString(v):
-		c.errorf(field, "invalid node name %q", v)
+		c.errorf(field, "invalid node name %s", diag.Excerpt(v))
 	}
 }
 
@@ -190,12 +190,12 @@ func (c *checker) vmid(field string, v int) {
 func (c *checker) state(field string, s State) {
 	if c.r.Kind.IsTemplate() {
 		if s != "" && s != StateStopped {
-			c.errorf(field, "invalid state %q for %s %s (want stopped or nothing: a template never runs)", s, Article(c.r.Kind), c.r.Kind)
+			c.errorf(field, "invalid state %s for %s %s (want stopped or nothing: a template never runs)", diag.Excerpt(string(s)), Article(c.r.Kind), c.r.Kind)
 		}
 		return
 	}
 	if s != "" && s != StateStarted && s != StateStopped {
-		c.errorf(field, "invalid state %q (want started|stopped)", s)
+		c.errorf(field, "invalid state %s (want started|stopped)", diag.Excerpt(string(s)))
 	}
 }
 
@@ -204,7 +204,7 @@ func (c *checker) storage(field, v string) {
 	case v == "":
 		c.errorf(field, "required")
 	case !storageRE.MatchString(v):
-		c.errorf(field, "invalid storage id %q", v)
+		c.errorf(field, "invalid storage id %s", diag.Excerpt(v))
 	}
 }
 
@@ -233,13 +233,13 @@ func (c *checker) size(field string, q Quantity, required, wholeMiB bool) {
 	case b == 0 && required:
 		c.errorf(field, "size must be greater than zero")
 	case required && !wholeMiB && b < MiB:
-		c.warnf(field, "size %q is only %d bytes (a number without a unit is bytes); did you mean %sGiB?", string(q), b, strings.TrimSpace(string(q)))
+		c.warnf(field, "size %s is only %d bytes (a number without a unit is bytes); did you mean %sGiB?", diag.Excerpt(string(q)), b, strings.TrimSpace(string(q)))
 	}
 }
 
 func (c *checker) enum(field, v string, allowed ...string) {
 	if v != "" && !slices.Contains(allowed, v) {
-		c.errorf(field, "invalid value %q (want %s)", v, strings.Join(allowed, "|"))
+		c.errorf(field, "invalid value %s (want %s)", diag.Excerpt(v), strings.Join(allowed, "|"))
 	}
 }
 
@@ -247,7 +247,7 @@ func (c *checker) tags(field string, tags []string) {
 	for i, t := range tags {
 		for _, tag := range SplitTags(t) {
 			if !tagRE.MatchString(tag) {
-				c.errorf(yamldecode.Index(field, i), "invalid tag %q (PVE tags use letters, digits and _ - + . and may not start with - + .)", tag)
+				c.errorf(yamldecode.Index(field, i), "invalid tag %s (PVE tags use letters, digits and _ - + . and may not start with - + .)", diag.Excerpt(tag))
 			}
 		}
 	}
@@ -255,7 +255,7 @@ func (c *checker) tags(field string, tags []string) {
 
 func (c *checker) startup(field, v string) {
 	if v != "" && !startupRE.MatchString(strings.ReplaceAll(v, " ", "")) {
-		c.errorf(field, "invalid startup %q (want order=N[,up=N][,down=N])", v)
+		c.errorf(field, "invalid startup %s (want order=N[,up=N][,down=N])", diag.Excerpt(v))
 	}
 }
 
@@ -263,16 +263,16 @@ func (c *checker) startup(field, v string) {
 func (c *checker) slot(field, v string, buses map[string]int, what string) bool {
 	m := slotRE.FindStringSubmatch(v)
 	if m == nil {
-		c.errorf(field, "invalid %s slot %q (want %s)", what, v, slotHint(buses))
+		c.errorf(field, "invalid %s slot %s (want %s)", what, diag.Excerpt(v), slotHint(buses))
 		return false
 	}
 	maxN, ok := buses[m[1]]
 	if !ok {
-		c.errorf(field, "invalid %s slot %q (want %s)", what, v, slotHint(buses))
+		c.errorf(field, "invalid %s slot %s (want %s)", what, diag.Excerpt(v), slotHint(buses))
 		return false
 	}
 	if n, _ := strconv.Atoi(m[2]); n > maxN {
-		c.errorf(field, "%s slot %q is out of range (%s0 to %s%d)", what, v, m[1], m[1], maxN)
+		c.errorf(field, "%s slot %s is out of range (%s0 to %s%d)", what, diag.Excerpt(v), m[1], m[1], maxN)
 		return false
 	}
 	return true
@@ -297,7 +297,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func (c *checker) ip(field, v string) {
 	if _, err := netip.ParseAddr(v); err != nil {
-		c.errorf(field, "invalid IP address %q", v)
+		c.errorf(field, "invalid IP address %s", diag.Excerpt(v))
 	}
 }
 
@@ -308,7 +308,7 @@ func (c *checker) absPath(field, v string, required bool) {
 			c.errorf(field, "required")
 		}
 	case !strings.HasPrefix(v, "/"):
-		c.errorf(field, "path %q is not absolute", v)
+		c.errorf(field, "path %s is not absolute", diag.Excerpt(v))
 	}
 }
 
@@ -317,7 +317,7 @@ func (c *checker) vm(s *VMSpec) {
 	c.vmid("spec.vmid", s.VMID)
 	c.state("spec.state", s.State)
 	if s.PVEName != "" && !dnsNameRE.MatchString(s.PVEName) {
-		c.errorf("spec.pve-name", "invalid PVE name %q (a DNS name: letters, digits, hyphens and dots)", s.PVEName)
+		c.errorf("spec.pve-name", "invalid PVE name %s (a DNS name: letters, digits, hyphens and dots)", diag.Excerpt(s.PVEName))
 	}
 	c.tags("spec.tags", s.Tags)
 	if s.Clone != "" {
@@ -401,7 +401,7 @@ func (c *checker) nics(nics []NIC) {
 		}
 		c.enum(p+".model", n.Model, nicModels...)
 		if n.MAC != "" && !macRE.MatchString(n.MAC) {
-			c.errorf(p+".mac", "invalid MAC address %q", n.MAC)
+			c.errorf(p+".mac", "invalid MAC address %s", diag.Excerpt(n.MAC))
 		}
 		if n.VLAN != nil && (*n.VLAN < 0 || *n.VLAN > 4094) {
 			c.errorf(p+".vlan", "VLAN tag %d is out of range (1 to 4094, or 0 for untagged)", *n.VLAN)
@@ -428,14 +428,14 @@ func (c *checker) hardware(s *VMSpec) {
 	}
 	const p = "spec.hardware"
 	if h.Machine != "" && !machineRE.MatchString(h.Machine) {
-		c.errorf(p+".machine", "invalid value %q (want i440fx|q35, optionally versioned like pc-q35-9.0)", h.Machine)
+		c.errorf(p+".machine", "invalid value %s (want i440fx|q35, optionally versioned like pc-q35-9.0)", diag.Excerpt(h.Machine))
 	}
 	c.enum(p+".bios", h.BIOS, "seabios", "ovmf")
 	if h.Sockets < 0 {
 		c.errorf(p+".sockets", "must not be negative")
 	}
 	if h.Serial0 != "" && h.Serial0 != "socket" && !strings.HasPrefix(h.Serial0, "/dev/") {
-		c.errorf(p+".serial0", "invalid value %q (want socket or a /dev/ path)", h.Serial0)
+		c.errorf(p+".serial0", "invalid value %s (want socket or a /dev/ path)", diag.Excerpt(h.Serial0))
 	}
 	if h.TPM != nil {
 		c.enum(p+".tpm.version", h.TPM.Version, "v1.2", "v2.0")
@@ -449,7 +449,7 @@ func (c *checker) hardware(s *VMSpec) {
 		c.storage(p+".efi-disk.storage", e.Storage)
 		c.size(p+".efi-disk.size", e.Size, false, false)
 		if e.Template != "" && !slices.Contains([]string{"2m", "4m"}, strings.ToLower(e.Template)) {
-			c.errorf(p+".efi-disk.template", "invalid value %q (want 2m|4m)", e.Template)
+			c.errorf(p+".efi-disk.template", "invalid value %s (want 2m|4m)", diag.Excerpt(e.Template))
 		}
 		c.enum(p+".efi-disk.secure-boot", e.SecureBoot, "enabled", "disabled")
 		if h.BIOS != "ovmf" && s.Clone == "" {
@@ -493,7 +493,7 @@ func (c *checker) hardware(s *VMSpec) {
 		case d.Device == "":
 			c.errorf(pp+".device", "required (a PCI address such as 0000:01:00 or 01:00.0)")
 		case !pciRE.MatchString(strings.ToLower(d.Device)):
-			c.errorf(pp+".device", "invalid PCI address %q (want [domain:]bus:device[.function], e.g. 0000:01:00.0)", d.Device)
+			c.errorf(pp+".device", "invalid PCI address %s (want [domain:]bus:device[.function], e.g. 0000:01:00.0)", diag.Excerpt(d.Device))
 		}
 	}
 }
@@ -558,7 +558,7 @@ func (c *checker) cloudInitData(d *CloudInitData) {
 	}
 	for i, sd := range d.SearchDomains {
 		if !dnsNameRE.MatchString(sd) {
-			c.errorf(yamldecode.Index(p+".search-domains", i), "invalid domain %q", sd)
+			c.errorf(yamldecode.Index(p+".search-domains", i), "invalid domain %s", diag.Excerpt(sd))
 		}
 	}
 	nics := map[int]string{}
@@ -581,14 +581,14 @@ func (c *checker) cloudInitData(d *CloudInitData) {
 		} else {
 			var err error
 			if prefix, err = netip.ParsePrefix(ipc.IP); err != nil {
-				c.errorf(ip+".ip", "invalid address %q (want CIDR form such as 192.0.2.10/24)", ipc.IP)
+				c.errorf(ip+".ip", "invalid address %s (want CIDR form such as 192.0.2.10/24)", diag.Excerpt(ipc.IP))
 			}
 		}
 		if ipc.Gateway != "" {
 			gw, err := netip.ParseAddr(ipc.Gateway)
 			switch {
 			case err != nil:
-				c.errorf(ip+".gateway", "invalid IP address %q", ipc.Gateway)
+				c.errorf(ip+".gateway", "invalid IP address %s", diag.Excerpt(ipc.Gateway))
 			case prefix.IsValid() && gw.Is4() != prefix.Addr().Is4():
 				c.errorf(ip+".gateway", "gateway %s is not of the same IP family as %s", ipc.Gateway, ipc.IP)
 			}
@@ -601,9 +601,9 @@ func (c *checker) secretRef(field, ref, prefix string) {
 	name, ok := strings.CutPrefix(ref, prefix)
 	switch {
 	case !ok:
-		c.errorf(field, "invalid secret reference %q (want %s<name>)", ref, prefix)
+		c.errorf(field, "invalid secret reference %s (want %s<name>)", diag.Excerpt(ref), prefix)
 	case name == "" || len(name) > 64 || !secretNameRE.MatchString(name):
-		c.errorf(field, "invalid secret name %q in %q (lower-case letters, digits and hyphens, at most 64)", name, ref)
+		c.errorf(field, "invalid secret name %s in %s (lower-case letters, digits and hyphens, at most 64)", diag.Excerpt(name), diag.Excerpt(ref))
 	}
 }
 
@@ -670,11 +670,11 @@ func (c *checker) lxc(s *LXCSpec) {
 			c.errorf(p+".rate-limit", "must not be negative")
 		}
 		if n.HWAddr != "" && !macRE.MatchString(n.HWAddr) {
-			c.errorf(p+".hwaddr", "invalid MAC address %q", n.HWAddr)
+			c.errorf(p+".hwaddr", "invalid MAC address %s", diag.Excerpt(n.HWAddr))
 		}
 		if n.IP != "" && n.IP != "dhcp" && n.IP != "manual" {
 			if _, err := netip.ParsePrefix(n.IP); err != nil {
-				c.errorf(p+".ip", "invalid address %q (want CIDR form such as 192.0.2.10/24, dhcp or manual)", n.IP)
+				c.errorf(p+".ip", "invalid address %s (want CIDR form such as 192.0.2.10/24, dhcp or manual)", diag.Excerpt(n.IP))
 			}
 		}
 		if n.GW != "" {
@@ -692,17 +692,17 @@ func (c *checker) lxc(s *LXCSpec) {
 	}
 	if d := s.DNS; d != nil {
 		if d.Hostname != "" && !dnsNameRE.MatchString(d.Hostname) {
-			c.errorf("spec.dns.hostname", "invalid hostname %q (a DNS name: letters, digits, hyphens and dots)", d.Hostname)
+			c.errorf("spec.dns.hostname", "invalid hostname %s (a DNS name: letters, digits, hyphens and dots)", diag.Excerpt(d.Hostname))
 		}
 		for i, ns := range d.Nameservers {
 			c.ip(yamldecode.Index("spec.dns.nameservers", i), ns)
 		}
 		if d.Domain != "" && !dnsNameRE.MatchString(d.Domain) {
-			c.errorf("spec.dns.domain", "invalid domain %q", d.Domain)
+			c.errorf("spec.dns.domain", "invalid domain %s", diag.Excerpt(d.Domain))
 		}
 	}
 	if s.Arch == "i686" {
-		c.errorf("spec.arch", "invalid value %q (PVE calls it i386)", s.Arch)
+		c.errorf("spec.arch", "invalid value %s (PVE calls it i386)", diag.Excerpt(s.Arch))
 	} else {
 		c.enum("spec.arch", s.Arch, archs...)
 	}
@@ -720,7 +720,7 @@ func (c *checker) artifact(s *ArtifactSpec) {
 	case len(s.Nodes) == 0 && s.Node == "":
 		c.errorf("spec.nodes", "required: the nodes the file must be present on")
 	case len(s.Nodes) > 0 && s.Node != "" && !slices.Contains(s.Nodes, s.Node):
-		c.errorf("spec.node", "node %q is not in spec.nodes; set one of them", s.Node)
+		c.errorf("spec.node", "node %s is not in spec.nodes; set one of them", diag.Excerpt(s.Node))
 	case len(s.Nodes) == 0:
 		c.node("spec.node", s.Node)
 	}
@@ -738,19 +738,19 @@ func (c *checker) artifact(s *ArtifactSpec) {
 	case s.Filename == "":
 		c.errorf("spec.filename", "required")
 	case !filenameRE.MatchString(s.Filename):
-		c.errorf("spec.filename", "invalid file name %q (letters, digits, dots, hyphens and underscores)", s.Filename)
+		c.errorf("spec.filename", "invalid file name %s (letters, digits, dots, hyphens and underscores)", diag.Excerpt(s.Filename))
 	default:
 		exts := artifactExtensions[c.r.Kind]
 		lower := strings.ToLower(s.Filename)
 		if !slices.ContainsFunc(exts, func(e string) bool { return strings.HasSuffix(lower, e) }) {
-			c.errorf("spec.filename", "file name %q must end in %s", s.Filename, orList(exts))
+			c.errorf("spec.filename", "file name %s must end in %s", diag.Excerpt(s.Filename), orList(exts))
 		}
 	}
 	switch u, err := url.Parse(s.URL); {
 	case s.URL == "":
 		c.errorf("spec.url", "required")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		c.errorf("spec.url", "invalid URL %q (want http:// or https://)", s.URL)
+		c.errorf("spec.url", "invalid URL %s (want http:// or https://)", diag.Excerpt(s.URL))
 	}
 	if cs := s.Checksum; cs != nil {
 		switch {
@@ -760,7 +760,7 @@ func (c *checker) artifact(s *ArtifactSpec) {
 		default:
 			want, ok := checksumLengths[cs.Algorithm]
 			if !ok {
-				c.errorf("spec.checksum.algorithm", "invalid value %q (want sha256|sha1|sha512|md5)", cs.Algorithm)
+				c.errorf("spec.checksum.algorithm", "invalid value %s (want sha256|sha1|sha512|md5)", diag.Excerpt(cs.Algorithm))
 			} else if len(cs.Value) != want || !hexRE.MatchString(cs.Value) {
 				c.errorf("spec.checksum.value", "not a %s digest (%d hex digits)", cs.Algorithm, want)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvewire"
+	"github.com/proxops/proxops/internal/repo"
 )
 
 // Diff computes the plan that makes a cluster's live state equal to its desired state. It is pure and
@@ -28,6 +29,10 @@ func Diff(in Input) (Plan, error) {
 		return Plan{}, reject(name, RejectParse, ds.Errors().Sorted())
 	}
 	d := newDiffer(in)
+	if cc := in.Cluster.Config; cc != nil && cc.ClearText() {
+		// Accepted by insecure-http: true (validation refuses it otherwise), and said on every plan.
+		d.finding(FindingWarning, "", "", 0, "pve.clusters."+in.Cluster.Name+".base-url", repo.ClearTextWarning)
+	}
 	if diags := d.resolveSecrets(); len(diags) > 0 {
 		return Plan{}, reject(name, RejectSecrets, diags)
 	}

@@ -51,7 +51,11 @@ func ParseComposition(file string, data []byte) ([]Entry, diag.List) {
 		return nil, append(diags, d.Diags...)
 	}
 	if list.Kind != yaml.SequenceNode {
-		d.Errorf(yamldecode.Of(list), field, "expected a list of manifest paths, got %s", describe(list))
+		got := yamldecode.Describe(list)
+		if list == docs[0].Root {
+			got = yamldecode.Shape(list)
+		}
+		d.Errorf(yamldecode.Of(list), field, "expected a list of manifest paths, got %s", got)
 		return nil, append(diags, d.Diags...)
 	}
 	var out []Entry

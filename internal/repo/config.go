@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,6 +187,9 @@ type ClusterConfig struct {
 	Secrets     *ClusterSecrets `yaml:"secrets,omitempty"`
 	// Insecure skips TLS verification.
 	Insecure *bool `yaml:"insecure,omitempty"`
+	// InsecureHTTP accepts an http:// base-url to a host that is not a loopback address: the API token then
+	// travels in clear text, and every plan says so.
+	InsecureHTTP *bool `yaml:"insecure-http,omitempty"`
 	// CAFile is a PEM CA bundle for this cluster's endpoint.
 	CAFile string `yaml:"ca-file,omitempty"`
 	// Suspend stops planning and applying for this cluster.
@@ -311,7 +316,7 @@ func decodeConfig(file string, data []byte) (*Config, diag.List) {
 	root := docs[0].Root
 	d.Positions[""] = yamldecode.Of(root)
 	if root.Kind != yaml.MappingNode {
-		d.Errorf(yamldecode.Of(root), "", "expected a mapping of configuration keys, got %s", describe(root))
+		d.Errorf(yamldecode.Of(root), "", "expected a mapping of configuration keys, got %s", yamldecode.Shape(root))
 		return cfg, append(diags, d.Diags...)
 	}
 	d.Decode(root, "", cfg)
@@ -327,17 +332,6 @@ func decodeConfig(file string, data []byte) (*Config, diag.List) {
 	}
 	cfg.Positions = d.Positions
 	return cfg, append(diags, d.Diags...)
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	default:
-		return fmt.Sprintf("%q", n.Value)
-	}
 }
 
 // configChecker positions diagnostics about a configuration file.
@@ -365,7 +359,7 @@ func (c *configChecker) add(sev diag.Severity, field, msg string) {
 
 func (c *configChecker) enum(field, v string, allowed ...string) {
 	if !slices.Contains(allowed, v) {
-		c.errorf(field, "invalid value %q (want %s)", v, strings.Join(allowed, "|"))
+		c.errorf(field, "invalid value %s (want %s)", diag.Excerpt(v), strings.Join(allowed, "|"))
 	}
 }
 
@@ -377,7 +371,7 @@ func (c *configChecker) positive(field string, d time.Duration) {
 
 func (c *configChecker) listen(field, v string) {
 	if _, _, err := net.SplitHostPort(v); err != nil {
-		c.errorf(field, "invalid address %q (want host:port, e.g. 127.0.0.1:9494)", v)
+		c.errorf(field, "invalid address %s (want host:port, e.g. 127.0.0.1:9494)", diag.Excerpt(v))
 	}
 }
 
@@ -394,7 +388,7 @@ func validateProcess(cfg *Config) diag.List {
 	}
 	if cfg.Git.URL != "" {
 		if u, err := url.Parse(cfg.Git.URL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-			c.errorf("git.url", "invalid URL %q (want https://host/path)", cfg.Git.URL)
+			c.errorf("git.url", "invalid URL %s (want https://host/path)", diag.Excerpt(cfg.Git.URL))
 		} else if u.User != nil {
 			c.errorf("git.url", "must not carry credentials; use git.token or PROXOPS_GIT_TOKEN")
 		}
@@ -423,7 +417,7 @@ func validateProcess(cfg *Config) diag.List {
 		c.listen("webhook.listen", cfg.Webhook.Listen)
 	}
 	if cfg.Webhook.SecretEnv != "" && !envNameRE.MatchString(cfg.Webhook.SecretEnv) {
-		c.errorf("webhook.secret-env", "invalid environment variable name %q", cfg.Webhook.SecretEnv)
+		c.errorf("webhook.secret-env", "invalid environment variable name %s", diag.Excerpt(cfg.Webhook.SecretEnv))
 	}
 	if cfg.Webhook.Listen != "" && cfg.Webhook.SecretEnv == "" {
 		c.errorf("webhook.secret-env", "required when webhook.listen is set: unsigned webhooks are refused")
@@ -431,7 +425,7 @@ func validateProcess(cfg *Config) diag.List {
 	if cfg.NATS.URL != "" {
 		for _, s := range strings.Split(cfg.NATS.URL, ",") {
 			if u, err := url.Parse(strings.TrimSpace(s)); err != nil || u.Scheme == "" || u.Host == "" {
-				c.errorf("nats.url", "invalid server URL %q (want nats://host:port)", strings.TrimSpace(s))
+				c.errorf("nats.url", "invalid server URL %s (want nats://host:port)", diag.Excerpt(strings.TrimSpace(s)))
 			}
 		}
 	}
@@ -446,7 +440,7 @@ func validateProcess(cfg *Config) diag.List {
 func validateNotifications(c *configChecker, n NotificationsConfig) {
 	if n.ExternalURL != "" {
 		if u, err := url.Parse(n.ExternalURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-			c.errorf("notifications.external-url", "invalid URL %q (want http(s)://host[:port][/path])", n.ExternalURL)
+			c.errorf("notifications.external-url", "invalid URL %s (want http(s)://host[:port][/path])", diag.Excerpt(n.ExternalURL))
 		}
 	}
 	names := map[string]bool{}
@@ -457,7 +451,7 @@ func validateNotifications(c *configChecker, n NotificationsConfig) {
 		case p.Name == "":
 			c.errorf(at+".name", "required")
 		case !clusterNameRE.MatchString(p.Name):
-			c.errorf(at+".name", "invalid name %q (lower-case letters, digits and hyphens)", p.Name)
+			c.errorf(at+".name", "invalid name %s (lower-case letters, digits and hyphens)", diag.Excerpt(p.Name))
 		case names[p.Name]:
 			c.errorf(at+".name", "provider %s is declared twice", p.Name)
 		}
@@ -474,7 +468,7 @@ func validateNotifications(c *configChecker, n NotificationsConfig) {
 				want = []string{"smtp", "smtps"}
 			}
 			if u, err := url.Parse(p.URL); err != nil || !slices.Contains(want, u.Scheme) || u.Host == "" {
-				c.errorf(at+".url", "invalid URL %q (want %s://host...)", p.URL, strings.Join(want, " or "))
+				c.errorf(at+".url", "invalid URL %s (want %s://host...)", diag.Excerpt(p.URL), strings.Join(want, " or "))
 			} else if u.User != nil {
 				c.errorf(at+".url", "must not carry credentials; name a secret with token-ref")
 			}
@@ -491,12 +485,12 @@ func validateNotifications(c *configChecker, n NotificationsConfig) {
 		}
 		for j, ev := range p.Events {
 			if !slices.Contains(NotificationEvents, ev) {
-				c.errorf(yamldecode.Index(at+".events", j), "unknown event %q (want %s)", ev, strings.Join(NotificationEvents, "|"))
+				c.errorf(yamldecode.Index(at+".events", j), "unknown event %s (want %s)", diag.Excerpt(ev), strings.Join(NotificationEvents, "|"))
 			}
 		}
 		for j, cl := range p.Clusters {
 			if !ValidClusterName(cl) {
-				c.errorf(yamldecode.Index(at+".clusters", j), "invalid cluster name %q", cl)
+				c.errorf(yamldecode.Index(at+".clusters", j), "invalid cluster name %s", diag.Excerpt(cl))
 			}
 		}
 		if p.RateLimit < 0 {
@@ -510,22 +504,51 @@ func validateNotifications(c *configChecker, n NotificationsConfig) {
 		o := n.Overrides[cl]
 		at := "notifications.overrides." + cl
 		if !ValidClusterName(cl) {
-			c.errorf(at, "invalid cluster name %q", cl)
+			c.errorf(at, "invalid cluster name %s", diag.Excerpt(cl))
 		}
 		if o == nil {
 			continue
 		}
 		for j, p := range o.Providers {
 			if !names[p] {
-				c.errorf(yamldecode.Index(at+".providers", j), "no provider named %q", p)
+				c.errorf(yamldecode.Index(at+".providers", j), "no provider named %s", diag.Excerpt(p))
 			}
 		}
 		for j, ev := range o.Events {
 			if !slices.Contains(NotificationEvents, ev) {
-				c.errorf(yamldecode.Index(at+".events", j), "unknown event %q (want %s)", ev, strings.Join(NotificationEvents, "|"))
+				c.errorf(yamldecode.Index(at+".events", j), "unknown event %s (want %s)", diag.Excerpt(ev), strings.Join(NotificationEvents, "|"))
 			}
 		}
 	}
+}
+
+// ClearTextWarning is the warning of a cluster whose base-url is http:// to a host that is not a loopback
+// address, accepted by insecure-http: true; validate and every plan of the cluster carry it.
+const ClearTextWarning = "http:// sends the API token in clear text (insecure-http: true)"
+
+// ClearText reports whether the cluster's API is reached over plain http:// to a host that is not a
+// loopback address (which only insecure-http: true accepts).
+func (cl *ClusterConfig) ClearText() bool {
+	u, err := url.Parse(cl.BaseURL)
+	return err == nil && u.Scheme == "http" && u.Hostname() != "" && !IsLoopbackHost(u.Hostname())
+}
+
+// IsLoopbackHost reports whether a URL's host name is localhost or a loopback address (127.0.0.0/8, ::1).
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// validPort reports whether a URL's port is absent or a number from 1 to 65535.
+func validPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == port
 }
 
 // validateCluster checks one pve.clusters entry on its own (uniqueness across clusters is checked by Load).
@@ -537,15 +560,24 @@ func validateCluster(cl *ClusterConfig) diag.List {
 	}
 	c := &configChecker{file: cl.File, pos: positions}
 	if !ValidClusterName(cl.Name) {
-		c.errorf(p, "invalid cluster name %q (lower-case letters, digits and hyphens, at most 64)", cl.Name)
+		c.errorf(p, "invalid cluster name %s (lower-case letters, digits and hyphens, at most 64)", diag.Excerpt(cl.Name))
 	}
+	insecureHTTP := cl.InsecureHTTP != nil && *cl.InsecureHTTP
 	switch u, err := url.Parse(cl.BaseURL); {
 	case cl.BaseURL == "":
 		c.errorf(p+".base-url", "required (the PVE API endpoint, e.g. https://pve.example.com:8006)")
 	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Hostname() == "":
-		c.errorf(p+".base-url", "invalid URL %q (want http(s)://host[:port])", cl.BaseURL)
-	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil:
+		c.errorf(p+".base-url", "invalid URL %s (want http(s)://host[:port])", diag.Excerpt(cl.BaseURL))
+	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "":
 		c.errorf(p+".base-url", "must be just http(s)://host[:port], without a path, query or credentials")
+	case !validPort(u.Port()):
+		c.errorf(p+".base-url", "invalid port %s (want 1 to 65535)", diag.Excerpt(u.Port()))
+	case u.Scheme == "http" && !IsLoopbackHost(u.Hostname()) && !insecureHTTP:
+		c.errorf(p+".base-url", "http:// sends the API token in clear text: use https://, or set insecure-http: true to accept that")
+	case u.Scheme == "http" && !IsLoopbackHost(u.Hostname()):
+		c.warnf(p+".base-url", "%s", ClearTextWarning)
+	case insecureHTTP && u.Scheme == "https":
+		c.warnf(p+".insecure-http", "is not used: base-url is https://")
 	}
 	seen := map[string]bool{}
 	for i, n := range cl.Nodes {
@@ -554,7 +586,7 @@ func validateCluster(cl *ClusterConfig) diag.List {
 		case n == "":
 			c.errorf(np, "must not be empty")
 		case len(n) > 64 || !nodeNameRE.MatchString(n):
-			c.errorf(np, "invalid node name %q", n)
+			c.errorf(np, "invalid node name %s", diag.Excerpt(n))
 		case seen[n]:
 			c.errorf(np, "node %s is listed twice", n)
 		}

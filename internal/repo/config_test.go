@@ -90,3 +90,80 @@ func TestClusterFileMustDeclareItsOwnName(t *testing.T) {
 		t.Errorf("cluster = %+v, %v", cl, diags)
 	}
 }
+
+func TestConfigFileThatIsNotAMappingIsNotQuoted(t *testing.T) {
+	_, diags := repo.ParseClusterFile("clusters/lab/config.yaml", "lab", []byte("PVE_TOKEN=deadbeef-0000-4000-8000-000000000000\n"))
+	got := diags.Error()
+	if !strings.Contains(got, "clusters/lab/config.yaml:1:1: expected a mapping of configuration keys, got a scalar value") {
+		t.Errorf("diagnostics = %q", got)
+	}
+	if strings.Contains(got, "deadbeef") {
+		t.Errorf("diagnostics quote the file: %q", got)
+	}
+}
+
+func TestCompositionThatIsNotYAMLListIsNotQuoted(t *testing.T) {
+	_, diags := repo.ParseComposition("clusters/lab/resources.yaml", []byte("GIT_TOKEN=ghp_0123456789abcdef\n"))
+	got := diags.Error()
+	if !strings.Contains(got, "expected a list of manifest paths, got a scalar value") || strings.Contains(got, "ghp_") {
+		t.Errorf("diagnostics = %q", got)
+	}
+}
+
+func clusterDiagnostics(t *testing.T, entry string) string {
+	t.Helper()
+	_, diags := repo.ParseClusterFile("clusters/lab/config.yaml", "lab", []byte("pve:\n  clusters:\n    lab:\n"+entry))
+	return diags.Error()
+}
+
+func TestPlainHTTPBaseURLIsAnErrorUnlessLoopback(t *testing.T) {
+	got := clusterDiagnostics(t, "      base-url: http://pve.example.com:8006\n")
+	want := "clusters/lab/config.yaml:4:17: pve.clusters.lab.base-url: http:// sends the API token in clear text: use https://, or set insecure-http: true to accept that"
+	if got != want {
+		t.Errorf("http:// to a remote host:\n%s\nwant:\n%s", got, want)
+	}
+	for _, u := range []string{"http://127.0.0.1:8006", "http://127.9.8.7", "http://[::1]:8006", "http://localhost:8006", "http://LocalHost", "https://pve.example.com:8006"} {
+		if got := clusterDiagnostics(t, "      base-url: "+u+"\n"); got != "" {
+			t.Errorf("%s: %s, want no diagnostic", u, got)
+		}
+	}
+	for _, u := range []string{"http://128.0.0.1:8006", "http://[::2]:8006", "http://localhost.example.com", "http://10.0.0.1"} {
+		if got := clusterDiagnostics(t, "      base-url: "+u+"\n"); !strings.Contains(got, "clear text") {
+			t.Errorf("%s: %q, want the clear-text error", u, got)
+		}
+	}
+}
+
+func TestInsecureHTTPTurnsTheClearTextErrorIntoAWarning(t *testing.T) {
+	cl, diags := repo.ParseClusterFile("clusters/lab/config.yaml", "lab",
+		[]byte("pve:\n  clusters:\n    lab:\n      base-url: http://pve.example.com:8006\n      insecure-http: true\n"))
+	want := "clusters/lab/config.yaml:4:17: warning: pve.clusters.lab.base-url: " + repo.ClearTextWarning
+	if diags.HasErrors() || diags.Error() != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", diags.Error(), want)
+	}
+	if !cl.ClearText() {
+		t.Error("ClearText() = false for http:// to a remote host")
+	}
+	got := clusterDiagnostics(t, "      base-url: https://pve.example.com:8006\n      insecure-http: true\n")
+	if got != "clusters/lab/config.yaml:5:22: warning: pve.clusters.lab.insecure-http: is not used: base-url is https://" {
+		t.Errorf("insecure-http with https: %q", got)
+	}
+	loopback, _ := repo.ParseClusterFile("clusters/lab/config.yaml", "lab", []byte("pve:\n  clusters:\n    lab:\n      base-url: http://127.0.0.1:8006\n"))
+	if loopback.ClearText() {
+		t.Error("ClearText() = true for a loopback address")
+	}
+}
+
+func TestBaseURLPortMustBeFrom1To65535(t *testing.T) {
+	for _, port := range []string{"99999", "0", "65536", "08006"} {
+		got := clusterDiagnostics(t, "      base-url: https://pve.example.com:"+port+"\n")
+		if !strings.Contains(got, `pve.clusters.lab.base-url: invalid port "`+port+`" (want 1 to 65535)`) {
+			t.Errorf("port %s: %q, want an invalid-port error", port, got)
+		}
+	}
+	for _, port := range []string{":1", ":8006", ":65535", ""} {
+		if got := clusterDiagnostics(t, "      base-url: https://pve.example.com"+port+"\n"); got != "" {
+			t.Errorf("port %q: %s, want no diagnostic", port, got)
+		}
+	}
+}

@@ -299,7 +299,7 @@ func ParseClusterFile(file, name string, data []byte) (*ClusterConfig, diag.List
 		if other != name {
 			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file,
 				Line: at("pve.clusters." + other).Line, Column: at("pve.clusters." + other).Column,
-				Message: fmt.Sprintf("%s declares pve.clusters.%q, which does not match its directory name %s", file, other, name)})
+				Message: fmt.Sprintf("%s declares pve.clusters.%s, which does not match its directory name %s", file, diag.Excerpt(other), name)})
 		}
 	}
 	cl, ok := cfg.PVE.Clusters[name]
@@ -314,9 +314,14 @@ func ParseClusterFile(file, name string, data []byte) (*ClusterConfig, diag.List
 	return cl, append(diags, validateCluster(cl)...)
 }
 
+// isFile reports whether name is a file, or something there cannot be read (a refused link): reading it
+// then reports why.
 func isFile(fsys fs.FS, name string) bool {
 	info, err := fs.Stat(fsys, name)
-	return err == nil && !info.IsDir()
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	return !info.IsDir()
 }
 
 func isManifestName(name string) bool {
@@ -403,7 +408,7 @@ func (l *loader) checkEntry(c *Cluster, file, dir string, e Entry) (string, bool
 	}
 	p := path.Join(dir, raw)
 	if path.IsAbs(raw) || strings.Contains(raw, `\`) || p == ".." || strings.HasPrefix(p, "../") || !fs.ValidPath(p) {
-		clusterError(c, file, e.Pos, "", "", "resource path %q escapes the repository root or is malformed", raw)
+		clusterError(c, file, e.Pos, "", "", "resource path %s escapes the repository root or is malformed", diag.Excerpt(raw))
 		return "", false
 	}
 	info, err := fs.Stat(l.fsys, p)
@@ -594,7 +599,7 @@ func (l *loader) checkNodes(c *Cluster) {
 	report := func(r *manifest.Resource, field, node string) {
 		if node != "" && !slices.Contains(allowed, node) {
 			clusterError(c, r.Source.File, r.Source.Pos(field), r.Ref().String(), field,
-				"references node %q which is not in pve.clusters.%s.nodes (allowed: [%s])", node, c.Name, strings.Join(allowed, " "))
+				"references node %s which is not in pve.clusters.%s.nodes (allowed: [%s])", diag.Excerpt(node), c.Name, strings.Join(allowed, " "))
 		}
 	}
 	for _, r := range c.Resources {
@@ -637,16 +642,16 @@ func (l *loader) checkReferences(c *Cluster, byRef map[manifest.Ref]*manifest.Re
 			}
 			if a := target.Artifact(); a != nil && !a.PlacedOn(node) {
 				clusterError(c, r.Source.File, pos, r.Ref().String(), ref.Field,
-					"%s %q is not placed on node %s (%s nodes: [%s])", target.Kind, target.Metadata.Name, node, target.Kind, strings.Join(a.PlacementNodes(), " "))
+					"%s %s is not placed on node %s (%s nodes: [%s])", target.Kind, diag.Excerpt(target.Metadata.Name), node, target.Kind, strings.Join(a.PlacementNodes(), " "))
 			}
 			if target.Kind == manifest.KindTemplateVM {
 				switch {
 				case target.Node() != "" && target.Node() != node:
 					clusterError(c, r.Source.File, pos, r.Ref().String(), ref.Field,
-						"TemplateVM %q is on node %s, not on %s: a clone is made on its template's node", target.Metadata.Name, target.Node(), node)
+						"TemplateVM %s is on node %s, not on %s: a clone is made on its template's node", diag.Excerpt(target.Metadata.Name), target.Node(), node)
 				case target.VMID() != 0 && target.VMID() == r.VMID():
 					clusterError(c, r.Source.File, pos, r.Ref().String(), ref.Field,
-						"TemplateVM %q has the same vmid %d as this VM", target.Metadata.Name, target.VMID())
+						"TemplateVM %s has the same vmid %d as this VM", diag.Excerpt(target.Metadata.Name), target.VMID())
 				}
 			}
 		}
@@ -660,11 +665,11 @@ func unresolved(target manifest.Ref, byRef map[manifest.Ref]*manifest.Resource) 
 		other := manifest.Ref{Kind: k, Name: target.Name}
 		if k != target.Kind {
 			if _, ok := byRef[other]; ok {
-				return fmt.Sprintf("references %s %q, which is not %s %s", k, target.Name, manifest.Article(target.Kind), target.Kind)
+				return fmt.Sprintf("references %s %s, which is not %s %s", k, diag.Excerpt(target.Name), manifest.Article(target.Kind), target.Kind)
 			}
 		}
 	}
-	return fmt.Sprintf("references unknown %s %q", target.Kind, target.Name)
+	return fmt.Sprintf("references unknown %s %s", target.Kind, diag.Excerpt(target.Name))
 }
 
 // checkEndpoints reports clusters that share a PVE endpoint.
@@ -694,7 +699,7 @@ func (l *loader) checkEndpoints() {
 				}
 			}
 			clusterError(c, c.Config.File, c.Config.Pos, "", "pve.clusters."+c.Name+".base-url",
-				"base-url %s is also the endpoint of cluster %s; each cluster needs its own", c.Config.BaseURL, strings.Join(others, ", "))
+				"base-url %s is also the endpoint of cluster %s; each cluster needs its own", diag.Excerpt(c.Config.BaseURL), strings.Join(others, ", "))
 		}
 	}
 }
@@ -732,7 +737,7 @@ func (l *loader) checkSecretsFile(c *Cluster) {
 	field := "pve.clusters." + c.Name + ".secrets-file"
 	pos := c.Config.Positions.Lookup(field)
 	if !fs.ValidPath(p) {
-		clusterError(c, c.Config.File, pos, "", field, "secrets-file %q escapes the repository root", c.Config.SecretsFile)
+		clusterError(c, c.Config.File, pos, "", field, "secrets-file %s escapes the repository root", diag.Excerpt(c.Config.SecretsFile))
 		return
 	}
 	if !isFile(l.fsys, p) {

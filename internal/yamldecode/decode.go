@@ -270,7 +270,7 @@ func (d *Decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		if i, ok := d.Int(n, path); ok {
 			if v.OverflowInt(i) {
-				d.Errorf(Of(n), path, "integer %s is out of range", n.Value)
+				d.Errorf(Of(n), path, "integer %s is out of range", diag.Excerpt(n.Value))
 				return
 			}
 			v.SetInt(i)
@@ -284,15 +284,28 @@ func (d *Decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	}
 }
 
-// describe names the shape of a node for messages.
-func describe(n *yaml.Node) string {
+// Describe names the shape of a node for messages, quoting a scalar's value as diag.Excerpt does.
+func Describe(n *yaml.Node) string {
+	if n != nil && n.Kind == yaml.ScalarNode {
+		return diag.Excerpt(n.Value)
+	}
+	return Shape(n)
+}
+
+// Shape names the shape of a node for messages without its value. A document whose root is a scalar is
+// most likely not YAML written for ProxOps at all (a key, a token, an environment file): its messages use
+// Shape, so nothing of such a file is quoted.
+func Shape(n *yaml.Node) string {
+	if n == nil {
+		return "nothing"
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return strconv.Quote(n.Value)
+		return "a scalar value"
 	default:
 		return "nothing"
 	}
@@ -303,7 +316,7 @@ func (d *Decoder) Scalar(n *yaml.Node, path, want string) (string, bool) {
 	n = Resolve(n)
 	if n == nil || n.Kind != yaml.ScalarNode {
 		if n != nil {
-			d.Errorf(Of(n), path, "expected %s, got %s", want, describe(n))
+			d.Errorf(Of(n), path, "expected %s, got %s", want, Describe(n))
 		}
 		return "", false
 	}
@@ -317,12 +330,12 @@ func (d *Decoder) Int(n *yaml.Node, path string) (int64, bool) {
 		return 0, false
 	}
 	if n.Tag != "!!int" {
-		d.Errorf(Of(n), path, "expected an integer, got %s", describe(n))
+		d.Errorf(Of(n), path, "expected an integer, got %s", Describe(n))
 		return 0, false
 	}
 	i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
 	if err != nil {
-		d.Errorf(Of(n), path, "integer %s is out of range", s)
+		d.Errorf(Of(n), path, "integer %s is out of range", diag.Excerpt(s))
 		return 0, false
 	}
 	return i, true
@@ -345,7 +358,7 @@ func (d *Decoder) Bool(n *yaml.Node, path string) (bool, bool) {
 			return false, true
 		}
 	}
-	d.Errorf(Of(n), path, "expected true or false, got %s", describe(n))
+	d.Errorf(Of(n), path, "expected true or false, got %s", Describe(n))
 	return false, false
 }
 
@@ -356,7 +369,7 @@ func (d *Decoder) duration(n *yaml.Node, path string, v reflect.Value) {
 	}
 	dur, err := time.ParseDuration(s)
 	if err != nil {
-		d.Errorf(Of(n), path, "expected a duration such as 30s or 5m, got %q", s)
+		d.Errorf(Of(n), path, "expected a duration such as 30s or 5m, got %s", diag.Excerpt(s))
 		return
 	}
 	v.SetInt(int64(dur))
@@ -364,7 +377,7 @@ func (d *Decoder) duration(n *yaml.Node, path string, v reflect.Value) {
 
 func (d *Decoder) structure(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind != yaml.MappingNode {
-		d.Errorf(Of(n), path, "expected a mapping, got %s", describe(n))
+		d.Errorf(Of(n), path, "expected a mapping, got %s", Describe(n))
 		return
 	}
 	info := fieldsOf(v.Type())
@@ -400,7 +413,7 @@ func (d *Decoder) Record(path string, key, value *yaml.Node) {
 func (d *Decoder) Unknown(key *yaml.Node, path string, known []string) {
 	name := key.Value
 	if s := Suggest(name, known); s != "" {
-		d.Warnf(Of(key), path, "unknown field; did you mean %q?", s)
+		d.Warnf(Of(key), path, "unknown field; did you mean %s?", diag.Excerpt(s))
 		return
 	}
 	d.Warnf(Of(key), path, "unknown field")
@@ -408,7 +421,7 @@ func (d *Decoder) Unknown(key *yaml.Node, path string, known []string) {
 
 func (d *Decoder) list(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind != yaml.SequenceNode {
-		d.Errorf(Of(n), path, "expected a list, got %s", describe(n))
+		d.Errorf(Of(n), path, "expected a list, got %s", Describe(n))
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -428,7 +441,7 @@ func (d *Decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	if n.Kind != yaml.MappingNode {
-		d.Errorf(Of(n), path, "expected a mapping, got %s", describe(n))
+		d.Errorf(Of(n), path, "expected a mapping, got %s", Describe(n))
 		return
 	}
 	m := reflect.MakeMap(v.Type())

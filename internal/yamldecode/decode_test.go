@@ -99,3 +99,28 @@ func TestLookupFallsBackToTheNearestAncestor(t *testing.T) {
 		t.Errorf("Lookup = %+v", got)
 	}
 }
+
+func TestTypeErrorsQuoteOnlyAnExcerptOfTheValue(t *testing.T) {
+	long := "tok_" + strings.Repeat("s3cr3t", 20)
+	_, got := decode(t, "count: \""+long+"\"\nitems: \"a\\u001b[2Jb\"\n")
+	if strings.Contains(got, long[30:]) {
+		t.Errorf("diagnostics quote the whole value: %q", got)
+	}
+	if !strings.Contains(got, `count: expected an integer, got "tok_s3cr3ts3cr3t`) || !strings.Contains(got, `"…`) {
+		t.Errorf("diagnostics do not show a cut excerpt: %q", got)
+	}
+	if !strings.Contains(got, `items: expected a list, got "a\x1b[2Jb"`) || strings.ContainsRune(got, 0x1b) {
+		t.Errorf("control bytes are not escaped: %q", got)
+	}
+}
+
+func TestSyntaxErrorsQuoteOnlyAnExcerptOfTheFile(t *testing.T) {
+	anchor := "AGE-SECRET-KEY-1" + strings.Repeat("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 2)
+	_, got := decode(t, "name: *"+anchor+"\n")
+	if strings.Contains(got, anchor) {
+		t.Errorf("syntax error quotes the file beyond an excerpt: %q", got)
+	}
+	if !strings.Contains(got, "invalid YAML: unknown anchor \"AGE-SECRET-KEY-1") {
+		t.Errorf("syntax error lost the parser's complaint: %q", got)
+	}
+}

@@ -44,7 +44,7 @@ func EachDocument(file string, data []byte, fn func(Document)) (diags diag.List)
 	defer func() {
 		if r := recover(); r != nil {
 			diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: 1, Column: 1,
-				Message: fmt.Sprintf("invalid YAML: %v", r)})
+				Message: "invalid YAML: " + complaint(fmt.Sprint(r))})
 		}
 	}()
 	if !bytes.Contains(data, []byte("\n---")) && !bytes.Contains(data, []byte("\n...")) {
@@ -119,8 +119,37 @@ func syntaxError(file string, data []byte, err error) diag.Diagnostic {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
 	d.Column = firstColumn(data, d.Line)
-	d.Message = "invalid YAML: " + msg
+	d.Message = "invalid YAML: " + complaint(msg)
 	return d
+}
+
+// quotedInComplaint is a piece of the file the parser quotes in its complaint (an anchor's name).
+var quotedInComplaint = regexp.MustCompile(`'[^']*'`)
+
+// complaint is the parser's complaint with every piece of the file it quotes that is long or not
+// printable cut to an excerpt, and the rest escaped: the parser's own words are shown, never more than a
+// short excerpt of the file.
+func complaint(msg string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range quotedInComplaint.FindAllStringIndex(msg, -1) {
+		b.WriteString(printable(msg[last:m[0]]))
+		piece := msg[m[0]+1 : m[1]-1]
+		if e := diag.Excerpt(piece); e != `"`+piece+`"` {
+			b.WriteString(e)
+		} else {
+			b.WriteString(msg[m[0]:m[1]])
+		}
+		last = m[1]
+	}
+	b.WriteString(printable(msg[last:]))
+	return b.String()
+}
+
+// printable escapes what a terminal would interpret.
+func printable(s string) string {
+	q := strconv.Quote(s)
+	return strings.ReplaceAll(q[1:len(q)-1], `\"`, `"`)
 }
 
 // firstColumn returns the 1-based column of the first non-blank character of a 1-based line, 1 when the

@@ -23,6 +23,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/proxops/proxops/internal/repofs"
 )
 
 // ManifestRoots are the top-level directories whose files make up a manifest snapshot: the seven kind roots
@@ -139,12 +141,15 @@ func snapshotCommit(ctx context.Context, repo *git.Repository, hash plumbing.Has
 	}
 	snap := TreeSnapshot{Commit: hash.String(), Tree: tree.Hash.String()}
 	var total int64
+	links := &commitLinks{repo: repo, root: tree}
 	for _, e := range tree.Entries {
 		switch {
-		case e.Name == ConfigFile && e.Mode.IsFile() && e.Mode != filemode.Symlink:
+		case e.Name == ConfigFile && e.Mode == filemode.Symlink:
+			err = addLink(ctx, links, e.Name, &snap, &total)
+		case e.Name == ConfigFile && e.Mode.IsFile():
 			err = addBlob(ctx, repo, e, e.Name, &snap, &total)
 		case e.Mode == filemode.Dir && isManifestRoot(e.Name):
-			err = addTree(ctx, repo, e.Hash, e.Name, 1, &snap, &total)
+			err = addTree(ctx, links, e.Hash, e.Name, 1, &snap, &total)
 		}
 		if err != nil {
 			return TreeSnapshot{}, "", fmt.Errorf("commit %s: %w", hash, err)
@@ -154,7 +159,8 @@ func snapshotCommit(ctx context.Context, repo *git.Repository, hash plumbing.Has
 	return snap, subjectLine(commit.Message), nil
 }
 
-func addTree(ctx context.Context, repo *git.Repository, hash plumbing.Hash, dir string, depth int, snap *TreeSnapshot, total *int64) error {
+func addTree(ctx context.Context, links *commitLinks, hash plumbing.Hash, dir string, depth int, snap *TreeSnapshot, total *int64) error {
+	repo := links.repo
 	if depth > maxTreeDepth {
 		return fmt.Errorf("%s: directories nested deeper than %d", dir, maxTreeDepth)
 	}
@@ -172,11 +178,13 @@ func addTree(ctx context.Context, repo *git.Repository, hash plumbing.Hash, dir 
 		p := dir + "/" + e.Name
 		switch e.Mode {
 		case filemode.Dir:
-			err = addTree(ctx, repo, e.Hash, p, depth+1, snap, total)
+			err = addTree(ctx, links, e.Hash, p, depth+1, snap, total)
 		case filemode.Regular, filemode.Executable, filemode.Deprecated:
 			err = addBlob(ctx, repo, e, p, snap, total)
+		case filemode.Symlink:
+			err = addLink(ctx, links, p, snap, total)
 		default:
-			// Symbolic links and submodules are not manifest files.
+			// Submodules are not manifest files.
 		}
 		if err != nil {
 			return err
@@ -209,6 +217,91 @@ func addBlob(ctx context.Context, repo *git.Repository, e object.TreeEntry, p st
 	return nil
 }
 
+// addLink adds, under the link's own path, the committed file a symbolic link of the commit leads to, as
+// repofs resolves links of a work tree: a relative link to a file inside the repository is followed; one to
+// a directory or to nothing is left out; any other refuses the snapshot, naming the link.
+func addLink(ctx context.Context, links *commitLinks, p string, snap *TreeSnapshot, total *int64) error {
+	target, err := repofs.Resolve(links, p)
+	switch {
+	case errors.Is(err, repofs.ErrLinkToDirectory) || errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	e, err := links.root.FindEntry(target)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if !e.Mode.IsFile() {
+		return nil
+	}
+	return addBlob(ctx, links.repo, *e, p, snap, total)
+}
+
+// commitLinks is a commit's tree as repofs.Resolve reads it.
+type commitLinks struct {
+	repo *git.Repository
+	root *object.Tree
+}
+
+// maxLinkTarget bounds the target of a committed link: longer is not a path.
+const maxLinkTarget = 4096
+
+func (c *commitLinks) entry(name string) (*object.TreeEntry, error) {
+	e, err := c.root.FindEntry(name)
+	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return e, nil
+}
+
+func (c *commitLinks) Type(name string) (fs.FileMode, error) {
+	if name == "." {
+		return fs.ModeDir, nil
+	}
+	e, err := c.entry(name)
+	if err != nil {
+		return 0, err
+	}
+	switch e.Mode {
+	case filemode.Dir:
+		return fs.ModeDir, nil
+	case filemode.Symlink:
+		return fs.ModeSymlink, nil
+	case filemode.Submodule:
+		return fs.ModeIrregular, nil
+	default:
+		return 0, nil
+	}
+}
+
+func (c *commitLinks) Readlink(name string) (string, error) {
+	e, err := c.entry(name)
+	if err != nil {
+		return "", err
+	}
+	blob, err := object.GetBlob(c.repo.Storer, e.Hash)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", name, err)
+	}
+	if blob.Size > maxLinkTarget {
+		return "", fmt.Errorf("read %s: link target of %d bytes", name, blob.Size)
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", name, err)
+	}
+	defer r.Close()
+	target, err := io.ReadAll(io.LimitReader(r, maxLinkTarget))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", name, err)
+	}
+	return string(target), nil
+}
+
 func checkSize(p string, size int64, total *int64) error {
 	if size > MaxSnapshotFileSize {
 		return fmt.Errorf("%s is %d bytes (limit %d): %w", p, size, MaxSnapshotFileSize, ErrSnapshotTooLarge)
@@ -235,21 +328,43 @@ func subjectLine(msg string) string {
 }
 
 // SnapshotWorktree reads the manifest files of the work tree at dir (the repository root) from disk, as they
-// are, committed or not. Files ignored by the repository's .gitignore files or .git/info/exclude, symbolic
-// links and anything below a .git entry are left out. The snapshot has no commit; its name is
-// WorktreeTreePrefix and the hex SHA-256 of its content (WorktreeTreeName), so equal files give equal names.
+// are, committed or not. Files ignored by the repository's .gitignore files or .git/info/exclude and
+// anything below a .git entry are left out. A symbolic link is read through repofs: one to a file inside
+// the repository adds that file's content under the link's path, one to a directory, to nothing or to an
+// ignored file is left out, and any other (absolute, leaving the repository, into .git) refuses the snapshot with an error
+// naming the link. The snapshot has no commit; its name is WorktreeTreePrefix and the hex SHA-256 of its
+// content (WorktreeTreeName), so equal files give equal names.
 func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 	ignore, err := worktreeIgnores(dir)
 	if err != nil {
 		return TreeSnapshot{}, err
 	}
+	tree, err := repofs.Open(dir)
+	if err != nil {
+		return TreeSnapshot{}, err
+	}
+	defer func() { _ = tree.Close() }()
 	var snap TreeSnapshot
 	var total int64
-	add := func(rel string, info fs.FileInfo) error {
+	add := func(rel string) error {
+		target, err := tree.Resolve(rel)
+		if err == nil && target != rel && ignore.Match(strings.Split(target, "/"), false) {
+			// A link to an ignored file (a decrypted secret, say) reads as in a commit: not there.
+			return nil
+		}
+		info, err := fs.Stat(tree, rel)
+		switch {
+		case errors.Is(err, repofs.ErrLinkToDirectory) || errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
+		case !info.Mode().IsRegular():
+			return nil
+		}
 		if err := checkSize(rel, info.Size(), &total); err != nil {
 			return err
 		}
-		content, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+		content, err := fs.ReadFile(tree, rel)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", rel, err)
 		}
@@ -259,9 +374,9 @@ func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 		snap.Files = append(snap.Files, TreeFile{Path: rel, Content: content})
 		return nil
 	}
-	if info, err := os.Lstat(filepath.Join(dir, ConfigFile)); err == nil && info.Mode().IsRegular() && !ignore.Match([]string{ConfigFile}, false) {
-		if err := add(ConfigFile, info); err != nil {
-			return TreeSnapshot{}, err
+	if info, err := os.Lstat(filepath.Join(dir, ConfigFile)); err == nil && isFileOrLink(info.Mode()) && !ignore.Match([]string{ConfigFile}, false) {
+		if err := add(ConfigFile); err != nil {
+			return TreeSnapshot{}, fmt.Errorf("snapshot work tree %s: %w", dir, err)
 		}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return TreeSnapshot{}, fmt.Errorf("read %s: %w", ConfigFile, err)
@@ -274,33 +389,24 @@ func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 		if err != nil {
 			return TreeSnapshot{}, fmt.Errorf("read %s: %w", root, err)
 		}
-		err = filepath.WalkDir(filepath.Join(dir, root), func(p string, d fs.DirEntry, err error) error {
+		err = fs.WalkDir(tree, root, func(rel string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			rel, err := filepath.Rel(dir, p)
-			if err != nil {
-				return err
-			}
-			rel = filepath.ToSlash(rel)
 			parts := strings.Split(rel, "/")
 			if d.Name() == ".git" || ignore.Match(parts, d.IsDir()) {
 				if d.IsDir() {
-					return filepath.SkipDir
+					return fs.SkipDir
 				}
 				return nil
 			}
-			if !d.Type().IsRegular() {
+			if !isFileOrLink(d.Type()) {
 				return nil
 			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			return add(rel, info)
+			return add(rel)
 		})
 		if err != nil {
 			return TreeSnapshot{}, fmt.Errorf("snapshot work tree %s: %w", dir, err)
@@ -309,6 +415,11 @@ func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 	sortFiles(snap.Files)
 	snap.Tree = WorktreeTreeName(snap.Files)
 	return snap, nil
+}
+
+// isFileOrLink reports a regular file or a symbolic link.
+func isFileOrLink(m fs.FileMode) bool {
+	return m.IsRegular() || m&fs.ModeSymlink != 0
 }
 
 // WorktreeTreeName names a snapshot of uncommitted files by its content: WorktreeTreePrefix and the hex

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/proxops/proxops/internal/repofs"
 	"github.com/proxops/proxops/internal/testcorpus"
 	"github.com/proxops/proxops/services/watcher"
 )
@@ -78,20 +79,25 @@ func TestSnapshotBranchReadsTheCommittedManifests(t *testing.T) {
 	repo.write("vm/example/new.yaml", "uncommitted\n")
 	before := fingerprint(t, repo.dir)
 
+	// The link to a committed file inside the repository is read as that file, as validate reads it.
+	want := append([]string{"vm/example/link.yaml"}, corpusManifests...)
+	slices.Sort(want)
 	for _, p := range []string{repo.dir, filepath.Join(repo.dir, "vm", "example"), filepath.Join(repo.dir, ".git")} {
 		snap, err := watcher.SnapshotBranch(t.Context(), p, "main")
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		if diff := cmp.Diff(corpusManifests, paths(snap)); diff != "" {
+		if diff := cmp.Diff(want, paths(snap)); diff != "" {
 			t.Errorf("%s: paths (-want +got):\n%s", p, diff)
 		}
 		if snap.Commit != commit || snap.Tree != repo.treeOf(commit) {
 			t.Errorf("%s: snapshot of commit %s tree %s, want %s %s", p, snap.Commit, snap.Tree, commit, repo.treeOf(commit))
 		}
-		want, _ := os.ReadFile(filepath.Join(testcorpus.Dir("upstream-examples"), "vm/example/app-vm.yaml"))
-		if got := fileContent(snap, "vm/example/app-vm.yaml"); got != string(want) {
-			t.Errorf("%s: app-vm.yaml is not the committed content: %q", p, got)
+		committed, _ := os.ReadFile(filepath.Join(testcorpus.Dir("upstream-examples"), "vm/example/app-vm.yaml"))
+		for _, f := range []string{"vm/example/app-vm.yaml", "vm/example/link.yaml"} {
+			if got := fileContent(snap, f); got != string(committed) {
+				t.Errorf("%s: %s is not the committed content: %q", p, f, got)
+			}
 		}
 	}
 	head, err := watcher.SnapshotBranch(t.Context(), repo.dir, "")
@@ -126,13 +132,15 @@ func TestSnapshotWorktreeReadsFilesAsTheyAreOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append([]string{}, corpusManifests...)
-	want = append(want, "vm/.gitignore", "vm/example/new.yaml")
+	want = append(want, "vm/.gitignore", "vm/example/link.yaml", "vm/example/new.yaml")
 	slices.Sort(want)
 	if diff := cmp.Diff(want, paths(snap)); diff != "" {
 		t.Errorf("paths (-want +got):\n%s", diff)
 	}
-	if got := fileContent(snap, "vm/example/app-vm.yaml"); got != "edited, not committed\n" {
-		t.Errorf("app-vm.yaml = %q, want the work tree's", got)
+	for _, f := range []string{"vm/example/app-vm.yaml", "vm/example/link.yaml"} {
+		if got := fileContent(snap, f); got != "edited, not committed\n" {
+			t.Errorf("%s = %q, want the work tree's", f, got)
+		}
 	}
 	if snap.Commit != "" || !strings.HasPrefix(snap.Tree, watcher.WorktreeTreePrefix) || len(snap.Tree) != len(watcher.WorktreeTreePrefix)+64 {
 		t.Errorf("snapshot commit %q tree %q, want no commit and a content hash", snap.Commit, snap.Tree)
@@ -201,5 +209,86 @@ func TestCurrentBranchNamesTheCheckedOutBranch(t *testing.T) {
 	runGit(t, repo.dir, "checkout", "-q", "--detach", commit)
 	if _, err := watcher.CurrentBranch(repo.dir); err == nil || !strings.Contains(err.Error(), "detached") {
 		t.Errorf("detached HEAD: err %v", err)
+	}
+}
+
+// A committed or uncommitted link that leaves the repository refuses the snapshot with an error naming the
+// link; nothing of its target is read.
+func TestSnapshotsRefuseALinkLeavingTheRepositoryAndNameIt(t *testing.T) {
+	const secret = "AGE-SECRET-KEY-1QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54K"
+	for _, c := range []struct{ link, target, want string }{
+		{"vm/base/key.yaml", "../../../outside/age.txt", "symbolic link vm/base/key.yaml leads outside the repository: not followed"},
+		{"proxops.yaml", "../outside/age.txt", "symbolic link proxops.yaml leads outside the repository: not followed"},
+		{"clusters/lab/ci.yaml", "/etc/hostname", "symbolic link clusters/lab/ci.yaml is absolute: not followed"},
+		{"vm/base/git.yaml", "../../.git/config", "symbolic link vm/base/git.yaml leads into the .git directory: not followed"},
+	} {
+		t.Run(c.link, func(t *testing.T) {
+			tmp := t.TempDir()
+			repo := newWorkRepo(t, tmp)
+			seed(repo)
+			if err := os.MkdirAll(filepath.Join(tmp, "outside"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tmp, "outside", "age.txt"), []byte(secret+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(repo.dir, filepath.FromSlash(c.link))
+			if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(c.target, link); err != nil {
+				t.Fatal(err)
+			}
+			repo.commit("a link out of the repository")
+			_, committed := watcher.SnapshotBranch(t.Context(), repo.dir, "main")
+			_, worktree := watcher.SnapshotWorktree(t.Context(), repo.dir)
+			for name, err := range map[string]error{"committed": committed, "work tree": worktree} {
+				if !errors.Is(err, repofs.ErrLinkRefused) || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("%s snapshot: %v, want %q", name, err, c.want)
+				}
+				if err != nil && (strings.Contains(err.Error(), secret[:16]) || strings.Contains(err.Error(), c.target)) {
+					t.Errorf("%s snapshot error carries the target: %v", name, err)
+				}
+			}
+		})
+	}
+}
+
+// A link inside the repository reads as validate reads it: a link to a file (anywhere in the repository)
+// is that file under the link's path, a link to a directory is left out.
+func TestSnapshotsFollowLinksToFilesInsideTheRepository(t *testing.T) {
+	repo := newWorkRepo(t, t.TempDir())
+	seed(repo)
+	repo.write("shared/db.yaml", "kind: VM\n")
+	repo.write(".gitignore", "*.dec.yaml\n")
+	repo.write("clusters/lab/secrets.dec.yaml", "decrypted: do not ship\n")
+	links := map[string]string{
+		"vm/base/db.yaml":     "../../shared/db.yaml",
+		"vm/shared":           "../shared",
+		"vm/base/gone.yaml":   "nowhere.yaml",
+		"vm/base/secret.yaml": "../../clusters/lab/secrets.dec.yaml",
+	}
+	for link, target := range links {
+		if err := os.Symlink(target, filepath.Join(repo.dir, filepath.FromSlash(link))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo.commit("links inside the repository")
+	committed, err := watcher.SnapshotBranch(t.Context(), repo.dir, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	worktree, err := watcher.SnapshotWorktree(t.Context(), repo.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"clusters/lab/config.yaml", "clusters/lab/resources.yaml", "clusters/lab/secrets.sops.yaml", "proxops.yaml", "vm/base/db.yaml", "vm/base/web.yaml"}
+	for name, snap := range map[string]watcher.TreeSnapshot{"committed": committed, "work tree": worktree} {
+		if diff := cmp.Diff(want, paths(snap)); diff != "" {
+			t.Errorf("%s: paths (-want +got):\n%s", name, diff)
+		}
+		if got := fileContent(snap, "vm/base/db.yaml"); got != "kind: VM\n" {
+			t.Errorf("%s: vm/base/db.yaml = %q, want the linked file", name, got)
+		}
 	}
 }

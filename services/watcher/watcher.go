@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/repofs"
 )
 
 // busTimeout bounds one call to the tree store, the publisher or the KV.
@@ -88,8 +89,8 @@ type announcement struct {
 	Subject string `json:"subject"`
 }
 
-// rejectedCommit remembers a commit whose tree cannot be snapshotted (too large), so it is not read again
-// until the branch moves.
+// rejectedCommit remembers a commit whose tree cannot be snapshotted (too large, or a symbolic link that
+// leaves the repository), so it is not read again until the branch moves.
 type rejectedCommit struct {
 	commit plumbing.Hash
 	err    error
@@ -495,7 +496,7 @@ func (w *Watcher) sync(ctx context.Context, trigger Trigger, force bool) error {
 	snap, subject, err := w.src.snapshot(gctx, have)
 	if err != nil {
 		err = w.red.error(err)
-		if errors.Is(err, ErrSnapshotTooLarge) {
+		if errors.Is(err, ErrSnapshotTooLarge) || errors.Is(err, repofs.ErrLinkRefused) {
 			w.rejected = rejectedCommit{commit: have, err: err}
 		}
 		return &gitError{err}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -614,6 +616,31 @@ func TestOversizedCommitKeepsTheLastGoodTreeUntilTheBranchMoves(t *testing.T) {
 
 	runGit(t, s.repo.dir, "rm", "-q", "vm/base/huge.yaml")
 	fixed := s.repo.commitAndPush("remove the large file")
+	r.waitCommit(fixed, watcher.TriggerPoll)
+}
+
+func TestCommitWithALinkLeavingTheRepositoryIsNotAnnounced(t *testing.T) {
+	s := newRemoteSetup(t)
+	s.cfg.PollInterval = 20 * time.Millisecond
+	r := startWatcher(t, s.cfg, newTestBus(t))
+	r.waitCommit(s.first, watcher.TriggerStartup)
+
+	if err := os.Symlink("../../../../etc/passwd", filepath.Join(s.repo.dir, "vm", "base", "passwd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	bad := s.repo.commitAndPush("a link out of the repository")
+	waitFor(t, "the refusal", func() bool {
+		return strings.Contains(r.w.Status().LastError, "symbolic link vm/base/passwd.yaml leads outside the repository")
+	})
+	if st := r.w.Status(); st.Commit != s.first || !st.Stale {
+		t.Errorf("status = %+v, want the first commit kept, stale", st)
+	}
+	if evs := r.bus.pub.forCommit(bad); len(evs) != 0 {
+		t.Errorf("announced the commit with the link: %+v", evs)
+	}
+
+	runGit(t, s.repo.dir, "rm", "-q", "vm/base/passwd.yaml")
+	fixed := s.repo.commitAndPush("remove the link")
 	r.waitCommit(fixed, watcher.TriggerPoll)
 }
 
