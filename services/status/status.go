@@ -26,6 +26,7 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/report"
@@ -169,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("status: listen: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserver.New(s.handler(), httpserver.Limits{})
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	s.log.Info("status http listening", "addr", ln.Addr().String())
