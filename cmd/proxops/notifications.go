@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/services/notifier"
 )
 
@@ -80,7 +81,7 @@ func runNotificationsListen(ctx context.Context, w io.Writer, listen string, key
 		mu   sync.Mutex
 		seen = map[string]bool{}
 	)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	srv := httpserver.New(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			http.Error(rw, err.Error(), http.StatusBadRequest)
@@ -114,7 +115,7 @@ func runNotificationsListen(ctx context.Context, w io.Writer, listen string, key
 		seen[n.ID] = true
 		fmt.Fprintf(w, "notification %s for cluster %s (delivery %s, %s%s):\n  %s\n", n.Event, n.Cluster, n.ID, signature, dup,
 			strings.ReplaceAll(n.Text(), "\n", "\n  "))
-	})}
+	}), httpserver.Limits{})
 	fmt.Fprintf(w, "listening on http://%s/\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

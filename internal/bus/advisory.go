@@ -102,7 +102,7 @@ func (m *Message) DeadLetter(ctx context.Context, subject, reason string) error 
 	if m.stream == "" {
 		return fmt.Errorf("dead-letter %s#%d: not read from a stream", m.Subject, m.Sequence)
 	}
-	if err := m.bus.deadLetter(ctx, m.stream, m.Sequence, m.Header, m.Data, subject, reason); err != nil {
+	if err := m.bus.deadLetter(ctx, m.stream, m.Sequence, m.Header, m.Data, subject, reason, ""); err != nil {
 		return err
 	}
 	return m.Remove(ctx)

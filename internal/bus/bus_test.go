@@ -433,6 +433,9 @@ func TestDeadLetterCopiesAndRemovesFromWorkQueue(t *testing.T) {
 	if r := m.Header.Get(bus.HeaderDeadLetterReason); r != "deliveries exhausted" {
 		t.Fatalf("reason header = %q", r)
 	}
+	if r := m.Header.Get(bus.HeaderRefused); r != "" {
+		t.Fatalf("a message that ran out of deliveries is marked refused (%q)", r)
+	}
 }
 
 func TestLeaseCannotBeTakenTwiceAndExpires(t *testing.T) {

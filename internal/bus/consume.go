@@ -328,7 +328,25 @@ func (d *Delivery) DeadLetter(ctx context.Context, subject, reason string) error
 		return fmt.Errorf("dead-letter %s#%d: already settled", d.Subject(), d.StreamSequence())
 	}
 	meta := d.meta()
-	if err := d.bus.deadLetter(ctx, meta.Stream, meta.Sequence.Stream, d.msg.Headers(), d.msg.Data(), subject, reason); err != nil {
+	if err := d.bus.deadLetter(ctx, meta.Stream, meta.Sequence.Stream, d.msg.Headers(), d.msg.Data(), subject, reason, ""); err != nil {
+		return err
+	}
+	return d.Term(reason)
+}
+
+// DeadLetterRefused is DeadLetter for a message its consumer refused to act on (an operation no trusted
+// planner signed, for example): the copy also carries code, the refusal's reason code, in HeaderRefused, so
+// readers of the dead letters (the status service) can tell refusals from messages that ran out of
+// deliveries.
+func (d *Delivery) DeadLetterRefused(ctx context.Context, subject, code, reason string) error {
+	if d.isSettled() {
+		return fmt.Errorf("dead-letter %s#%d: already settled", d.Subject(), d.StreamSequence())
+	}
+	if code == "" {
+		return fmt.Errorf("dead-letter %s#%d: a refusal needs a reason code", d.Subject(), d.StreamSequence())
+	}
+	meta := d.meta()
+	if err := d.bus.deadLetter(ctx, meta.Stream, meta.Sequence.Stream, d.msg.Headers(), d.msg.Data(), subject, reason, code); err != nil {
 		return err
 	}
 	return d.Term(reason)
@@ -336,7 +354,7 @@ func (d *Delivery) DeadLetter(ctx context.Context, subject, reason string) error
 
 // deadLetter publishes the dead-letter copy of message seq of stream (its headers but the server's Nats-*
 // ones, and its body) under a message id naming its origin, so it is stored once.
-func (b *Bus) deadLetter(ctx context.Context, stream string, seq uint64, header nats.Header, data []byte, subject, reason string) error {
+func (b *Bus) deadLetter(ctx context.Context, stream string, seq uint64, header nats.Header, data []byte, subject, reason, refused string) error {
 	msg := nats.NewMsg(subject)
 	for k, v := range header {
 		if len(k) >= 5 && k[:5] == "Nats-" {
@@ -347,6 +365,10 @@ func (b *Bus) deadLetter(ctx context.Context, stream string, seq uint64, header 
 	from := stream + ":" + seqString(seq)
 	msg.Header.Set(HeaderDeadLetterFrom, from)
 	msg.Header.Set(HeaderDeadLetterReason, reason)
+	msg.Header.Del(HeaderRefused)
+	if refused != "" {
+		msg.Header.Set(HeaderRefused, refused)
+	}
 	msg.Data = data
 	actx, cancel := b.api(ctx)
 	defer cancel()

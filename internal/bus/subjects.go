@@ -137,6 +137,9 @@ const (
 	HeaderDeadLetterReason = "Proxops-Dead-Letter-Reason"
 	// HeaderDeadLetterFrom names the stream and sequence a dead letter was copied from (STREAM:seq).
 	HeaderDeadLetterFrom = "Proxops-Dead-Letter-From"
+	// HeaderRefused marks a dead letter an executor refused to run (not one that ran out of deliveries);
+	// its value is the refusal's reason code (unsigned, unknown_key, bad_signature, ...).
+	HeaderRefused = "Proxops-Refused"
 )
 
 // PlanEvent is the last token of a plan subject.
@@ -264,6 +267,20 @@ func InventoryFilter(cluster string) (string, error) {
 
 // DLQSubject is proxops.v1.dlq.<cluster>.<node>.
 func DLQSubject(cluster, node string) (string, error) { return nodeSubject(subjectDLQ, cluster, node) }
+
+// ParseDLQSubject returns the cluster and node of a dead-letter subject (what the executor that
+// published it may publish: its own node's).
+func ParseDLQSubject(subject string) (cluster, node string, err error) {
+	rest, ok := strings.CutPrefix(subject, subjectDLQ+".")
+	cluster, node, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return "", "", fmt.Errorf("dead-letter subject %q: want %s.<cluster>.<node>", subject, subjectDLQ)
+	}
+	if err := validateClusterNode(cluster, node); err != nil {
+		return "", "", fmt.Errorf("dead-letter subject %q: %w", subject, err)
+	}
+	return cluster, node, nil
+}
 
 // ExecutorConsumer is the durable consumer shared by a node's executors: exec_<cluster>_<node>. Durable
 // names cannot contain '.', so '_' (which neither a cluster nor a node name may contain) separates them.

@@ -69,6 +69,9 @@ type Config struct {
 	Metrics Metrics
 	// Transport replaces the HTTP transport (tests); TLS settings are then the caller's.
 	Transport http.RoundTripper
+	// MaxResponseBytes caps the body of every answer (default DefaultMaxResponseBytes, 64 MiB): a larger
+	// one is a terminal error naming the request, and is never read whole.
+	MaxResponseBytes int64
 }
 
 // Metrics receives the adapter's measurements; the executor feeds them to Prometheus.
@@ -126,6 +129,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
 		}
 		rt = tr
 	}
+	rt = capTransport{next: rt, max: cfg.MaxResponseBytes}
 	opts := func(retry bool) []proxmox.Option {
 		o := []proxmox.Option{
 			proxmox.WithHTTPClient(&http.Client{Transport: rt, Timeout: cfg.RequestTimeout}),
@@ -176,6 +180,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.TaskTimeout <= 0 {
 		cfg.TaskTimeout = 30 * time.Minute
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	return cfg
 }

@@ -95,6 +95,9 @@ func classify(err error) *Error {
 		out.Class, out.Lock = classifyAPI(api)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		out.Class = plan.ErrorRetryable
+	case errors.As(err, new(*ResponseTooLargeError)):
+		// Asking again gets the same answer.
+		out.Class = plan.ErrorTerminal
 	case isTLSVerification(err):
 		// PVE's certificate is not trusted (no ca-file, the wrong one, another host): waiting does not help.
 		out.Class = plan.ErrorTerminal

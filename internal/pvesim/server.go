@@ -14,14 +14,16 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/proxops/proxops/internal/httpserver"
 )
 
 // Serve runs the simulator on a listener until ctx ends, then shuts down cleanly. With useTLS it serves
 // HTTPS with a freshly generated self-signed certificate (HTTP/1.1 only, so error reason phrases survive).
 // ready, if not nil, gets the base URL (https://host:port/api2/json) once the listener accepts.
 func (s *Sim) Serve(ctx context.Context, l net.Listener, useTLS bool, ready func(baseURL string)) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
+	srv := httpserver.New(s, httpserver.Limits{})
+	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	scheme := "http"
 	if useTLS {
 		cert, err := selfSignedCert(l.Addr())

@@ -118,6 +118,22 @@ type ReportDocument struct {
 	Gaps              []GapDocument             `json:"gaps"`
 	SecurityWarnings  []SecurityWarningDocument `json:"security_warnings"`
 	Diagnostics       []DiagnosticDocument      `json:"diagnostics"`
+	// RefusedOperations are the latest operations the cluster's executors refused to run, oldest first.
+	RefusedOperations []RefusedOperationDocument `json:"refused_operations"`
+}
+
+// RefusedOperationDocument is an operation an executor refused to run: the executor's node, what the
+// operation claimed (run, id, action, guest) and the refusal's reason code and message.
+type RefusedOperationDocument struct {
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	RunID   string `json:"run_id"`
+	OpID    string `json:"op_id"`
+	Action  string `json:"action"`
+	Ref     string `json:"ref"`
+	VMID    int    `json:"vmid"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // CountersDocument are a cluster's counters.
@@ -135,6 +151,8 @@ type CountersDocument struct {
 	Drifted          int `json:"drifted"`
 	Plans            int `json:"plans"`
 	Rejections       int `json:"rejections"`
+	// Refused counts every operation the cluster's executors refused since the status began.
+	Refused int `json:"refused"`
 }
 
 // ResourceDocument is one resource of a report.
@@ -222,13 +240,18 @@ func NewReportDocument(r report.Report) ReportDocument {
 		Counters: CountersDocument{Objects: c.Objects, ActionsOK: c.ActionsOK, ActionsErr: c.ActionsErr,
 			ActionsSkipped: c.ActionsSkipped, Pruned: c.Pruned, PruneDeferred: c.PruneDeferred, Skipped: c.Skipped,
 			Anomalies: c.Anomalies, Gaps: c.Gaps, Drifted: c.Drifted, Plans: c.Plans, Rejections: c.Rejections,
-			SecurityWarnings: c.SecurityWarnings},
-		Resources:        []ResourceDocument{},
-		Findings:         []FindingDocument{},
-		HeldPrunes:       append([]string{}, r.HeldPrunes...),
-		Gaps:             []GapDocument{},
-		SecurityWarnings: []SecurityWarningDocument{},
-		Diagnostics:      []DiagnosticDocument{},
+			SecurityWarnings: c.SecurityWarnings, Refused: c.Refused},
+		Resources:         []ResourceDocument{},
+		Findings:          []FindingDocument{},
+		HeldPrunes:        append([]string{}, r.HeldPrunes...),
+		Gaps:              []GapDocument{},
+		SecurityWarnings:  []SecurityWarningDocument{},
+		Diagnostics:       []DiagnosticDocument{},
+		RefusedOperations: []RefusedOperationDocument{},
+	}
+	for _, x := range r.Refused {
+		d.RefusedOperations = append(d.RefusedOperations, RefusedOperationDocument{Cluster: x.Cluster, Node: x.Node,
+			RunID: x.RunID, OpID: x.OpID, Action: string(x.Action), Ref: x.Ref, VMID: x.VMID, Reason: x.Reason, Message: x.Message})
 	}
 	for _, w := range r.Security {
 		d.SecurityWarnings = append(d.SecurityWarnings, SecurityWarningDocument{Kind: w.Kind, Name: w.Name, Node: w.Node,
@@ -445,6 +468,11 @@ func writeJSON(w io.Writer, v any) error {
 //	  security: <Kind/name> <node>/<vmid> <key>=<value>: <why>
 //	  gap: <Kind/name> <node>/<vmid> <key>=<value>[ (<note>)]
 //	  diagnostic: <file:line:col: message>
+//	  refused: <node> run=<run id> op=<op id> <action> <Kind/name> <vmid|->: <reason>: <message>
+//
+// Refused operations (any cluster) add a line under the counters:
+//
+//	REFUSED: N operations executors would not run (see the refused lines)
 func StatusText(w io.Writer, v StatusView) error {
 	var b strings.Builder
 	clusters := sortedClusters(v.Clusters)
@@ -464,6 +492,9 @@ func StatusText(w io.Writer, v StatusView) error {
 		if lc.SecurityWarnings > 0 {
 			fmt.Fprintf(&b, "SECURITY: %s weakening a guest's isolation from its host (see the security lines)\n", count(lc.SecurityWarnings, "live setting"))
 		}
+	}
+	if n := refusedCount(clusters); n > 0 {
+		fmt.Fprintf(&b, "REFUSED: %s executors would not run (see the refused lines)\n", count(n, "operation"))
 	}
 	for _, s := range clusters {
 		writeClusterText(&b, s)
@@ -525,6 +556,26 @@ func writeClusterText(b *strings.Builder, s report.ClusterStatus) {
 	for _, d := range s.Diagnostics {
 		b.WriteString("  diagnostic: " + oneLine(d.String()) + "\n")
 	}
+	if more := s.Counters.Refused - len(s.Refused); more > 0 {
+		fmt.Fprintf(b, "  refused: %d earlier, not kept\n", more)
+	}
+	for _, r := range s.Refused {
+		id := "-"
+		if r.VMID > 0 {
+			id = strconv.Itoa(r.VMID)
+		}
+		fmt.Fprintf(b, "  refused: %s run=%s op=%s %s %s %s: %s: %s\n", orDash(r.Node), orDash(r.RunID), orDash(r.OpID),
+			orDash(string(r.Action)), orDash(r.Ref), id, orDash(r.Reason), oneLine(r.Message))
+	}
+}
+
+// refusedCount is how many operations the clusters' executors refused.
+func refusedCount(clusters []report.ClusterStatus) int {
+	n := 0
+	for _, s := range clusters {
+		n += s.Counters.Refused
+	}
+	return n
 }
 
 func placement(node string, vmid int) string {

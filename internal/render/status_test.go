@@ -62,6 +62,20 @@ func betaRejected() report.ClusterStatus {
 	}
 }
 
+// alphaRefused is alpha after its executors refused two forged operations (and three earlier ones the
+// report no longer keeps).
+func alphaRefused() report.ClusterStatus {
+	s := alphaFailed()
+	s.Refused = []report.RefusedOperation{
+		{Cluster: "alpha", Node: "pve1", RunID: "made-up-run", OpID: "op-666", Action: plan.ActionConfigure, Ref: "VM/legacy",
+			VMID: 300, Reason: "unsigned", Message: "refused: the operation carries no signature"},
+		{Cluster: "alpha", Node: "pve2", RunID: "run-9", OpID: "op-1", Reason: "unknown_key",
+			Message: "refused: signed by key UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NFCNF4, which\nthis executor does not trust"},
+	}
+	s.Counters.Refused = 5
+	return s
+}
+
 // staleSource is a repository whose last fetch failed; otherSource one that reads fine.
 func staleSource() event.SourceHealth {
 	return event.SourceHealth{Repo: "https://git.example.com/ops/infra.git", Branch: "main", Stale: true, Commit: "c1",
@@ -140,6 +154,7 @@ func TestStatusTextKeepsThePredecessorsLayoutAndAddsPhasesFindingsAndGaps(t *tes
 		{"nothing-yet.txt", render.StatusView{}},
 		{"stale.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaFailed()}, Sources: []event.SourceHealth{staleSource(), otherSource()}}},
 		{"stale-nothing-yet.txt", render.StatusView{Sources: []event.SourceHealth{staleSource()}}},
+		{"refused.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaRefused(), betaRejected()}}},
 		{"gaps-only.txt", render.StatusView{Clusters: []report.ClusterStatus{{Report: report.Report{Cluster: "gamma", Phase: report.PhaseUnknown,
 			Gaps: alphaFailed().Gaps, Counters: report.Counters{Gaps: 1}}}}}},
 	}
@@ -182,6 +197,16 @@ func TestStatusTextSummaryNamesTheClustersThatNeedAPerson(t *testing.T) {
 			t.Errorf("first line = %q, want %q", first, tt.want)
 		}
 	}
+}
+
+// A cluster's document lists the operations its executors refused, with the node, what each claimed and
+// the refusal's reason, and counts them all.
+func TestClusterJSONListsRefusedOperations(t *testing.T) {
+	var buf bytes.Buffer
+	if err := render.ClusterJSON(&buf, alphaRefused()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "refused.json", buf.Bytes())
 }
 
 func TestStatusJSONIsASupersetOfThePredecessorsShape(t *testing.T) {

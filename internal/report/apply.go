@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/inventory"
@@ -20,10 +21,12 @@ const (
 	StreamPlans   Stream = "plans"
 	StreamResults Stream = "results"
 	StreamGaps    Stream = "gaps"
+	// StreamDLQ is the dead letters: the operations executors refused.
+	StreamDLQ Stream = "dlq"
 )
 
 // Streams lists the streams in a fixed order.
-var Streams = []Stream{StreamRepo, StreamPlans, StreamResults, StreamGaps}
+var Streams = []Stream{StreamRepo, StreamPlans, StreamResults, StreamGaps, StreamDLQ}
 
 // Event is one input of the aggregator: exactly one of the pointers is set.
 type Event struct {
@@ -41,6 +44,7 @@ type Event struct {
 	Finished  *plan.FinishedRun
 	Result    *plan.Result
 	Gaps      *inventory.GapReport
+	Refused   *RefusedOperation
 }
 
 // Stream returns the stream the event belongs to.
@@ -52,6 +56,8 @@ func (e Event) Stream() Stream {
 		return StreamResults
 	case e.Gaps != nil:
 		return StreamGaps
+	case e.Refused != nil:
+		return StreamDLQ
 	default:
 		return StreamPlans
 	}
@@ -75,6 +81,8 @@ func (e Event) Cluster() string {
 		return e.Result.Cluster
 	case e.Gaps != nil:
 		return e.Gaps.Cluster
+	case e.Refused != nil:
+		return e.Refused.Cluster
 	}
 	return ""
 }
@@ -138,11 +146,16 @@ func Apply(s ClusterStatus, e Event) (ClusterStatus, bool) {
 			next.foldResult(*e.Result)
 		case e.Gaps != nil:
 			next.foldGaps(*e.Gaps)
+		case e.Refused != nil:
+			next.foldRefused(*e.Refused)
 		}
-		if e.Result != nil {
+		switch {
+		case e.Refused != nil:
+			// A refusal changes no resource and no phase.
+		case e.Result != nil:
 			// A result changes one operation: only its resource needs resolving again.
 			next.derive(e.Result.Ref)
-		} else {
+		default:
 			next.derive()
 		}
 	}
@@ -379,6 +392,40 @@ func (s *ClusterStatus) foldGaps(r inventory.GapReport) {
 	if len(s.Security) == 0 {
 		s.Security = nil
 	}
+}
+
+// foldRefused records an operation an executor refused, keeping the latest MaxRefused.
+func (s *ClusterStatus) foldRefused(r RefusedOperation) {
+	s.Counters.Refused++
+	r.Node, r.RunID, r.OpID = clip(r.Node, 64), clip(r.RunID, 64), clip(r.OpID, 64)
+	r.Ref, r.Reason, r.Message = clip(r.Ref, 128), clip(r.Reason, 64), clip(r.Message, 512)
+	if !slices.Contains(plan.Actions, r.Action) {
+		r.Action = ""
+	}
+	r.VMID = max(r.VMID, 0)
+	s.Refused = append(s.Refused, r)
+	if n := len(s.Refused); n > MaxRefused {
+		s.Refused = slices.Clone(s.Refused[n-MaxRefused:])
+	}
+}
+
+// clip makes a text an operation claimed safe to show: one line of printable characters, at most n of
+// them.
+func clip(s string, n int) string {
+	var b strings.Builder
+	count := 0
+	for _, r := range strings.Join(strings.Fields(s), " ") {
+		if count == n {
+			b.WriteString("…")
+			break
+		}
+		if !unicode.IsPrint(r) {
+			r = '?'
+		}
+		b.WriteRune(r)
+		count++
+	}
+	return b.String()
 }
 
 func (s *ClusterStatus) countOps(st plan.OpState) int {

@@ -1,11 +1,12 @@
 package report_test
 
 import (
-	"time"
-
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -470,6 +471,7 @@ func twoClusterHistory() map[report.Stream][]report.Event {
 		h.planned(a1, plan.Plan{Resources: declared, Operations: []plan.Operation{createWeb, startWeb}, Findings: []plan.Finding{foreignGuest}}),
 		h.planned(b1, plan.Plan{Resources: []string{"VM/db-01"}, Operations: []plan.Operation{configureDB}}),
 		h.result(a1, createWeb, plan.StatusStarted, ""),
+		h.refused("beta", "pve2", "made-up-run", "op-666", "unsigned"),
 		h.result(b1, configureDB, plan.StatusFailed, "VM 102 is locked (backup)"),
 		h.result(a1, createWeb, plan.StatusSucceeded, ""),
 		h.finished(b1, plan.OutcomeFailed, outcome(configureDB, plan.OpFailed, "VM 102 is locked (backup)")),
@@ -562,6 +564,39 @@ func TestFleetReportsDoNotDependOnHowTheStreamsInterleave(t *testing.T) {
 	}
 	if first[1].LastCommitSeen != "c2" || first[1].Counters.ActionsErr != 1 {
 		t.Errorf("beta = %+v", first[1])
+	}
+	if len(first[1].Refused) != 1 || first[1].Refused[0].RunID != "made-up-run" || len(first[0].Refused) != 0 {
+		t.Errorf("refused operations: alpha %+v, beta %+v", first[0].Refused, first[1].Refused)
+	}
+}
+
+// An operation an executor refused shows in its cluster's report, whatever run it claims, without changing
+// the phase or any resource; the report keeps the latest MaxRefused, counts them all, and shows what the
+// operation claimed as short printable text only.
+func TestRefusedOperationsAreKeptLatestFirstCappedAndPrintable(t *testing.T) {
+	h := newHistory()
+	e := h.repo("c1", event.TriggerWebhook)
+	r := runInfo("alpha", "c1", "run-1", e)
+	s := fold("alpha", e, h.planned(r, plan.Plan{Resources: declared}))
+	before := s
+	forged := h.refused("alpha", "pve1", "run-\x1b[31mred\x1b[0m\nsecond line", "op-1", "unsigned")
+	forged.Refused.Ref = strings.Repeat("x", 1000)
+	s, _ = report.Apply(s, forged)
+	if s.Phase != before.Phase || !reflect.DeepEqual(s.Resources, before.Resources) || s.Revision != before.Revision+1 {
+		t.Errorf("a refusal changed the phase or resources, or not the revision: %s -> %s", before.Phase, s.Phase)
+	}
+	got := s.Refused[0]
+	if got.RunID != "run-?[31mred?[0m second line" || len([]rune(got.Ref)) != 129 || got.Node != "pve1" || got.Reason != "unsigned" {
+		t.Errorf("refused operation %+v: want its run id on one printable line and its ref clipped", got)
+	}
+	for i := range report.MaxRefused + 5 {
+		s, _ = report.Apply(s, h.refused("alpha", "pve2", "run-x", fmt.Sprintf("op-%04d", i), "bad_signature"))
+	}
+	if len(s.Refused) != report.MaxRefused || s.Counters.Refused != report.MaxRefused+6 {
+		t.Fatalf("%d kept, %d counted; want %d kept, %d counted", len(s.Refused), s.Counters.Refused, report.MaxRefused, report.MaxRefused+6)
+	}
+	if first, last := s.Refused[0].OpID, s.Refused[len(s.Refused)-1].OpID; first != "op-0005" || last != fmt.Sprintf("op-%04d", report.MaxRefused+4) {
+		t.Errorf("kept %s..%s, want the latest, oldest first", first, last)
 	}
 }
 

@@ -88,6 +88,12 @@ func (h *history) gaps(cluster string, gs ...inventory.Gap) report.Event {
 	return h.stamp(report.Event{Gaps: &inventory.GapReport{Cluster: cluster, Gaps: gs}})
 }
 
+// refused is an executor's dead letter of an operation it refused to run.
+func (h *history) refused(cluster, node, run, opID, reason string) report.Event {
+	return h.stamp(report.Event{Refused: &report.RefusedOperation{Cluster: cluster, Node: node, RunID: run, OpID: opID,
+		Action: plan.ActionConfigure, Ref: "VM/db-01", VMID: 102, Reason: reason, Message: "refused: " + reason}})
+}
+
 func outcome(op plan.Operation, st plan.OpState, msg string) plan.OpOutcome {
 	return plan.OpOutcome{ID: op.ID, Ref: op.Ref, Action: op.Action, State: st, Message: msg}
 }

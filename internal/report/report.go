@@ -5,7 +5,7 @@
 // A ClusterStatus has three parts. The Report is deterministic: the same history gives the same Report, byte
 // for byte, whatever the order in which the streams' messages were interleaved (each stream's own order is
 // kept, and a plan is always seen after the repository event it answers and before its run finishes). It
-// holds no wall-clock time, run id, task UPID or digest. Tracking is the aggregator's bookkeeping (the stream
+// holds no wall-clock time, run id, task UPID or digest (but the run ids that refused operations carry). Tracking is the aggregator's bookkeeping (the stream
 // sequences folded, the run followed), so a restarted service goes on without folding an event twice.
 // Timing holds the wall-clock part, filled from the times the events were stored.
 //
@@ -151,6 +151,9 @@ type Counters struct {
 	Drifted          int
 	Plans            int
 	Rejections       int
+	// Refused counts the operations executors refused to run since the status began (Report.Refused keeps
+	// the latest MaxRefused of them).
+	Refused int
 }
 
 // Report is the deterministic part of a cluster's status.
@@ -175,7 +178,30 @@ type Report struct {
 	Security []inventory.SecurityWarning
 	// Diagnostics of the last rejection, sorted; empty once a plan is accepted again.
 	Diagnostics diag.List
-	Counters    Counters
+	// Refused are the latest operations executors refused to run (unsigned, signed by a key they do not
+	// trust, of a run that is not open, ...), oldest first, at most MaxRefused.
+	Refused  []RefusedOperation
+	Counters Counters
+}
+
+// MaxRefused is how many refused operations a report keeps: the latest; Counters.Refused counts them all.
+const MaxRefused = 200
+
+// RefusedOperation is an operation an executor refused to run, as its dead letter shows it. Cluster and
+// Node are those of the executor that refused it (the dead letter's subject); the rest is what the
+// operation claimed, clipped to a short printable text.
+type RefusedOperation struct {
+	Cluster string
+	Node    string
+	RunID   string
+	OpID    string
+	Action  plan.Action
+	Ref     string
+	VMID    int
+	// Reason is the refusal's code (unsigned, unknown_key, bad_signature, run_not_open, secret_reference);
+	// Message the executor's text.
+	Reason  string
+	Message string
 }
 
 // OpTrack is one operation of the last plan, as far as the status knows it.
@@ -195,7 +221,7 @@ type OpTrack struct {
 // Tracking is the aggregator's bookkeeping; it is not part of the report.
 type Tracking struct {
 	// Last stream sequence folded, per stream.
-	RepoSeq, PlansSeq, ResultsSeq, GapsSeq uint64
+	RepoSeq, PlansSeq, ResultsSeq, GapsSeq, DLQSeq uint64
 	// RunID is the run whose results are followed; RunOpen says it has not finished.
 	RunID   string
 	RunOpen bool
@@ -225,6 +251,8 @@ func (t Tracking) Seq(s Stream) uint64 {
 		return t.ResultsSeq
 	case StreamGaps:
 		return t.GapsSeq
+	case StreamDLQ:
+		return t.DLQSeq
 	}
 	return 0
 }
@@ -239,6 +267,8 @@ func (t *Tracking) setSeq(s Stream, seq uint64) {
 		t.ResultsSeq = seq
 	case StreamGaps:
 		t.GapsSeq = seq
+	case StreamDLQ:
+		t.DLQSeq = seq
 	}
 }
 
@@ -325,6 +355,7 @@ func (s ClusterStatus) clone() ClusterStatus {
 	s.HeldPrunes = slices.Clone(s.HeldPrunes)
 	s.Gaps = slices.Clone(s.Gaps)
 	s.Diagnostics = slices.Clone(s.Diagnostics)
+	s.Refused = slices.Clone(s.Refused)
 	s.Tracking.Operations = slices.Clone(s.Tracking.Operations)
 	s.Timing.Resources = slices.Clone(s.Timing.Resources)
 	return s

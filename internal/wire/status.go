@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	planv1 "github.com/proxops/proxops/internal/gen/proxops/plan/v1"
 	statusv1 "github.com/proxops/proxops/internal/gen/proxops/status/v1"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/report"
@@ -85,6 +86,16 @@ func clusterStatusToProto(s report.ClusterStatus) (*statusv1.ClusterStatus, erro
 		Revision: s.Revision, HeldPrunes: s.HeldPrunes, Tracking: tracking, Timing: timingToProto(s.Timing),
 		Counters: countersToProto(s.Counters), SecurityWarnings: securityToProto(s.Security),
 	}
+	for _, r := range s.Refused {
+		var action planv1.Action
+		if r.Action != "" {
+			if action, err = actionEnum.toProto(r.Action); err != nil {
+				return nil, fmt.Errorf("refused operation %s: %w", r.OpID, err)
+			}
+		}
+		p.RefusedOperations = append(p.RefusedOperations, &statusv1.RefusedOperation{Node: r.Node, RunId: r.RunID,
+			OpId: r.OpID, Action: action, Ref: r.Ref, Vmid: int64(r.VMID), Reason: r.Reason, Message: r.Message})
+	}
 	for _, r := range s.Resources {
 		if _, err := resourceStateOf(string(r.State)); err != nil {
 			return nil, fmt.Errorf("resource %s: %w", r.Ref(), err)
@@ -102,6 +113,7 @@ func countersToProto(c report.Counters) *statusv1.Counters {
 		ActionsSkipped: int64(c.ActionsSkipped), Pruned: int64(c.Pruned), PruneDeferred: int64(c.PruneDeferred),
 		Skipped: int64(c.Skipped), Anomalies: int64(c.Anomalies), Gaps: int64(c.Gaps), Drifted: int64(c.Drifted),
 		Plans: int64(c.Plans), Rejections: int64(c.Rejections), SecurityWarnings: int64(c.SecurityWarnings),
+		Refused: int64(c.Refused),
 	}
 }
 
@@ -111,6 +123,7 @@ func countersFromProto(p *statusv1.Counters) report.Counters {
 		ActionsSkipped: int(p.GetActionsSkipped()), Pruned: int(p.GetPruned()), PruneDeferred: int(p.GetPruneDeferred()),
 		Skipped: int(p.GetSkipped()), Anomalies: int(p.GetAnomalies()), Gaps: int(p.GetGaps()), Drifted: int(p.GetDrifted()),
 		Plans: int(p.GetPlans()), Rejections: int(p.GetRejections()), SecurityWarnings: int(p.GetSecurityWarnings()),
+		Refused: int(p.GetRefused()),
 	}
 }
 
@@ -121,7 +134,8 @@ func trackingToProto(t report.Tracking) (*statusv1.Tracking, error) {
 	}
 	p := &statusv1.Tracking{
 		RepoSequence: t.RepoSeq, PlansSequence: t.PlansSeq, ResultsSequence: t.ResultsSeq, GapsSequence: t.GapsSeq,
-		RunId: t.RunID, RunOpen: t.RunOpen, RunCompleted: t.RunCompleted, NotApplied: t.NotApplied,
+		DlqSequence: t.DLQSeq,
+		RunId:       t.RunID, RunOpen: t.RunOpen, RunCompleted: t.RunCompleted, NotApplied: t.NotApplied,
 		SeenEventId: t.SeenEventID, AnsweredEventId: t.AnsweredEventID, SettledPhase: settled, SettledReason: t.SettledReason,
 	}
 	for _, o := range t.Operations {
@@ -146,7 +160,8 @@ func trackingFromProto(p *statusv1.Tracking) (report.Tracking, error) {
 	}
 	t := report.Tracking{
 		RepoSeq: p.GetRepoSequence(), PlansSeq: p.GetPlansSequence(), ResultsSeq: p.GetResultsSequence(), GapsSeq: p.GetGapsSequence(),
-		RunID: p.GetRunId(), RunOpen: p.GetRunOpen(), RunCompleted: p.GetRunCompleted(), NotApplied: p.GetNotApplied(),
+		DLQSeq: p.GetDlqSequence(),
+		RunID:  p.GetRunId(), RunOpen: p.GetRunOpen(), RunCompleted: p.GetRunCompleted(), NotApplied: p.GetNotApplied(),
 		SeenEventID: p.GetSeenEventId(), AnsweredEventID: p.GetAnsweredEventId(), SettledPhase: settled,
 		SettledReason: p.GetSettledReason(),
 	}
@@ -252,6 +267,17 @@ func clusterStatusFromProto(p *statusv1.ClusterStatus) (report.ClusterStatus, er
 			Counters: countersFromProto(p.GetCounters()),
 		},
 		Revision: p.GetRevision(), Tracking: tracking, Timing: timing,
+	}
+	for _, r := range p.GetRefusedOperations() {
+		var action plan.Action
+		if r.GetAction() != planv1.Action_ACTION_UNSPECIFIED {
+			if action, err = actionEnum.fromProto(r.GetAction()); err != nil {
+				return report.ClusterStatus{}, fmt.Errorf("refused operation %s: %w", r.GetOpId(), err)
+			}
+		}
+		s.Refused = append(s.Refused, report.RefusedOperation{Cluster: s.Cluster, Node: r.GetNode(), RunID: r.GetRunId(),
+			OpID: r.GetOpId(), Action: action, Ref: r.GetRef(), VMID: int(r.GetVmid()), Reason: r.GetReason(),
+			Message: r.GetMessage()})
 	}
 	for _, r := range p.GetResources() {
 		st, err := resourceStateOf(r.GetState())

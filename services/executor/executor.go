@@ -335,7 +335,7 @@ func (h *opRun) refuse(ctx context.Context, reason, msg string) error {
 	h.refused = true
 	h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
 	subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
-	if err := h.d.DeadLetter(ctx, subject, msg); err != nil {
+	if err := h.d.DeadLetterRefused(ctx, subject, reason, msg); err != nil {
 		h.log().Error("dead-letter", "err", err)
 		return h.d.Term(msg)
 	}

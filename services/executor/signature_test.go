@@ -63,6 +63,9 @@ func (e *env) assertRefused(reg *prometheus.Registry, op plan.Operation, reason,
 	if got := m.Header.Get(bus.HeaderDeadLetterReason); !strings.Contains(got, message) {
 		e.t.Errorf("dead letter reason %q, want it to name %q", got, message)
 	}
+	if got := m.Header.Get(bus.HeaderRefused); got != reason {
+		e.t.Errorf("dead letter marked refused %q, want %q", got, reason)
+	}
 	dead, err := wire.DecodeOperation(testContext(e.t), m.Decode)
 	if err != nil || dead.RunID != op.RunID || dead.ID != op.ID {
 		e.t.Errorf("dead letter holds %s.%s (%v), want %s.%s", dead.RunID, dead.ID, err, op.RunID, op.ID)

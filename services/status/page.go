@@ -63,10 +63,13 @@ type pageCluster struct {
 	Security              []render.SecurityWarningDocument
 	Diagnostics           []render.DiagnosticDocument
 	HeldPrunes            []string
-	Revision              int64
+	// Refused are the latest operations the cluster's executors refused, oldest first.
+	Refused  []render.RefusedOperationDocument
+	Revision int64
 	// MoreResources, MoreFindings and MoreGaps count what the page leaves out (pageRows per list); the
-	// JSON of /status/<cluster> has everything.
-	MoreResources, MoreFindings, MoreGaps int
+	// JSON of /status/<cluster> has everything. MoreRefused counts the refused operations not shown,
+	// including those the report no longer keeps.
+	MoreResources, MoreFindings, MoreGaps, MoreRefused int
 }
 
 // pageRows is the most rows the page shows per list of a cluster: the page of a cluster of thousands of
@@ -138,6 +141,11 @@ func (s *service) pageData() pageData {
 		if len(pc.Gaps) > pageRows {
 			pc.MoreGaps, pc.Gaps = len(pc.Gaps)-pageRows, pc.Gaps[:pageRows]
 		}
+		pc.Refused = doc.RefusedOperations
+		if len(pc.Refused) > pageRows {
+			pc.Refused = pc.Refused[len(pc.Refused)-pageRows:]
+		}
+		pc.MoreRefused = max(st.Counters.Refused-len(pc.Refused), 0)
 		// A long list shows what is not converged first.
 		var shown []int
 		for pass := range 2 {
@@ -180,6 +188,12 @@ func (s *service) pageData() pageData {
 		if st.Phase == report.PhaseRejected || st.Phase == report.PhaseHeld {
 			d.Attention = append(d.Attention, attention{Cluster: st.Cluster, State: string(st.Phase), Detail: st.Reason})
 		}
+		if n := len(st.Refused); n > 0 {
+			last := st.Refused[n-1]
+			d.Attention = append(d.Attention, attention{Cluster: st.Cluster, State: stateRefused,
+				Detail: fmt.Sprintf("executors refused %s, the latest on %s (%s): run %s, operation %s",
+					plural(st.Counters.Refused, "operation"), last.Node, last.Reason, last.RunID, last.OpID)})
+		}
 		d.Clusters = append(d.Clusters, pc)
 	}
 	// Failed resources first, then the rest, each in cluster, ref order.
@@ -193,9 +207,19 @@ func (s *service) pageData() pageData {
 	return d
 }
 
+// stateRefused marks the attention entry of a cluster whose executors refused operations.
+const stateRefused = "refused"
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
 func rank(state string) int {
 	switch state {
-	case string(report.PhaseRejected), string(report.StateFailed):
+	case string(report.PhaseRejected), string(report.StateFailed), stateRefused:
 		return 0
 	case string(report.PhaseHeld):
 		return 1

@@ -26,6 +26,7 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/report"
@@ -103,6 +104,7 @@ var sources = []source{
 	{report.StreamPlans, bus.StreamPlans, []string{bus.FilterPlans, bus.FilterConfirms}},
 	{report.StreamResults, bus.StreamResults, []string{bus.FilterResults}},
 	{report.StreamGaps, bus.StreamGaps, []string{bus.FilterGaps}},
+	{report.StreamDLQ, bus.StreamDLQ, []string{bus.FilterDLQ}},
 }
 
 // item is one stream message, decoded: an event to fold, or a repository's health (both nil for a message
@@ -169,7 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("status: listen: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserver.New(s.handler(), httpserver.Limits{})
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	s.log.Info("status http listening", "addr", ln.Addr().String())
@@ -323,7 +325,7 @@ func (s *service) follow(ctx context.Context, src source, from uint64, out chan<
 				if h, err = wire.DecodeSourceHealth(ctx, m.Decode); err == nil {
 					it.health = &h
 				}
-			} else if it.event, err = decode(ctx, src.stream, m); err == nil {
+			} else if it.event, err = decode(ctx, src.stream, m); err == nil && it.event != nil {
 				it.event.Seq, it.event.At = m.Sequence, stored
 			}
 			if err != nil {
@@ -352,7 +354,7 @@ func (s *service) follow(ctx context.Context, src source, from uint64, out chan<
 	}
 }
 
-// decode reads one message into an event.
+// decode reads one message into an event; nil for a message that is none (a dead letter that is no refusal).
 func decode(ctx context.Context, stream report.Stream, m *bus.Message) (*report.Event, error) {
 	var ev report.Event
 	var err error
@@ -368,6 +370,8 @@ func decode(ctx context.Context, stream report.Stream, m *bus.Message) (*report.
 		ev.Gaps, err = &g, derr
 	case report.StreamPlans:
 		return decodePlanEvent(ctx, m)
+	case report.StreamDLQ:
+		return decodeRefused(ctx, m)
 	}
 	if err != nil {
 		return nil, err
@@ -399,6 +403,27 @@ func decodePlanEvent(ctx context.Context, m *bus.Message) (*report.Event, error)
 		return nil, err
 	}
 	return &ev, nil
+}
+
+// decodeRefused reads a dead letter into a refused operation: the cluster and node are those of the
+// subject (each executor may publish on its own node's only), the rest is what the operation claimed. A dead
+// letter that is not a refusal (an operation that ran out of deliveries shows as failed in its run) is no
+// event.
+func decodeRefused(ctx context.Context, m *bus.Message) (*report.Event, error) {
+	code := m.Header.Get(bus.HeaderRefused)
+	if code == "" {
+		return nil, nil
+	}
+	cluster, node, err := bus.ParseDLQSubject(m.Subject)
+	if err != nil {
+		return nil, err
+	}
+	r := report.RefusedOperation{Cluster: cluster, Node: node, Reason: code, Message: m.Header.Get(bus.HeaderDeadLetterReason)}
+	// An operation too mangled to decode is still a refusal: it shows with what the headers say.
+	if op, err := wire.DecodeOperation(ctx, m.Decode); err == nil {
+		r.RunID, r.OpID, r.Action, r.Ref, r.VMID = op.RunID, op.ID, op.Action, op.Ref, op.VMID
+	}
+	return &report.Event{Refused: &r}, nil
 }
 
 func lastToken(subject string) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/repofs"
 )
 
@@ -266,14 +267,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("watcher: listen on %s: %w", addr, err)
 		}
-		srv := &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-		}
+		srv := httpserver.New(h, httpserver.Limits{})
 		servers = append(servers, srv)
 		wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -15,11 +15,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/services/adopter"
 )
@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		srv := httpserver.New(mux, httpserver.Limits{})
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				cfg.Logger.Error("metrics server", "err", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/secrets"
@@ -57,7 +58,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 			log.Error("metrics server", "err", fmt.Errorf("listen on %s: %w", metricsListen, err))
 			return 1
 		}
-		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		srv := httpserver.New(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), httpserver.Limits{})
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "err", err)

@@ -13,12 +13,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/services/planner"
 )
@@ -37,7 +37,8 @@ func main() {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Registry = reg
 	if metricsListen != "" {
-		srv := &http.Server{Addr: metricsListen, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		srv := httpserver.New(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), httpserver.Limits{})
+		srv.Addr = metricsListen
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "err", err)

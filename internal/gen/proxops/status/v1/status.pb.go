@@ -182,13 +182,15 @@ type ClusterStatus struct {
 	// Kind/name of the prunes a held plan waits to have confirmed.
 	HeldPrunes []string `protobuf:"bytes,15,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
 	// Set on a stored or published report too large for one value: it then carries the report without its
-	// lists (resources, findings, gaps, security warnings, diagnostics, held prunes, tracked operations,
-	// resource timings), and the whole report, serialized, is stored in parts beside it.
+	// lists (resources, findings, gaps, security warnings, diagnostics, held prunes, refused operations,
+	// tracked operations, resource timings), and the whole report, serialized, is stored in parts beside it.
 	Parts *StatusParts `protobuf:"bytes,16,opt,name=parts,proto3" json:"parts,omitempty"`
 	// Security warnings of the last gap report, sorted.
 	SecurityWarnings []*v11.SecurityWarning `protobuf:"bytes,17,rep,name=security_warnings,json=securityWarnings,proto3" json:"security_warnings,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The latest operations executors of this cluster refused to run, oldest first (at most 200).
+	RefusedOperations []*RefusedOperation `protobuf:"bytes,18,rep,name=refused_operations,json=refusedOperations,proto3" json:"refused_operations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
@@ -340,6 +342,117 @@ func (x *ClusterStatus) GetSecurityWarnings() []*v11.SecurityWarning {
 	return nil
 }
 
+func (x *ClusterStatus) GetRefusedOperations() []*RefusedOperation {
+	if x != nil {
+		return x.RefusedOperations
+	}
+	return nil
+}
+
+// RefusedOperation is an operation an executor refused to run (its dead letter on
+// proxops.v1.dlq.<cluster>.<node>): the node is the executor's, the rest what the operation claimed.
+type RefusedOperation struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Node   string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	RunId  string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	OpId   string                 `protobuf:"bytes,3,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Action v1.Action              `protobuf:"varint,4,opt,name=action,proto3,enum=proxops.plan.v1.Action" json:"action,omitempty"`
+	Ref    string                 `protobuf:"bytes,5,opt,name=ref,proto3" json:"ref,omitempty"`
+	Vmid   int64                  `protobuf:"varint,6,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	// The refusal's code: unsigned, unknown_key, bad_signature, run_not_open, secret_reference.
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The executor's message.
+	Message       string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefusedOperation) Reset() {
+	*x = RefusedOperation{}
+	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefusedOperation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefusedOperation) ProtoMessage() {}
+
+func (x *RefusedOperation) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefusedOperation.ProtoReflect.Descriptor instead.
+func (*RefusedOperation) Descriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RefusedOperation) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RefusedOperation) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RefusedOperation) GetOpId() string {
+	if x != nil {
+		return x.OpId
+	}
+	return ""
+}
+
+func (x *RefusedOperation) GetAction() v1.Action {
+	if x != nil {
+		return x.Action
+	}
+	return v1.Action(0)
+}
+
+func (x *RefusedOperation) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *RefusedOperation) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *RefusedOperation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RefusedOperation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // StatusParts locates a report stored in parts: the keys <cluster>.part.0 to <cluster>.part.<count-1> of the
 // status bucket hold, concatenated, the serialized report.
 type StatusParts struct {
@@ -354,7 +467,7 @@ type StatusParts struct {
 
 func (x *StatusParts) Reset() {
 	*x = StatusParts{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +479,7 @@ func (x *StatusParts) String() string {
 func (*StatusParts) ProtoMessage() {}
 
 func (x *StatusParts) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +492,7 @@ func (x *StatusParts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusParts.ProtoReflect.Descriptor instead.
 func (*StatusParts) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{1}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StatusParts) GetCount() uint32 {
@@ -423,7 +536,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +548,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +561,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{2}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ResourceStatus) GetKind() string {
@@ -533,13 +646,15 @@ type Counters struct {
 	Drifted int64 `protobuf:"varint,12,opt,name=drifted,proto3" json:"drifted,omitempty"`
 	// Live settings that weaken a guest's isolation from its host.
 	SecurityWarnings int64 `protobuf:"varint,13,opt,name=security_warnings,json=securityWarnings,proto3" json:"security_warnings,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Operations executors refused to run, since the status began.
+	Refused       int64 `protobuf:"varint,14,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +666,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +679,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{3}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Counters) GetObjects() int64 {
@@ -658,6 +773,13 @@ func (x *Counters) GetSecurityWarnings() int64 {
 	return 0
 }
 
+func (x *Counters) GetRefused() int64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
 // Timing holds the wall-clock part of a report.
 type Timing struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -675,7 +797,7 @@ type Timing struct {
 
 func (x *Timing) Reset() {
 	*x = Timing{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +809,7 @@ func (x *Timing) String() string {
 func (*Timing) ProtoMessage() {}
 
 func (x *Timing) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +822,7 @@ func (x *Timing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timing.ProtoReflect.Descriptor instead.
 func (*Timing) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{4}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Timing) GetUpdatedAt() *timestamppb.Timestamp {
@@ -758,7 +880,7 @@ type ResourceTiming struct {
 
 func (x *ResourceTiming) Reset() {
 	*x = ResourceTiming{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +892,7 @@ func (x *ResourceTiming) String() string {
 func (*ResourceTiming) ProtoMessage() {}
 
 func (x *ResourceTiming) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +905,7 @@ func (x *ResourceTiming) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTiming.ProtoReflect.Descriptor instead.
 func (*ResourceTiming) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{5}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResourceTiming) GetKind() string {
@@ -831,7 +953,7 @@ type TrackedOperation struct {
 
 func (x *TrackedOperation) Reset() {
 	*x = TrackedOperation{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +965,7 @@ func (x *TrackedOperation) String() string {
 func (*TrackedOperation) ProtoMessage() {}
 
 func (x *TrackedOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +978,7 @@ func (x *TrackedOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrackedOperation.ProtoReflect.Descriptor instead.
 func (*TrackedOperation) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{6}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TrackedOperation) GetOpId() string {
@@ -937,14 +1059,16 @@ type Tracking struct {
 	// The last plan only showed its operations (dry run, suspended cluster).
 	NotApplied bool `protobuf:"varint,12,opt,name=not_applied,json=notApplied,proto3" json:"not_applied,omitempty"`
 	// The run has been counted as a completed reconcile.
-	RunCompleted  bool `protobuf:"varint,13,opt,name=run_completed,json=runCompleted,proto3" json:"run_completed,omitempty"`
+	RunCompleted bool `protobuf:"varint,13,opt,name=run_completed,json=runCompleted,proto3" json:"run_completed,omitempty"`
+	// Last sequence of PROXOPS_DLQ folded into this report.
+	DlqSequence   uint64 `protobuf:"varint,14,opt,name=dlq_sequence,json=dlqSequence,proto3" json:"dlq_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tracking) Reset() {
 	*x = Tracking{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1080,7 @@ func (x *Tracking) String() string {
 func (*Tracking) ProtoMessage() {}
 
 func (x *Tracking) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1093,7 @@ func (x *Tracking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tracking.ProtoReflect.Descriptor instead.
 func (*Tracking) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{7}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Tracking) GetRepoSequence() uint64 {
@@ -1063,11 +1187,18 @@ func (x *Tracking) GetRunCompleted() bool {
 	return false
 }
 
+func (x *Tracking) GetDlqSequence() uint64 {
+	if x != nil {
+		return x.DlqSequence
+	}
+	return 0
+}
+
 var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xb5\x06\n" +
+	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\x89\a\n" +
 	"\rClusterStatus\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.proxops.status.v1.PhaseR\x05phase\x12(\n" +
@@ -1087,7 +1218,17 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\vheld_prunes\x18\x0f \x03(\tR\n" +
 	"heldPrunes\x124\n" +
 	"\x05parts\x18\x10 \x01(\v2\x1e.proxops.status.v1.StatusPartsR\x05parts\x12R\n" +
-	"\x11security_warnings\x18\x11 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\"O\n" +
+	"\x11security_warnings\x18\x11 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\x12R\n" +
+	"\x12refused_operations\x18\x12 \x03(\v2#.proxops.status.v1.RefusedOperationR\x11refusedOperations\"\xdb\x01\n" +
+	"\x10RefusedOperation\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x13\n" +
+	"\x05op_id\x18\x03 \x01(\tR\x04opId\x12/\n" +
+	"\x06action\x18\x04 \x01(\x0e2\x17.proxops.plan.v1.ActionR\x06action\x12\x10\n" +
+	"\x03ref\x18\x05 \x01(\tR\x03ref\x12\x12\n" +
+	"\x04vmid\x18\x06 \x01(\x03R\x04vmid\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\"O\n" +
 	"\vStatusParts\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
@@ -1103,7 +1244,7 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
-	"\fprune_reason\x18\t \x01(\tR\vpruneReason\"\x95\x03\n" +
+	"\fprune_reason\x18\t \x01(\tR\vpruneReason\"\xaf\x03\n" +
 	"\bCounters\x12\x18\n" +
 	"\aobjects\x18\x01 \x01(\x03R\aobjects\x12\x1d\n" +
 	"\n" +
@@ -1122,7 +1263,8 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"rejections\x12'\n" +
 	"\x0factions_skipped\x18\v \x01(\x03R\x0eactionsSkipped\x12\x18\n" +
 	"\adrifted\x18\f \x01(\x03R\adrifted\x12+\n" +
-	"\x11security_warnings\x18\r \x01(\x03R\x10securityWarnings\"\x8a\x03\n" +
+	"\x11security_warnings\x18\r \x01(\x03R\x10securityWarnings\x12\x18\n" +
+	"\arefused\x18\x0e \x01(\x03R\arefused\"\x8a\x03\n" +
 	"\x06Timing\x129\n" +
 	"\n" +
 	"updated_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12<\n" +
@@ -1146,7 +1288,7 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\x04vmid\x18\x05 \x01(\x03R\x04vmid\x127\n" +
 	"\x05state\x18\x06 \x01(\x0e2!.proxops.status.v1.OperationStateR\x05state\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reason\"\x99\x04\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"\xbc\x04\n" +
 	"\bTracking\x12#\n" +
 	"\rrepo_sequence\x18\x01 \x01(\x04R\frepoSequence\x12%\n" +
 	"\x0eplans_sequence\x18\x02 \x01(\x04R\rplansSequence\x12)\n" +
@@ -1164,7 +1306,8 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"operations\x12\x1f\n" +
 	"\vnot_applied\x18\f \x01(\bR\n" +
 	"notApplied\x12#\n" +
-	"\rrun_completed\x18\r \x01(\bR\frunCompleted*\xb9\x01\n" +
+	"\rrun_completed\x18\r \x01(\bR\frunCompleted\x12!\n" +
+	"\fdlq_sequence\x18\x0e \x01(\x04R\vdlqSequence*\xb9\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fPHASE_CONVERGED\x10\x01\x12\x12\n" +
@@ -1198,53 +1341,56 @@ func file_proxops_status_v1_status_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_status_v1_status_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_proxops_status_v1_status_proto_goTypes = []any{
 	(Phase)(0),                    // 0: proxops.status.v1.Phase
 	(OperationState)(0),           // 1: proxops.status.v1.OperationState
 	(*ClusterStatus)(nil),         // 2: proxops.status.v1.ClusterStatus
-	(*StatusParts)(nil),           // 3: proxops.status.v1.StatusParts
-	(*ResourceStatus)(nil),        // 4: proxops.status.v1.ResourceStatus
-	(*Counters)(nil),              // 5: proxops.status.v1.Counters
-	(*Timing)(nil),                // 6: proxops.status.v1.Timing
-	(*ResourceTiming)(nil),        // 7: proxops.status.v1.ResourceTiming
-	(*TrackedOperation)(nil),      // 8: proxops.status.v1.TrackedOperation
-	(*Tracking)(nil),              // 9: proxops.status.v1.Tracking
-	(*v1.Finding)(nil),            // 10: proxops.plan.v1.Finding
-	(*v11.Gap)(nil),               // 11: proxops.inventory.v1.Gap
-	(*v1.Diagnostic)(nil),         // 12: proxops.plan.v1.Diagnostic
-	(*v11.SecurityWarning)(nil),   // 13: proxops.inventory.v1.SecurityWarning
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*RefusedOperation)(nil),      // 3: proxops.status.v1.RefusedOperation
+	(*StatusParts)(nil),           // 4: proxops.status.v1.StatusParts
+	(*ResourceStatus)(nil),        // 5: proxops.status.v1.ResourceStatus
+	(*Counters)(nil),              // 6: proxops.status.v1.Counters
+	(*Timing)(nil),                // 7: proxops.status.v1.Timing
+	(*ResourceTiming)(nil),        // 8: proxops.status.v1.ResourceTiming
+	(*TrackedOperation)(nil),      // 9: proxops.status.v1.TrackedOperation
+	(*Tracking)(nil),              // 10: proxops.status.v1.Tracking
+	(*v1.Finding)(nil),            // 11: proxops.plan.v1.Finding
+	(*v11.Gap)(nil),               // 12: proxops.inventory.v1.Gap
+	(*v1.Diagnostic)(nil),         // 13: proxops.plan.v1.Diagnostic
+	(*v11.SecurityWarning)(nil),   // 14: proxops.inventory.v1.SecurityWarning
 	(v1.Action)(0),                // 15: proxops.plan.v1.Action
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_proxops_status_v1_status_proto_depIdxs = []int32{
 	0,  // 0: proxops.status.v1.ClusterStatus.phase:type_name -> proxops.status.v1.Phase
-	4,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
-	10, // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
-	11, // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
-	5,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
-	12, // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	6,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
-	9,  // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
-	3,  // 8: proxops.status.v1.ClusterStatus.parts:type_name -> proxops.status.v1.StatusParts
-	13, // 9: proxops.status.v1.ClusterStatus.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	14, // 10: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 11: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
-	14, // 12: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
-	14, // 13: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
-	7,  // 14: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
-	14, // 15: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
-	14, // 16: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 17: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
-	15, // 18: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
-	1,  // 19: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
-	0,  // 20: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
-	8,  // 21: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	5,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
+	11, // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
+	12, // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
+	6,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
+	13, // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	7,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
+	10, // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
+	4,  // 8: proxops.status.v1.ClusterStatus.parts:type_name -> proxops.status.v1.StatusParts
+	14, // 9: proxops.status.v1.ClusterStatus.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	3,  // 10: proxops.status.v1.ClusterStatus.refused_operations:type_name -> proxops.status.v1.RefusedOperation
+	15, // 11: proxops.status.v1.RefusedOperation.action:type_name -> proxops.plan.v1.Action
+	16, // 12: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 13: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
+	16, // 14: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
+	16, // 15: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
+	8,  // 16: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
+	16, // 17: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
+	16, // 18: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 19: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
+	15, // 20: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
+	1,  // 21: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
+	0,  // 22: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
+	9,  // 23: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_proxops_status_v1_status_proto_init() }
@@ -1258,7 +1404,7 @@ func file_proxops_status_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_status_v1_status_proto_rawDesc), len(file_proxops_status_v1_status_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
