@@ -19,13 +19,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/services/notifier"
@@ -151,8 +151,8 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		return 1
 	}
 	if o.metricsListen != "" {
-		srv := &http.Server{Addr: o.metricsListen, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+		srv := httpserver.New(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), httpserver.Limits{})
+		srv.Addr = o.metricsListen
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "err", err)
