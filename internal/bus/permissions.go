@@ -231,7 +231,7 @@ func AdopterPermissions() Permissions {
 func StatusPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleStatus))
-	for _, st := range []string{StreamRepo, StreamPlans, StreamResults, StreamInventory, StreamGaps, StreamStatus, StreamDLQ} {
+	for _, st := range []string{StreamRepo, StreamPlans, StreamResults, StreamInventory, StreamGaps, StreamStatus, StreamDLQ, StreamNotify} {
 		s.read(st)
 	}
 	s.publish(FilterStatus)
@@ -243,13 +243,15 @@ func StatusPermissions() Permissions {
 	return s.permissions()
 }
 
-// NotifierPermissions: consume plan events and gap reports (decoding large ones from proxops_blobs) and keep its memory
-// per cluster. It publishes nothing on ProxOps' subjects: notifications leave over HTTP or SMTP.
+// NotifierPermissions: consume plan events and gap reports (decoding large ones from proxops_blobs), keep its
+// memory per cluster and publish how its deliveries went; the notifications themselves leave over HTTP or
+// SMTP.
 func NotifierPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleNotifier))
 	s.consume(StreamPlans, ConsumerNotifierPlans, FilterPlans)
 	s.consume(StreamGaps, ConsumerNotifierGaps, FilterGaps)
+	s.publish(FilterNotify)
 	s.objRead(ObjectBlobs)
 	s.kvWrite(BucketNotify)
 	return s.permissions()

@@ -102,7 +102,10 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 	status.AllowDirect = true
 	dlq := base(StreamDLQ, "operations that exhausted their deliveries", FilterDLQ)
 	dlq.MaxAge = 30 * day
-	return []jetstream.StreamConfig{repo, plans, ops, results, inventory, gaps, status, dlq}
+	notify := base(StreamNotify, "latest notification delivery outcome per cluster", FilterNotify)
+	notify.MaxMsgsPerSubject = 1
+	notify.AllowDirect = true
+	return []jetstream.StreamConfig{repo, plans, ops, results, inventory, gaps, status, dlq, notify}
 }
 
 // KeyValueConfigs returns the configuration of every key-value bucket, in a fixed order.

@@ -32,6 +32,7 @@ const (
 	subjectStatus    = "proxops.v1.status"
 	subjectDLQ       = "proxops.v1.dlq"
 	subjectAdopt     = "proxops.v1.adopt"
+	subjectNotify    = "proxops.v1.notify"
 )
 
 // Subject filters covering every cluster (and node): what the streams store.
@@ -46,6 +47,7 @@ const (
 	FilterStatus    = subjectStatus + ".*"
 	FilterDLQ       = subjectDLQ + ".*.*"
 	FilterAdopt     = subjectAdopt + ".*"
+	FilterNotify    = subjectNotify + ".*"
 )
 
 // Streams.
@@ -58,6 +60,7 @@ const (
 	StreamGaps      = "PROXOPS_GAPS"
 	StreamStatus    = "PROXOPS_STATUS"
 	StreamDLQ       = "PROXOPS_DLQ"
+	StreamNotify    = "PROXOPS_NOTIFY"
 )
 
 // Key-value buckets.
@@ -224,6 +227,10 @@ func ConfirmSubject(cluster string) (string, error) { return clusterSubject(subj
 
 // GapSubject is proxops.v1.gap.<cluster>.
 func GapSubject(cluster string) (string, error) { return clusterSubject(subjectGap, cluster) }
+
+// NotifySubject is proxops.v1.notify.<cluster>: the notifier's latest delivery outcome per provider for a
+// cluster (NotificationHealth).
+func NotifySubject(cluster string) (string, error) { return clusterSubject(subjectNotify, cluster) }
 
 // AdoptSubject is proxops.v1.adopt.<cluster> (request/reply): adoption on request.
 func AdoptSubject(cluster string) (string, error) { return clusterSubject(subjectAdopt, cluster) }

@@ -120,6 +120,18 @@ type ReportDocument struct {
 	Diagnostics       []DiagnosticDocument      `json:"diagnostics"`
 	// RefusedOperations are the latest operations the cluster's executors refused to run, oldest first.
 	RefusedOperations []RefusedOperationDocument `json:"refused_operations"`
+	// FailingNotifications are the notification providers whose last delivery about the cluster failed.
+	FailingNotifications []NotificationDeliveryDocument `json:"failing_notifications"`
+}
+
+// NotificationDeliveryDocument is a provider's last delivery about a cluster: which event, under which
+// delivery id, and why it failed.
+type NotificationDeliveryDocument struct {
+	Provider   string `json:"provider"`
+	Type       string `json:"type"`
+	Event      string `json:"event"`
+	DeliveryID string `json:"delivery_id"`
+	Message    string `json:"message"`
 }
 
 // RefusedOperationDocument is an operation an executor refused to run: the executor's node, what the
@@ -248,6 +260,12 @@ func NewReportDocument(r report.Report) ReportDocument {
 		SecurityWarnings:  []SecurityWarningDocument{},
 		Diagnostics:       []DiagnosticDocument{},
 		RefusedOperations: []RefusedOperationDocument{},
+
+		FailingNotifications: []NotificationDeliveryDocument{},
+	}
+	for _, n := range r.FailingNotifications {
+		d.FailingNotifications = append(d.FailingNotifications, NotificationDeliveryDocument{Provider: n.Provider, Type: n.Type,
+			Event: n.Event, DeliveryID: n.DeliveryID, Message: n.Message})
 	}
 	for _, x := range r.Refused {
 		d.RefusedOperations = append(d.RefusedOperations, RefusedOperationDocument{Cluster: x.Cluster, Node: x.Node,
@@ -469,10 +487,12 @@ func writeJSON(w io.Writer, v any) error {
 //	  gap: <Kind/name> <node>/<vmid> <key>=<value>[ (<note>)]
 //	  diagnostic: <file:line:col: message>
 //	  refused: <node> run=<run id> op=<op id> <action> <Kind/name> <vmid|->: <reason>: <message>
+//	  notification failing: <provider> (<type>) <event> <delivery id>: <message>
 //
-// Refused operations (any cluster) add a line under the counters:
+// Refused operations and failing notifications (any cluster) add a line each under the counters:
 //
 //	REFUSED: N operations executors would not run (see the refused lines)
+//	NOTIFICATIONS FAILING: N providers could not be told (see the notification lines)
 func StatusText(w io.Writer, v StatusView) error {
 	var b strings.Builder
 	clusters := sortedClusters(v.Clusters)
@@ -495,6 +515,9 @@ func StatusText(w io.Writer, v StatusView) error {
 	}
 	if n := refusedCount(clusters); n > 0 {
 		fmt.Fprintf(&b, "REFUSED: %s executors would not run (see the refused lines)\n", count(n, "operation"))
+	}
+	if n := failingNotificationCount(clusters); n > 0 {
+		fmt.Fprintf(&b, "NOTIFICATIONS FAILING: %s could not be told (see the notification lines)\n", count(n, "provider"))
 	}
 	for _, s := range clusters {
 		writeClusterText(&b, s)
@@ -559,6 +582,10 @@ func writeClusterText(b *strings.Builder, s report.ClusterStatus) {
 	if more := s.Counters.Refused - len(s.Refused); more > 0 {
 		fmt.Fprintf(b, "  refused: %d earlier, not kept\n", more)
 	}
+	for _, n := range s.FailingNotifications {
+		fmt.Fprintf(b, "  notification failing: %s (%s) %s %s: %s\n", orDash(n.Provider), orDash(n.Type), orDash(n.Event),
+			orDash(n.DeliveryID), oneLine(n.Message))
+	}
 	for _, r := range s.Refused {
 		id := "-"
 		if r.VMID > 0 {
@@ -567,6 +594,15 @@ func writeClusterText(b *strings.Builder, s report.ClusterStatus) {
 		fmt.Fprintf(b, "  refused: %s run=%s op=%s %s %s %s: %s: %s\n", orDash(r.Node), orDash(r.RunID), orDash(r.OpID),
 			orDash(string(r.Action)), orDash(r.Ref), id, orDash(r.Reason), oneLine(r.Message))
 	}
+}
+
+// failingNotificationCount is how many providers' last delivery failed, over the clusters.
+func failingNotificationCount(clusters []report.ClusterStatus) int {
+	n := 0
+	for _, s := range clusters {
+		n += len(s.FailingNotifications)
+	}
+	return n
 }
 
 // refusedCount is how many operations the clusters' executors refused.

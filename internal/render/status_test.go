@@ -76,6 +76,33 @@ func alphaRefused() report.ClusterStatus {
 	return s
 }
 
+// alphaNotificationFailing is a converged-looking alpha whose Slack provider cannot be reached.
+func alphaNotificationFailing() report.ClusterStatus {
+	s := alphaFailed()
+	s.FailingNotifications = []report.NotificationDelivery{{Provider: "chat", Type: "slack", Failing: true, Event: "run-failed",
+		DeliveryID: "run-1.finished.run-failed", Message: "attempt 3 failed: POST https://hooks.slack.com/…: 502 Bad Gateway"}}
+	return s
+}
+
+// A cluster's document lists the providers whose last delivery about it failed.
+func TestClusterJSONListsFailingNotifications(t *testing.T) {
+	var buf bytes.Buffer
+	if err := render.ClusterJSON(&buf, alphaNotificationFailing()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`"failing_notifications": [
+      {
+        "provider": "chat",
+        "type": "slack",
+        "event": "run-failed",
+        "delivery_id": "run-1.finished.run-failed",
+        "message": "attempt 3 failed: POST https://hooks.slack.com/…: 502 Bad Gateway"
+      }
+    ]`)) {
+		t.Errorf("no failing notification in:\n%s", buf.Bytes())
+	}
+}
+
 // staleSource is a repository whose last fetch failed; otherSource one that reads fine.
 func staleSource() event.SourceHealth {
 	return event.SourceHealth{Repo: "https://git.example.com/ops/infra.git", Branch: "main", Stale: true, Commit: "c1",
@@ -155,6 +182,7 @@ func TestStatusTextKeepsThePredecessorsLayoutAndAddsPhasesFindingsAndGaps(t *tes
 		{"stale.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaFailed()}, Sources: []event.SourceHealth{staleSource(), otherSource()}}},
 		{"stale-nothing-yet.txt", render.StatusView{Sources: []event.SourceHealth{staleSource()}}},
 		{"refused.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaRefused(), betaRejected()}}},
+		{"notification-failing.txt", render.StatusView{Clusters: []report.ClusterStatus{alphaNotificationFailing()}}},
 		{"gaps-only.txt", render.StatusView{Clusters: []report.ClusterStatus{{Report: report.Report{Cluster: "gamma", Phase: report.PhaseUnknown,
 			Gaps: alphaFailed().Gaps, Counters: report.Counters{Gaps: 1}}}}}},
 	}

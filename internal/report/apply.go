@@ -23,10 +23,12 @@ const (
 	StreamGaps    Stream = "gaps"
 	// StreamDLQ is the dead letters: the operations executors refused.
 	StreamDLQ Stream = "dlq"
+	// StreamNotify is the notifier's latest delivery outcomes per cluster.
+	StreamNotify Stream = "notify"
 )
 
 // Streams lists the streams in a fixed order.
-var Streams = []Stream{StreamRepo, StreamPlans, StreamResults, StreamGaps, StreamDLQ}
+var Streams = []Stream{StreamRepo, StreamPlans, StreamResults, StreamGaps, StreamDLQ, StreamNotify}
 
 // Event is one input of the aggregator: exactly one of the pointers is set.
 type Event struct {
@@ -45,6 +47,7 @@ type Event struct {
 	Result    *plan.Result
 	Gaps      *inventory.GapReport
 	Refused   *RefusedOperation
+	Notify    *NotificationHealth
 }
 
 // Stream returns the stream the event belongs to.
@@ -58,6 +61,8 @@ func (e Event) Stream() Stream {
 		return StreamGaps
 	case e.Refused != nil:
 		return StreamDLQ
+	case e.Notify != nil:
+		return StreamNotify
 	default:
 		return StreamPlans
 	}
@@ -83,6 +88,8 @@ func (e Event) Cluster() string {
 		return e.Gaps.Cluster
 	case e.Refused != nil:
 		return e.Refused.Cluster
+	case e.Notify != nil:
+		return e.Notify.Cluster
 	}
 	return ""
 }
@@ -148,10 +155,12 @@ func Apply(s ClusterStatus, e Event) (ClusterStatus, bool) {
 			next.foldGaps(*e.Gaps)
 		case e.Refused != nil:
 			next.foldRefused(*e.Refused)
+		case e.Notify != nil:
+			next.foldNotify(*e.Notify)
 		}
 		switch {
-		case e.Refused != nil:
-			// A refusal changes no resource and no phase.
+		case e.Refused != nil, e.Notify != nil:
+			// A refusal or a notification's outcome changes no resource and no phase.
 		case e.Result != nil:
 			// A result changes one operation: only its resource needs resolving again.
 			next.derive(e.Result.Ref)
@@ -392,6 +401,21 @@ func (s *ClusterStatus) foldGaps(r inventory.GapReport) {
 	if len(s.Security) == 0 {
 		s.Security = nil
 	}
+}
+
+// foldNotify keeps the providers whose last delivery about the cluster failed, sorted by provider.
+func (s *ClusterStatus) foldNotify(h NotificationHealth) {
+	s.FailingNotifications = nil
+	for _, d := range h.Providers {
+		if !d.Failing {
+			continue
+		}
+		d.Provider, d.Type, d.Event = clip(d.Provider, 64), clip(d.Type, 32), clip(d.Event, 32)
+		d.DeliveryID, d.Message = clip(d.DeliveryID, 160), clip(d.Message, 512)
+		s.FailingNotifications = append(s.FailingNotifications, d)
+	}
+	slices.SortFunc(s.FailingNotifications, func(a, b NotificationDelivery) int { return strings.Compare(a.Provider, b.Provider) })
+	s.FailingNotifications = slices.CompactFunc(s.FailingNotifications, func(a, b NotificationDelivery) bool { return a.Provider == b.Provider })
 }
 
 // foldRefused records an operation an executor refused, keeping the latest MaxRefused.

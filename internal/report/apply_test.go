@@ -685,3 +685,34 @@ func TestFleetReportsCompletedReconcilesOnce(t *testing.T) {
 		t.Errorf("completions (-want +got):\n%s", diff)
 	}
 }
+
+// The notifier's delivery health of a cluster leaves in the report only the providers whose last delivery
+// failed, sorted and clipped, replaces what the previous health said, and changes neither phase nor
+// resources.
+func TestNotificationHealthKeepsOnlyFailingProvidersAndChangesNoPhase(t *testing.T) {
+	s := report.New("alpha")
+	before := s.Phase
+	health := func(seq uint64, ds ...report.NotificationDelivery) report.Event {
+		return report.Event{Seq: seq, Notify: &report.NotificationHealth{Cluster: "alpha", Providers: ds}}
+	}
+	ok := report.NotificationDelivery{Provider: "audit", Type: "webhook", Event: "run-failed"}
+	chat := report.NotificationDelivery{Provider: "chat", Type: "slack", Failing: true, Event: "run-failed", Message: "502\nBad Gateway"}
+	pager := report.NotificationDelivery{Provider: "pager", Type: "alertmanager", Failing: true, Event: "plan-rejected", Message: "refused"}
+	s, folded := report.Apply(s, health(1, pager, ok, chat))
+	if !folded || s.Phase != before || len(s.Resources) != 0 {
+		t.Fatalf("folded %v, phase %s, resources %v", folded, s.Phase, s.Resources)
+	}
+	want := []report.NotificationDelivery{chat, pager}
+	want[0].Message = "502 Bad Gateway"
+	if diff := cmp.Diff(want, s.FailingNotifications); diff != "" {
+		t.Errorf("failing notifications (-want +got):\n%s", diff)
+	}
+	chat.Failing = false
+	s, _ = report.Apply(s, health(2, ok, chat, pager))
+	if diff := cmp.Diff([]report.NotificationDelivery{pager}, s.FailingNotifications); diff != "" {
+		t.Errorf("after chat recovered (-want +got):\n%s", diff)
+	}
+	if _, again := report.Apply(s, health(2, chat)); again {
+		t.Error("a health already folded was folded again")
+	}
+}

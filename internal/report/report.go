@@ -180,8 +180,27 @@ type Report struct {
 	Diagnostics diag.List
 	// Refused are the latest operations executors refused to run (unsigned, signed by a key they do not
 	// trust, of a run that is not open, ...), oldest first, at most MaxRefused.
-	Refused  []RefusedOperation
-	Counters Counters
+	Refused []RefusedOperation
+	// FailingNotifications are the notification providers whose last delivery about the cluster failed,
+	// sorted by provider.
+	FailingNotifications []NotificationDelivery
+	Counters             Counters
+}
+
+// NotificationHealth is the notifier's latest delivery outcome per provider for one cluster.
+type NotificationHealth struct {
+	Cluster   string
+	Providers []NotificationDelivery
+}
+
+// NotificationDelivery is the outcome of a provider's last delivery about a cluster.
+type NotificationDelivery struct {
+	Provider, Type string
+	// Failing: the delivery failed (and is retried) or was refused (and is not).
+	Failing           bool
+	Event, DeliveryID string
+	// Message says why it failed.
+	Message string
 }
 
 // MaxRefused is how many refused operations a report keeps: the latest; Counters.Refused counts them all.
@@ -221,7 +240,7 @@ type OpTrack struct {
 // Tracking is the aggregator's bookkeeping; it is not part of the report.
 type Tracking struct {
 	// Last stream sequence folded, per stream.
-	RepoSeq, PlansSeq, ResultsSeq, GapsSeq, DLQSeq uint64
+	RepoSeq, PlansSeq, ResultsSeq, GapsSeq, DLQSeq, NotifySeq uint64
 	// RunID is the run whose results are followed; RunOpen says it has not finished.
 	RunID   string
 	RunOpen bool
@@ -253,6 +272,8 @@ func (t Tracking) Seq(s Stream) uint64 {
 		return t.GapsSeq
 	case StreamDLQ:
 		return t.DLQSeq
+	case StreamNotify:
+		return t.NotifySeq
 	}
 	return 0
 }
@@ -269,6 +290,8 @@ func (t *Tracking) setSeq(s Stream, seq uint64) {
 		t.GapsSeq = seq
 	case StreamDLQ:
 		t.DLQSeq = seq
+	case StreamNotify:
+		t.NotifySeq = seq
 	}
 }
 
@@ -356,6 +379,7 @@ func (s ClusterStatus) clone() ClusterStatus {
 	s.Gaps = slices.Clone(s.Gaps)
 	s.Diagnostics = slices.Clone(s.Diagnostics)
 	s.Refused = slices.Clone(s.Refused)
+	s.FailingNotifications = slices.Clone(s.FailingNotifications)
 	s.Tracking.Operations = slices.Clone(s.Tracking.Operations)
 	s.Timing.Resources = slices.Clone(s.Timing.Resources)
 	return s

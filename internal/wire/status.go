@@ -86,6 +86,7 @@ func clusterStatusToProto(s report.ClusterStatus) (*statusv1.ClusterStatus, erro
 		Revision: s.Revision, HeldPrunes: s.HeldPrunes, Tracking: tracking, Timing: timingToProto(s.Timing),
 		Counters: countersToProto(s.Counters), SecurityWarnings: securityToProto(s.Security),
 	}
+	p.FailingNotifications = notificationDeliveriesToProto(s.FailingNotifications)
 	for _, r := range s.Refused {
 		var action planv1.Action
 		if r.Action != "" {
@@ -134,8 +135,8 @@ func trackingToProto(t report.Tracking) (*statusv1.Tracking, error) {
 	}
 	p := &statusv1.Tracking{
 		RepoSequence: t.RepoSeq, PlansSequence: t.PlansSeq, ResultsSequence: t.ResultsSeq, GapsSequence: t.GapsSeq,
-		DlqSequence: t.DLQSeq,
-		RunId:       t.RunID, RunOpen: t.RunOpen, RunCompleted: t.RunCompleted, NotApplied: t.NotApplied,
+		DlqSequence: t.DLQSeq, NotifySequence: t.NotifySeq,
+		RunId: t.RunID, RunOpen: t.RunOpen, RunCompleted: t.RunCompleted, NotApplied: t.NotApplied,
 		SeenEventId: t.SeenEventID, AnsweredEventId: t.AnsweredEventID, SettledPhase: settled, SettledReason: t.SettledReason,
 	}
 	for _, o := range t.Operations {
@@ -160,8 +161,8 @@ func trackingFromProto(p *statusv1.Tracking) (report.Tracking, error) {
 	}
 	t := report.Tracking{
 		RepoSeq: p.GetRepoSequence(), PlansSeq: p.GetPlansSequence(), ResultsSeq: p.GetResultsSequence(), GapsSeq: p.GetGapsSequence(),
-		DLQSeq: p.GetDlqSequence(),
-		RunID:  p.GetRunId(), RunOpen: p.GetRunOpen(), RunCompleted: p.GetRunCompleted(), NotApplied: p.GetNotApplied(),
+		DLQSeq: p.GetDlqSequence(), NotifySeq: p.GetNotifySequence(),
+		RunID: p.GetRunId(), RunOpen: p.GetRunOpen(), RunCompleted: p.GetRunCompleted(), NotApplied: p.GetNotApplied(),
 		SeenEventID: p.GetSeenEventId(), AnsweredEventID: p.GetAnsweredEventId(), SettledPhase: settled,
 		SettledReason: p.GetSettledReason(),
 	}
@@ -268,6 +269,7 @@ func clusterStatusFromProto(p *statusv1.ClusterStatus) (report.ClusterStatus, er
 		},
 		Revision: p.GetRevision(), Tracking: tracking, Timing: timing,
 	}
+	s.FailingNotifications = notificationDeliveriesFromProto(p.GetFailingNotifications())
 	for _, r := range p.GetRefusedOperations() {
 		var action plan.Action
 		if r.GetAction() != planv1.Action_ACTION_UNSPECIFIED {
@@ -304,3 +306,33 @@ func DecodeClusterStatus(ctx context.Context, decode DecodeFunc) (report.Cluster
 
 // NewClusterStatusMessage returns an empty proxops.status.v1.ClusterStatus to read a KV value into.
 func NewClusterStatusMessage() proto.Message { return &statusv1.ClusterStatus{} }
+
+// NotificationHealthToProto converts the notifier's delivery outcomes of a cluster.
+func NotificationHealthToProto(h report.NotificationHealth) proto.Message {
+	return &statusv1.NotificationHealth{Cluster: h.Cluster, Providers: notificationDeliveriesToProto(h.Providers)}
+}
+
+// DecodeNotificationHealth decodes a received proxops.status.v1.NotificationHealth.
+func DecodeNotificationHealth(ctx context.Context, decode DecodeFunc) (report.NotificationHealth, error) {
+	return decodeAs(ctx, decode, &statusv1.NotificationHealth{}, func(p *statusv1.NotificationHealth) (report.NotificationHealth, error) {
+		return report.NotificationHealth{Cluster: p.GetCluster(), Providers: notificationDeliveriesFromProto(p.GetProviders())}, nil
+	})
+}
+
+func notificationDeliveriesToProto(ds []report.NotificationDelivery) []*statusv1.NotificationDelivery {
+	var out []*statusv1.NotificationDelivery
+	for _, d := range ds {
+		out = append(out, &statusv1.NotificationDelivery{Provider: d.Provider, Type: d.Type, Failing: d.Failing, Event: d.Event,
+			DeliveryId: d.DeliveryID, Message: d.Message})
+	}
+	return out
+}
+
+func notificationDeliveriesFromProto(ps []*statusv1.NotificationDelivery) []report.NotificationDelivery {
+	var out []report.NotificationDelivery
+	for _, p := range ps {
+		out = append(out, report.NotificationDelivery{Provider: p.GetProvider(), Type: p.GetType(), Failing: p.GetFailing(),
+			Event: p.GetEvent(), DeliveryID: p.GetDeliveryId(), Message: p.GetMessage()})
+	}
+	return out
+}

@@ -43,7 +43,7 @@ func SplitClusterStatus(s report.ClusterStatus, maxValue int) (head proto.Messag
 	sum := sha256.Sum256(data)
 	h := proto.Clone(full).(*statusv1.ClusterStatus)
 	h.Resources, h.Findings, h.Gaps, h.Diagnostics, h.HeldPrunes = nil, nil, nil, nil, nil
-	h.SecurityWarnings, h.RefusedOperations = nil, nil
+	h.SecurityWarnings, h.RefusedOperations, h.FailingNotifications = nil, nil, nil
 	if h.Tracking != nil {
 		h.Tracking.Operations = nil
 	}

@@ -99,6 +99,10 @@ type notifier struct {
 	mu   sync.Mutex
 	sent map[string]bool        // delivery id + provider already taken, in this process
 	rate map[string][]time.Time // per provider, the sends of the last minute
+
+	// healthMu orders the read, change and publication of a cluster's delivery health between the two
+	// consumers.
+	healthMu sync.Mutex
 }
 
 // Run follows the plan events until ctx is cancelled.
@@ -259,6 +263,7 @@ func (n *notifier) deliver(ctx context.Context, d *bus.Delivery, p *provider, no
 		n.metrics.failing.WithLabelValues(p.cfg.Name).Set(0)
 		n.log.Info("notification sent", "provider", p.cfg.Name, "event", note.Event, "cluster", note.Cluster, "delivery_id", note.ID)
 		n.markSent(key)
+		n.recordDelivery(ctx, p, note, nil)
 		return nil
 	case ctx.Err() != nil:
 		return err
@@ -268,12 +273,14 @@ func (n *notifier) deliver(ctx context.Context, d *bus.Delivery, p *provider, no
 		n.log.Error("notification refused; not retried", "provider", p.cfg.Name, "event", note.Event, "cluster", note.Cluster,
 			"delivery_id", note.ID, "err", err)
 		n.markSent(key)
+		n.recordDelivery(ctx, p, note, fmt.Errorf("refused, not retried: %w", err))
 		return nil
 	default:
 		n.metrics.result(p, note.Event, "failed")
 		n.metrics.failing.WithLabelValues(p.cfg.Name).Set(1)
 		n.log.Warn("notification failed; will retry", "provider", p.cfg.Name, "event", note.Event, "cluster", note.Cluster,
 			"delivery_id", note.ID, "attempt", d.NumDelivered(), "err", err)
+		n.recordDelivery(ctx, p, note, fmt.Errorf("attempt %d failed: %w", d.NumDelivered(), err))
 		return err
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/bustest"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/report"
+	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/notifier"
 )
 
@@ -224,6 +226,39 @@ func TestNotifSecurityWarningFromTheAdoptersGapReport(t *testing.T) {
 	if n := len(hook.requests()); n != 3 {
 		t.Fatalf("%d requests, want 3: an unchanged warning was told again", n)
 	}
+}
+
+// A provider that keeps failing shows in the cluster's delivery health, published for the status service,
+// with why (naming its host only); once a delivery to it succeeds it shows as recovered.
+func TestNotificationFailuresArePublishedForTheStatusAndClearedOnRecovery(t *testing.T) {
+	env := bustest.Start(t)
+	hook := newReceiver(t, http.StatusBadGateway, http.StatusBadGateway)
+	start(t, env, repo.NotificationsConfig{Providers: []repo.NotificationProvider{{Name: "hook", Type: "webhook", URL: hook.URL + "/secret-path"}}}, nil)
+	subject, _ := bus.NotifySubject("lab")
+	health := func() (report.NotificationHealth, bool) {
+		m, err := env.Bus.LastMessage(context.Background(), bus.StreamNotify, subject)
+		if err != nil {
+			return report.NotificationHealth{}, false
+		}
+		h, err := wire.DecodeNotificationHealth(context.Background(), m.Decode)
+		return h, err == nil
+	}
+	publishFinished(t, env.Bus, failedRun("lab", "run-7"))
+	waitFor(t, "the failing provider to be published", func() bool {
+		h, ok := health()
+		return ok && len(h.Providers) == 1 && h.Providers[0].Failing
+	})
+	h, _ := health()
+	d := h.Providers[0]
+	if h.Cluster != "lab" || d.Provider != "hook" || d.Type != "webhook" || d.Event != "run-failed" ||
+		!strings.Contains(d.Message, "502") || strings.Contains(d.Message, "secret-path") {
+		t.Errorf("health %+v", h)
+	}
+	hook.waitRequests(t, 3)
+	waitFor(t, "the provider to show as recovered", func() bool {
+		h, ok := health()
+		return ok && len(h.Providers) == 1 && !h.Providers[0].Failing
+	})
 }
 
 // E-mail goes over SMTP to every recipient, with the delivery id as its Message-ID.

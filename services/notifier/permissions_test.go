@@ -2,6 +2,7 @@ package notifier_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestNotifierRunsWithOnlyItsNATSPermissions(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = nb.Close() })
 
-	hook := newReceiver(t)
+	hook := newReceiver(t, http.StatusServiceUnavailable)
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -55,18 +56,24 @@ func TestNotifierRunsWithOnlyItsNATSPermissions(t *testing.T) {
 	big := failedRun("lab", "run-big")
 	big.Operations[1].Message = strings.Repeat("a long PVE task log line; ", 45000)
 	publishFinished(t, admin, big)
-	got := hook.waitRequests(t, 1)
-	if !contains(got[0].Body, `"event":"run-failed"`) || !contains(got[0].Body, "a long PVE task log line") {
-		t.Fatalf("notification %s", got[0].Body[:200])
+	got := hook.waitRequests(t, 2)
+	if !contains(got[1].Body, `"event":"run-failed"`) || !contains(got[1].Body, "a long PVE task log line") {
+		t.Fatalf("notification %s", got[1].Body[:200])
 	}
+	// The failed first attempt, then the recovery, are published for the status service.
+	notify, _ := bus.NotifySubject("lab")
+	waitFor(t, "the delivery health of lab", func() bool {
+		m, err := admin.LastMessage(ctx, bus.StreamNotify, notify)
+		return err == nil && m.Sequence >= 2
+	})
 	waitFor(t, "the notifier's memory of lab", func() bool {
 		data, _, err := admin.GetBytes(ctx, bus.BucketNotify, "lab")
 		return err == nil && strings.Contains(string(data), `"bad":true`)
 	})
 	publishGapReport(t, admin, unconfinedReport("lab"))
-	got = hook.waitRequests(t, 2)
-	if !contains(got[1].Body, `"event":"security-warning"`) {
-		t.Fatalf("second notification %s, want the gap report's security warning", got[1].Body)
+	got = hook.waitRequests(t, 3)
+	if !contains(got[2].Body, `"event":"security-warning"`) {
+		t.Fatalf("third request %s, want the gap report's security warning", got[2].Body)
 	}
 	subject, _ := bus.PlanSubject("lab", bus.PlanFinished)
 	m, err := wireFinished(failedRun("lab", "run-forged"))

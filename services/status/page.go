@@ -64,8 +64,10 @@ type pageCluster struct {
 	Diagnostics           []render.DiagnosticDocument
 	HeldPrunes            []string
 	// Refused are the latest operations the cluster's executors refused, oldest first.
-	Refused  []render.RefusedOperationDocument
-	Revision int64
+	Refused []render.RefusedOperationDocument
+	// FailingNotifications are the providers whose last delivery about the cluster failed.
+	FailingNotifications []render.NotificationDeliveryDocument
+	Revision             int64
 	// MoreResources, MoreFindings and MoreGaps count what the page leaves out (pageRows per list); the
 	// JSON of /status/<cluster> has everything. MoreRefused counts the refused operations not shown,
 	// including those the report no longer keeps.
@@ -146,6 +148,7 @@ func (s *service) pageData() pageData {
 			pc.Refused = pc.Refused[len(pc.Refused)-pageRows:]
 		}
 		pc.MoreRefused = max(st.Counters.Refused-len(pc.Refused), 0)
+		pc.FailingNotifications = doc.FailingNotifications
 		// A long list shows what is not converged first.
 		var shown []int
 		for pass := range 2 {
@@ -194,6 +197,10 @@ func (s *service) pageData() pageData {
 				Detail: fmt.Sprintf("executors refused %s, the latest on %s (%s): run %s, operation %s",
 					plural(st.Counters.Refused, "operation"), last.Node, last.Reason, last.RunID, last.OpID)})
 		}
+		for _, n := range st.FailingNotifications {
+			d.Attention = append(d.Attention, attention{Cluster: st.Cluster, State: stateNotificationFailing,
+				Detail: fmt.Sprintf("notifications to %s (%s) fail: %s", n.Provider, n.Type, n.Message)})
+		}
 		d.Clusters = append(d.Clusters, pc)
 	}
 	// Failed resources first, then the rest, each in cluster, ref order.
@@ -207,8 +214,12 @@ func (s *service) pageData() pageData {
 	return d
 }
 
-// stateRefused marks the attention entry of a cluster whose executors refused operations.
-const stateRefused = "refused"
+// stateRefused marks the attention entry of a cluster whose executors refused operations;
+// stateNotificationFailing one whose notifications cannot be delivered.
+const (
+	stateRefused             = "refused"
+	stateNotificationFailing = "notification-failing"
+)
 
 func plural(n int, what string) string {
 	if n == 1 {
@@ -221,7 +232,7 @@ func rank(state string) int {
 	switch state {
 	case string(report.PhaseRejected), string(report.StateFailed), stateRefused:
 		return 0
-	case string(report.PhaseHeld):
+	case string(report.PhaseHeld), stateNotificationFailing:
 		return 1
 	default:
 		return 2

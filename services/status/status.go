@@ -105,6 +105,7 @@ var sources = []source{
 	{report.StreamResults, bus.StreamResults, []string{bus.FilterResults}},
 	{report.StreamGaps, bus.StreamGaps, []string{bus.FilterGaps}},
 	{report.StreamDLQ, bus.StreamDLQ, []string{bus.FilterDLQ}},
+	{report.StreamNotify, bus.StreamNotify, []string{bus.FilterNotify}},
 }
 
 // item is one stream message, decoded: an event to fold, or a repository's health (both nil for a message
@@ -372,6 +373,13 @@ func decode(ctx context.Context, stream report.Stream, m *bus.Message) (*report.
 		return decodePlanEvent(ctx, m)
 	case report.StreamDLQ:
 		return decodeRefused(ctx, m)
+	case report.StreamNotify:
+		h, derr := wire.DecodeNotificationHealth(ctx, m.Decode)
+		if derr == nil && (h.Cluster == "" || h.Cluster != lastToken(m.Subject)) {
+			// Only the subject says which cluster the notifier may speak of.
+			derr = fmt.Errorf("notification health of cluster %q on %s", h.Cluster, m.Subject)
+		}
+		ev.Notify, err = &h, derr
 	}
 	if err != nil {
 		return nil, err

@@ -2,9 +2,11 @@ package status_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/render"
+	"github.com/proxops/proxops/internal/report"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -442,5 +446,49 @@ func TestHealthzFollowsThePredecessorsVerdicts(t *testing.T) {
 	}
 	if code, _ := sys.get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d", code)
+	}
+}
+
+// A provider the notifier cannot reach shows under the cluster whose news it could not tell, in /status and
+// on the page, without changing the cluster's phase; it goes away once a delivery to it succeeds.
+func TestFailingNotificationsShowInStatusUntilTheProviderRecovers(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	p := sys.publisher()
+	converge(p, p.repoChanged("3f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f", event.TriggerWebhook))
+	subject, err := bus.NotifySubject("alpha")
+	p.check(err)
+	chat := report.NotificationDelivery{Provider: "chat", Type: "slack", Failing: true, Event: "run-failed",
+		DeliveryID: "r1.finished.run-failed", Message: "attempt 3 failed: POST https://hooks.slack.com/…: 502 Bad Gateway"}
+	hook := report.NotificationDelivery{Provider: "audit", Type: "webhook", Event: "run-failed", DeliveryID: "r1.finished.run-failed"}
+	p.publish(subject, wire.NotificationHealthToProto(report.NotificationHealth{Cluster: "alpha",
+		Providers: []report.NotificationDelivery{hook, chat}}), "")
+	sys.settle()
+	code, body := sys.get("/status/alpha")
+	var doc struct {
+		Report struct {
+			Phase   string                                `json:"phase"`
+			Failing []render.NotificationDeliveryDocument `json:"failing_notifications"`
+		} `json:"report"`
+	}
+	if err := json.Unmarshal(body, &doc); code != http.StatusOK || err != nil {
+		t.Fatalf("/status/alpha: %d %v %s", code, err, body)
+	}
+	want := []render.NotificationDeliveryDocument{{Provider: "chat", Type: "slack", Event: "run-failed",
+		DeliveryID: "r1.finished.run-failed", Message: chat.Message}}
+	if doc.Report.Phase != "converged" || !slices.Equal(doc.Report.Failing, want) {
+		t.Errorf("report %+v, want phase converged and failing %+v", doc.Report, want)
+	}
+	if code, page := sys.get("/"); code != http.StatusOK || !strings.Contains(string(page), `data-notification="chat"`) ||
+		!strings.Contains(string(page), "notifications to chat (slack) fail") {
+		t.Errorf("page %d does not show the failing provider:\n%s", code, page)
+	}
+	chat.Failing, chat.Message = false, ""
+	p.publish(subject, wire.NotificationHealthToProto(report.NotificationHealth{Cluster: "alpha",
+		Providers: []report.NotificationDelivery{hook, chat}}), "")
+	sys.settle()
+	_, body = sys.get("/status/alpha")
+	if err := json.Unmarshal(body, &doc); err != nil || len(doc.Report.Failing) != 0 {
+		t.Errorf("after the recovery: %v %+v", err, doc.Report.Failing)
 	}
 }

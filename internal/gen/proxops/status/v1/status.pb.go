@@ -189,8 +189,10 @@ type ClusterStatus struct {
 	SecurityWarnings []*v11.SecurityWarning `protobuf:"bytes,17,rep,name=security_warnings,json=securityWarnings,proto3" json:"security_warnings,omitempty"`
 	// The latest operations executors of this cluster refused to run, oldest first (at most 200).
 	RefusedOperations []*RefusedOperation `protobuf:"bytes,18,rep,name=refused_operations,json=refusedOperations,proto3" json:"refused_operations,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The notification providers whose last delivery about this cluster failed, sorted by provider.
+	FailingNotifications []*NotificationDelivery `protobuf:"bytes,19,rep,name=failing_notifications,json=failingNotifications,proto3" json:"failing_notifications,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
@@ -349,6 +351,157 @@ func (x *ClusterStatus) GetRefusedOperations() []*RefusedOperation {
 	return nil
 }
 
+func (x *ClusterStatus) GetFailingNotifications() []*NotificationDelivery {
+	if x != nil {
+		return x.FailingNotifications
+	}
+	return nil
+}
+
+// NotificationHealth is what the notifier last delivered about one cluster to each provider it told
+// something, published on proxops.v1.notify.<cluster> whenever one of them changes.
+type NotificationHealth struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Sorted by provider.
+	Providers     []*NotificationDelivery `protobuf:"bytes,2,rep,name=providers,proto3" json:"providers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationHealth) Reset() {
+	*x = NotificationHealth{}
+	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationHealth) ProtoMessage() {}
+
+func (x *NotificationHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationHealth.ProtoReflect.Descriptor instead.
+func (*NotificationHealth) Descriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NotificationHealth) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *NotificationHealth) GetProviders() []*NotificationDelivery {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+// NotificationDelivery is the outcome of a provider's last delivery about a cluster.
+type NotificationDelivery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's name and type from the notifications section.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Type     string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The last delivery failed (and is retried) or was refused (and is not).
+	Failing bool `protobuf:"varint,3,opt,name=failing,proto3" json:"failing,omitempty"`
+	// The event and delivery id of the last delivery.
+	Event      string `protobuf:"bytes,4,opt,name=event,proto3" json:"event,omitempty"`
+	DeliveryId string `protobuf:"bytes,5,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// Why it failed, naming the provider's host only; empty when it succeeded.
+	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationDelivery) Reset() {
+	*x = NotificationDelivery{}
+	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationDelivery) ProtoMessage() {}
+
+func (x *NotificationDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationDelivery.ProtoReflect.Descriptor instead.
+func (*NotificationDelivery) Descriptor() ([]byte, []int) {
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NotificationDelivery) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetFailing() bool {
+	if x != nil {
+		return x.Failing
+	}
+	return false
+}
+
+func (x *NotificationDelivery) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // RefusedOperation is an operation an executor refused to run (its dead letter on
 // proxops.v1.dlq.<cluster>.<node>): the node is the executor's, the rest what the operation claimed.
 type RefusedOperation struct {
@@ -369,7 +522,7 @@ type RefusedOperation struct {
 
 func (x *RefusedOperation) Reset() {
 	*x = RefusedOperation{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +534,7 @@ func (x *RefusedOperation) String() string {
 func (*RefusedOperation) ProtoMessage() {}
 
 func (x *RefusedOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[1]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +547,7 @@ func (x *RefusedOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefusedOperation.ProtoReflect.Descriptor instead.
 func (*RefusedOperation) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{1}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RefusedOperation) GetNode() string {
@@ -467,7 +620,7 @@ type StatusParts struct {
 
 func (x *StatusParts) Reset() {
 	*x = StatusParts{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +632,7 @@ func (x *StatusParts) String() string {
 func (*StatusParts) ProtoMessage() {}
 
 func (x *StatusParts) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[2]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +645,7 @@ func (x *StatusParts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusParts.ProtoReflect.Descriptor instead.
 func (*StatusParts) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{2}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StatusParts) GetCount() uint32 {
@@ -536,7 +689,7 @@ type ResourceStatus struct {
 
 func (x *ResourceStatus) Reset() {
 	*x = ResourceStatus{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +701,7 @@ func (x *ResourceStatus) String() string {
 func (*ResourceStatus) ProtoMessage() {}
 
 func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[3]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +714,7 @@ func (x *ResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceStatus.ProtoReflect.Descriptor instead.
 func (*ResourceStatus) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{3}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResourceStatus) GetKind() string {
@@ -654,7 +807,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +819,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[4]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +832,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{4}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Counters) GetObjects() int64 {
@@ -797,7 +950,7 @@ type Timing struct {
 
 func (x *Timing) Reset() {
 	*x = Timing{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +962,7 @@ func (x *Timing) String() string {
 func (*Timing) ProtoMessage() {}
 
 func (x *Timing) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[5]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +975,7 @@ func (x *Timing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timing.ProtoReflect.Descriptor instead.
 func (*Timing) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{5}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Timing) GetUpdatedAt() *timestamppb.Timestamp {
@@ -880,7 +1033,7 @@ type ResourceTiming struct {
 
 func (x *ResourceTiming) Reset() {
 	*x = ResourceTiming{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1045,7 @@ func (x *ResourceTiming) String() string {
 func (*ResourceTiming) ProtoMessage() {}
 
 func (x *ResourceTiming) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[6]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1058,7 @@ func (x *ResourceTiming) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTiming.ProtoReflect.Descriptor instead.
 func (*ResourceTiming) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{6}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResourceTiming) GetKind() string {
@@ -953,7 +1106,7 @@ type TrackedOperation struct {
 
 func (x *TrackedOperation) Reset() {
 	*x = TrackedOperation{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1118,7 @@ func (x *TrackedOperation) String() string {
 func (*TrackedOperation) ProtoMessage() {}
 
 func (x *TrackedOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[7]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1131,7 @@ func (x *TrackedOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrackedOperation.ProtoReflect.Descriptor instead.
 func (*TrackedOperation) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{7}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TrackedOperation) GetOpId() string {
@@ -1061,14 +1214,16 @@ type Tracking struct {
 	// The run has been counted as a completed reconcile.
 	RunCompleted bool `protobuf:"varint,13,opt,name=run_completed,json=runCompleted,proto3" json:"run_completed,omitempty"`
 	// Last sequence of PROXOPS_DLQ folded into this report.
-	DlqSequence   uint64 `protobuf:"varint,14,opt,name=dlq_sequence,json=dlqSequence,proto3" json:"dlq_sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DlqSequence uint64 `protobuf:"varint,14,opt,name=dlq_sequence,json=dlqSequence,proto3" json:"dlq_sequence,omitempty"`
+	// Last sequence of PROXOPS_NOTIFY folded into this report.
+	NotifySequence uint64 `protobuf:"varint,15,opt,name=notify_sequence,json=notifySequence,proto3" json:"notify_sequence,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Tracking) Reset() {
 	*x = Tracking{}
-	mi := &file_proxops_status_v1_status_proto_msgTypes[8]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1235,7 @@ func (x *Tracking) String() string {
 func (*Tracking) ProtoMessage() {}
 
 func (x *Tracking) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_status_v1_status_proto_msgTypes[8]
+	mi := &file_proxops_status_v1_status_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1248,7 @@ func (x *Tracking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tracking.ProtoReflect.Descriptor instead.
 func (*Tracking) Descriptor() ([]byte, []int) {
-	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{8}
+	return file_proxops_status_v1_status_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Tracking) GetRepoSequence() uint64 {
@@ -1194,11 +1349,18 @@ func (x *Tracking) GetDlqSequence() uint64 {
 	return 0
 }
 
+func (x *Tracking) GetNotifySequence() uint64 {
+	if x != nil {
+		return x.NotifySequence
+	}
+	return 0
+}
+
 var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\x89\a\n" +
+	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xe7\a\n" +
 	"\rClusterStatus\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.proxops.status.v1.PhaseR\x05phase\x12(\n" +
@@ -1219,7 +1381,19 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"heldPrunes\x124\n" +
 	"\x05parts\x18\x10 \x01(\v2\x1e.proxops.status.v1.StatusPartsR\x05parts\x12R\n" +
 	"\x11security_warnings\x18\x11 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\x12R\n" +
-	"\x12refused_operations\x18\x12 \x03(\v2#.proxops.status.v1.RefusedOperationR\x11refusedOperations\"\xdb\x01\n" +
+	"\x12refused_operations\x18\x12 \x03(\v2#.proxops.status.v1.RefusedOperationR\x11refusedOperations\x12\\\n" +
+	"\x15failing_notifications\x18\x13 \x03(\v2'.proxops.status.v1.NotificationDeliveryR\x14failingNotifications\"u\n" +
+	"\x12NotificationHealth\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12E\n" +
+	"\tproviders\x18\x02 \x03(\v2'.proxops.status.v1.NotificationDeliveryR\tproviders\"\xb1\x01\n" +
+	"\x14NotificationDelivery\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
+	"\afailing\x18\x03 \x01(\bR\afailing\x12\x14\n" +
+	"\x05event\x18\x04 \x01(\tR\x05event\x12\x1f\n" +
+	"\vdelivery_id\x18\x05 \x01(\tR\n" +
+	"deliveryId\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xdb\x01\n" +
 	"\x10RefusedOperation\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x13\n" +
@@ -1288,7 +1462,7 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\x04vmid\x18\x05 \x01(\x03R\x04vmid\x127\n" +
 	"\x05state\x18\x06 \x01(\x0e2!.proxops.status.v1.OperationStateR\x05state\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reason\"\xbc\x04\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"\xe5\x04\n" +
 	"\bTracking\x12#\n" +
 	"\rrepo_sequence\x18\x01 \x01(\x04R\frepoSequence\x12%\n" +
 	"\x0eplans_sequence\x18\x02 \x01(\x04R\rplansSequence\x12)\n" +
@@ -1307,7 +1481,8 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\vnot_applied\x18\f \x01(\bR\n" +
 	"notApplied\x12#\n" +
 	"\rrun_completed\x18\r \x01(\bR\frunCompleted\x12!\n" +
-	"\fdlq_sequence\x18\x0e \x01(\x04R\vdlqSequence*\xb9\x01\n" +
+	"\fdlq_sequence\x18\x0e \x01(\x04R\vdlqSequence\x12'\n" +
+	"\x0fnotify_sequence\x18\x0f \x01(\x04R\x0enotifySequence*\xb9\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fPHASE_CONVERGED\x10\x01\x12\x12\n" +
@@ -1341,56 +1516,60 @@ func file_proxops_status_v1_status_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_status_v1_status_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_proxops_status_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_proxops_status_v1_status_proto_goTypes = []any{
 	(Phase)(0),                    // 0: proxops.status.v1.Phase
 	(OperationState)(0),           // 1: proxops.status.v1.OperationState
 	(*ClusterStatus)(nil),         // 2: proxops.status.v1.ClusterStatus
-	(*RefusedOperation)(nil),      // 3: proxops.status.v1.RefusedOperation
-	(*StatusParts)(nil),           // 4: proxops.status.v1.StatusParts
-	(*ResourceStatus)(nil),        // 5: proxops.status.v1.ResourceStatus
-	(*Counters)(nil),              // 6: proxops.status.v1.Counters
-	(*Timing)(nil),                // 7: proxops.status.v1.Timing
-	(*ResourceTiming)(nil),        // 8: proxops.status.v1.ResourceTiming
-	(*TrackedOperation)(nil),      // 9: proxops.status.v1.TrackedOperation
-	(*Tracking)(nil),              // 10: proxops.status.v1.Tracking
-	(*v1.Finding)(nil),            // 11: proxops.plan.v1.Finding
-	(*v11.Gap)(nil),               // 12: proxops.inventory.v1.Gap
-	(*v1.Diagnostic)(nil),         // 13: proxops.plan.v1.Diagnostic
-	(*v11.SecurityWarning)(nil),   // 14: proxops.inventory.v1.SecurityWarning
-	(v1.Action)(0),                // 15: proxops.plan.v1.Action
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*NotificationHealth)(nil),    // 3: proxops.status.v1.NotificationHealth
+	(*NotificationDelivery)(nil),  // 4: proxops.status.v1.NotificationDelivery
+	(*RefusedOperation)(nil),      // 5: proxops.status.v1.RefusedOperation
+	(*StatusParts)(nil),           // 6: proxops.status.v1.StatusParts
+	(*ResourceStatus)(nil),        // 7: proxops.status.v1.ResourceStatus
+	(*Counters)(nil),              // 8: proxops.status.v1.Counters
+	(*Timing)(nil),                // 9: proxops.status.v1.Timing
+	(*ResourceTiming)(nil),        // 10: proxops.status.v1.ResourceTiming
+	(*TrackedOperation)(nil),      // 11: proxops.status.v1.TrackedOperation
+	(*Tracking)(nil),              // 12: proxops.status.v1.Tracking
+	(*v1.Finding)(nil),            // 13: proxops.plan.v1.Finding
+	(*v11.Gap)(nil),               // 14: proxops.inventory.v1.Gap
+	(*v1.Diagnostic)(nil),         // 15: proxops.plan.v1.Diagnostic
+	(*v11.SecurityWarning)(nil),   // 16: proxops.inventory.v1.SecurityWarning
+	(v1.Action)(0),                // 17: proxops.plan.v1.Action
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_proxops_status_v1_status_proto_depIdxs = []int32{
 	0,  // 0: proxops.status.v1.ClusterStatus.phase:type_name -> proxops.status.v1.Phase
-	5,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
-	11, // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
-	12, // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
-	6,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
-	13, // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	7,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
-	10, // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
-	4,  // 8: proxops.status.v1.ClusterStatus.parts:type_name -> proxops.status.v1.StatusParts
-	14, // 9: proxops.status.v1.ClusterStatus.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	3,  // 10: proxops.status.v1.ClusterStatus.refused_operations:type_name -> proxops.status.v1.RefusedOperation
-	15, // 11: proxops.status.v1.RefusedOperation.action:type_name -> proxops.plan.v1.Action
-	16, // 12: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 13: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
-	16, // 14: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
-	16, // 15: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
-	8,  // 16: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
-	16, // 17: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
-	16, // 18: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 19: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
-	15, // 20: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
-	1,  // 21: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
-	0,  // 22: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
-	9,  // 23: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	7,  // 1: proxops.status.v1.ClusterStatus.resources:type_name -> proxops.status.v1.ResourceStatus
+	13, // 2: proxops.status.v1.ClusterStatus.findings:type_name -> proxops.plan.v1.Finding
+	14, // 3: proxops.status.v1.ClusterStatus.gaps:type_name -> proxops.inventory.v1.Gap
+	8,  // 4: proxops.status.v1.ClusterStatus.counters:type_name -> proxops.status.v1.Counters
+	15, // 5: proxops.status.v1.ClusterStatus.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	9,  // 6: proxops.status.v1.ClusterStatus.timing:type_name -> proxops.status.v1.Timing
+	12, // 7: proxops.status.v1.ClusterStatus.tracking:type_name -> proxops.status.v1.Tracking
+	6,  // 8: proxops.status.v1.ClusterStatus.parts:type_name -> proxops.status.v1.StatusParts
+	16, // 9: proxops.status.v1.ClusterStatus.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	5,  // 10: proxops.status.v1.ClusterStatus.refused_operations:type_name -> proxops.status.v1.RefusedOperation
+	4,  // 11: proxops.status.v1.ClusterStatus.failing_notifications:type_name -> proxops.status.v1.NotificationDelivery
+	4,  // 12: proxops.status.v1.NotificationHealth.providers:type_name -> proxops.status.v1.NotificationDelivery
+	17, // 13: proxops.status.v1.RefusedOperation.action:type_name -> proxops.plan.v1.Action
+	18, // 14: proxops.status.v1.Timing.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 15: proxops.status.v1.Timing.last_plan_at:type_name -> google.protobuf.Timestamp
+	18, // 16: proxops.status.v1.Timing.last_success_at:type_name -> google.protobuf.Timestamp
+	18, // 17: proxops.status.v1.Timing.last_event_at:type_name -> google.protobuf.Timestamp
+	10, // 18: proxops.status.v1.Timing.resources:type_name -> proxops.status.v1.ResourceTiming
+	18, // 19: proxops.status.v1.Timing.last_trigger_at:type_name -> google.protobuf.Timestamp
+	18, // 20: proxops.status.v1.ResourceTiming.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 21: proxops.status.v1.ResourceTiming.last_converged_at:type_name -> google.protobuf.Timestamp
+	17, // 22: proxops.status.v1.TrackedOperation.action:type_name -> proxops.plan.v1.Action
+	1,  // 23: proxops.status.v1.TrackedOperation.state:type_name -> proxops.status.v1.OperationState
+	0,  // 24: proxops.status.v1.Tracking.settled_phase:type_name -> proxops.status.v1.Phase
+	11, // 25: proxops.status.v1.Tracking.operations:type_name -> proxops.status.v1.TrackedOperation
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_proxops_status_v1_status_proto_init() }
@@ -1404,7 +1583,7 @@ func file_proxops_status_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_status_v1_status_proto_rawDesc), len(file_proxops_status_v1_status_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
