@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/services/watcher"
 )
 
 // gitEnv makes the git CLI independent of the machine's and the user's configuration.
@@ -36,6 +39,19 @@ func runGit(t testing.TB, dir string, args ...string) string {
 		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// runGitRaw runs git and returns its standard output as it is.
+func runGitRaw(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv(dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s in %s: %v", strings.Join(args, " "), dir, err)
+	}
+	return string(out)
 }
 
 // workRepo is a git work tree the tests commit in, with a bare "origin" it pushes to.
@@ -96,10 +112,19 @@ func (r *workRepo) commitAndPush(msg string) string {
 	return sha
 }
 
-// treeOf is the git tree hash of a commit.
+// treeOf is the name of a commit's manifest snapshot, computed from git's own listing of the commit: the
+// content hash (event.TreeName) of its regular files below the manifest roots and proxops.yaml.
 func (r *workRepo) treeOf(commit string) string {
 	r.t.Helper()
-	return runGit(r.t, r.dir, "rev-parse", commit+"^{tree}")
+	var files []event.File
+	for _, line := range strings.Split(runGit(r.t, r.dir, "ls-tree", "-r", "--full-tree", commit), "\n") {
+		meta, path, ok := strings.Cut(line, "\t")
+		if f := strings.Fields(meta); !ok || len(f) != 3 || f[1] != "blob" || f[0] == "120000" || !watcher.IsManifestPath(path) {
+			continue
+		}
+		files = append(files, event.File{Path: path, Content: []byte(runGitRaw(r.t, r.dir, "cat-file", "blob", commit+":"+path))})
+	}
+	return event.TreeName(files)
 }
 
 // gitHTTPServer serves the bare repositories under root with git http-backend, the way a git host does.

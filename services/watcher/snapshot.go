@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -40,10 +37,6 @@ const (
 	maxTreeDepth         = 64
 )
 
-// WorktreeTreePrefix starts the name of a snapshot of uncommitted files: the prefix and the hex SHA-256 of
-// the snapshot's content (see SnapshotWorktree).
-const WorktreeTreePrefix = "sha256-"
-
 // ErrSnapshotTooLarge is wrapped when a file or the whole snapshot exceeds the limits.
 var ErrSnapshotTooLarge = errors.New("manifest snapshot too large")
 
@@ -65,7 +58,7 @@ func isManifestRoot(name string) bool {
 // SnapshotBranch reads the manifest files of the committed head of a branch of the local repository at
 // repoPath (its work tree, a directory below it, or its git directory); an empty branch means the commit
 // HEAD points to. Nothing of the repository, its index or its work tree is written. The snapshot is named by
-// the commit's git tree hash.
+// its content (event.TreeName) and carries the commit.
 func SnapshotBranch(ctx context.Context, repoPath, branch string) (TreeSnapshot, error) {
 	repo, err := openLocal(repoPath)
 	if err != nil {
@@ -137,7 +130,7 @@ func snapshotCommit(ctx context.Context, repo *git.Repository, hash plumbing.Has
 	if err != nil {
 		return TreeSnapshot{}, "", fmt.Errorf("read tree of commit %s: %w", hash, err)
 	}
-	snap := TreeSnapshot{Commit: hash.String(), Tree: tree.Hash.String()}
+	snap := TreeSnapshot{Commit: hash.String()}
 	var total int64
 	for _, e := range tree.Entries {
 		switch {
@@ -150,7 +143,7 @@ func snapshotCommit(ctx context.Context, repo *git.Repository, hash plumbing.Has
 			return TreeSnapshot{}, "", fmt.Errorf("commit %s: %w", hash, err)
 		}
 	}
-	sortFiles(snap.Files)
+	snap.Named()
 	return snap, subjectLine(commit.Message), nil
 }
 
@@ -220,10 +213,6 @@ func checkSize(p string, size int64, total *int64) error {
 	return nil
 }
 
-func sortFiles(files []TreeFile) {
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-}
-
 // subjectLine is the first line of a commit message, trimmed and capped for display.
 func subjectLine(msg string) string {
 	line, _, _ := strings.Cut(strings.TrimLeft(msg, "\r\n\t "), "\n")
@@ -236,8 +225,8 @@ func subjectLine(msg string) string {
 
 // SnapshotWorktree reads the manifest files of the work tree at dir (the repository root) from disk, as they
 // are, committed or not. Files ignored by the repository's .gitignore files or .git/info/exclude, symbolic
-// links and anything below a .git entry are left out. The snapshot has no commit; its name is
-// WorktreeTreePrefix and the hex SHA-256 of its content (WorktreeTreeName), so equal files give equal names.
+// links and anything below a .git entry are left out. The snapshot has no commit; it is named by its content
+// (event.TreeName), so equal files give equal names, committed or not.
 func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 	ignore, err := worktreeIgnores(dir)
 	if err != nil {
@@ -306,26 +295,8 @@ func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 			return TreeSnapshot{}, fmt.Errorf("snapshot work tree %s: %w", dir, err)
 		}
 	}
-	sortFiles(snap.Files)
-	snap.Tree = WorktreeTreeName(snap.Files)
+	snap.Named()
 	return snap, nil
-}
-
-// WorktreeTreeName names a snapshot of uncommitted files by its content: WorktreeTreePrefix and the hex
-// SHA-256 of each file's path and content in path order (files must be sorted by path).
-func WorktreeTreeName(files []TreeFile) string {
-	h := sha256.New()
-	h.Write([]byte("proxops-worktree-snapshot-v1\n"))
-	var n [8]byte
-	for _, f := range files {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f.Path)))
-		h.Write(n[:])
-		h.Write([]byte(f.Path))
-		binary.BigEndian.PutUint64(n[:], uint64(len(f.Content)))
-		h.Write(n[:])
-		h.Write(f.Content)
-	}
-	return WorktreeTreePrefix + hex.EncodeToString(h.Sum(nil))
 }
 
 // worktreeIgnores reads .git/info/exclude, the root .gitignore and every .gitignore below the manifest

@@ -568,7 +568,7 @@ func (w *Watcher) publish(ctx context.Context, ev RepoChanged) error {
 	}
 	w.m.published.WithLabelValues(string(ev.Trigger)).Inc()
 	w.log.Info("repo changed", "commit", ev.Commit, "tree", ev.Tree, "trigger", string(ev.Trigger),
-		"event_id", ev.EventID, "request_id", ev.RequestID, "dry_run", ev.DryRun)
+		"event_id", ev.EventID, "request_id", ev.RequestID, "dry_run", ev.DryRun, "requested_by", ev.RequestedBy)
 	return nil
 }
 
@@ -752,7 +752,6 @@ func (w *Watcher) drift(ctx context.Context, slotStart time.Time) {
 
 var (
 	requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:/+=-]{1,128}$`)
-	treeNamePattern  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 	clusterPattern   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$`)
 )
 
@@ -760,8 +759,12 @@ func validateRequest(req ReconcileRequest) error {
 	if !requestIDPattern.MatchString(req.RequestID) {
 		return fmt.Errorf("%w: request id %q: 1 to 128 of [A-Za-z0-9._:/+=-]", ErrInvalidRequest, truncate(req.RequestID, 140))
 	}
-	if req.Tree != "" && !treeNamePattern.MatchString(req.Tree) {
-		return fmt.Errorf("%w: request %s: tree %q: not a tree name", ErrInvalidRequest, req.RequestID, truncate(req.Tree, 140))
+	if req.Tree != "" && !event.ValidTreeName(req.Tree) {
+		return fmt.Errorf("%w: request %s: tree %q: not a tree name (%s and 64 hex digits)", ErrInvalidRequest, req.RequestID,
+			truncate(req.Tree, 140), event.TreePrefix)
+	}
+	if req.Operator != "" && req.Tree == "" {
+		return fmt.Errorf("%w: request %s: a work-tree apply by %s names no tree", ErrInvalidRequest, req.RequestID, req.Operator)
 	}
 	for _, c := range req.Clusters {
 		if !clusterPattern.MatchString(c) {
@@ -771,7 +774,10 @@ func validateRequest(req ReconcileRequest) error {
 	return nil
 }
 
-// manualEvent answers a ReconcileRequest: the requester's own tree, or the current commit.
+// manualEvent answers a ReconcileRequest: the requester's own tree, or the current commit. Only the commits
+// the watcher fetched itself and the work trees an operator asked for on the operator's own subject
+// (req.Operator) are ever announced to be applied: a tree named by an ordinary request is a dry run, whatever
+// the request says.
 func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 	if err := validateRequest(req); err != nil {
 		return err
@@ -784,12 +790,22 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 		if errors.Is(err, ErrTreeNotFound) {
 			return fmt.Errorf("%w: request %s: tree %s is not in the tree store", ErrInvalidRequest, req.RequestID, req.Tree)
 		}
+		if errors.Is(err, event.ErrTreeMismatch) {
+			return fmt.Errorf("%w: request %s: %w", ErrInvalidRequest, req.RequestID, err)
+		}
 		if err != nil {
 			return fmt.Errorf("request %s: look up tree %s: %w", req.RequestID, req.Tree, err)
 		}
-		// A snapshot of a commit carries it; one of a work tree has none.
+		// A snapshot of a commit carries it (as the client stored it: shown, not trusted); one of a work
+		// tree has none.
 		ev = RepoChanged{Repo: w.repo, Branch: w.cfg.Branch, Commit: snap.Commit, Tree: req.Tree, Trigger: TriggerManual,
-			EventID: ManualEventID(w.repo, req.Tree, req.RequestID)}
+			EventID: ManualEventID(w.repo, req.Tree, req.RequestID), DryRun: true}
+		if req.Operator != "" {
+			ev.DryRun, ev.RequestedBy = req.DryRun, req.Operator
+		} else if !req.DryRun {
+			w.log.Warn("a request on the reconcile subject names a tree: planned as a dry run (a work-tree apply is an operator's, on its own subject)",
+				"request_id", req.RequestID, "tree", req.Tree)
+		}
 	} else if w.cfg.RequestsOnly {
 		return fmt.Errorf("%w: request %s: this watcher announces only requests that name a stored tree", ErrInvalidRequest, req.RequestID)
 	} else {
@@ -800,12 +816,12 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 			return fmt.Errorf("request %s: %w", req.RequestID, err)
 		}
 		ev = w.event(w.current, TriggerManual, ManualEventID(w.repo, w.current.Commit, req.RequestID))
+		ev.DryRun = req.DryRun
 	}
 	ev.RequestID = req.RequestID
 	ev.Clusters = append([]string(nil), req.Clusters...)
-	ev.DryRun = req.DryRun
-	w.log.Info("reconcile requested", "request_id", req.RequestID, "requested_by", req.RequestedBy,
-		"tree", req.Tree, "dry_run", req.DryRun)
+	w.log.Info("reconcile requested", "request_id", req.RequestID, "requested_by", req.RequestedBy, "operator", req.Operator,
+		"tree", req.Tree, "dry_run", ev.DryRun)
 	return w.publish(ctx, ev)
 }
 

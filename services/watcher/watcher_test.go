@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	natsbus "github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -679,11 +682,12 @@ func TestReconcileRequests(t *testing.T) {
 		}
 	})
 	t.Run("requester's own tree", func(t *testing.T) {
+		s.repo.write("vm/base/web.yaml", "apiVersion: proxops/v1\nkind: VM\nmetadata:\n  name: web\nspec:\n  vmid: 102\n")
 		snap, err := watcher.SnapshotWorktree(context.Background(), s.repo.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := bus.putTree(snap); err != nil {
+		if err := bus.putPreview(snap); err != nil {
 			t.Fatal(err)
 		}
 		if err := bus.send(watcher.ReconcileRequest{RequestID: "preview-1", Tree: snap.Tree, DryRun: true}); err != nil {
@@ -704,6 +708,8 @@ func TestReconcileRequests(t *testing.T) {
 			{RequestID: "has space"},
 			{RequestID: "ok", Clusters: []string{"Bad.Name"}},
 			{RequestID: "ok", Tree: "sha256-" + strings.Repeat("0", 64)},
+			// A git tree hash is not a content-addressed snapshot name.
+			{RequestID: "ok", Tree: strings.Repeat("a", 40)},
 		} {
 			if err := bus.send(req); !errors.Is(err, watcher.ErrInvalidRequest) {
 				t.Errorf("request %+v: error %v, want ErrInvalidRequest", req, err)
@@ -766,9 +772,10 @@ func fileContent(snap watcher.TreeSnapshot, path string) string {
 }
 
 // A watcher that answers requests only announces nothing by itself (no start, no poll, no drift): it
-// announces the trees requesters stored, with the commit a committed snapshot carries, and refuses a
+// announces the trees requesters stored, with the commit a committed snapshot carries, as dry runs; only a
+// work-tree apply on an operator's subject is announced to be applied, naming that operator. It refuses a
 // request without a tree.
-func TestRequestsOnlyWatcherAnnouncesOnlyRequestedTrees(t *testing.T) {
+func TestRequestsOnlyWatcherAppliesOnlyOperatorsTrees(t *testing.T) {
 	root := t.TempDir()
 	repo := newWorkRepo(t, root)
 	seed(repo)
@@ -780,20 +787,66 @@ func TestRequestsOnlyWatcherAnnouncesOnlyRequestedTrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.putTree(snap); err != nil {
+	if err := bus.putPreview(snap); err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.send(watcher.ReconcileRequest{RequestID: "apply-1", Tree: snap.Tree}); err != nil {
+	// A request on the ordinary subject that asks to apply a tree is planned as a dry run.
+	if err := bus.send(watcher.ReconcileRequest{RequestID: "apply-1", Tree: snap.Tree, RequestedBy: "operator"}); err != nil {
 		t.Fatal(err)
 	}
 	ev := r.waitEvent("the requested tree", func(ev watcher.RepoChanged) bool { return ev.RequestID == "apply-1" })
-	if ev.Commit != first || ev.Tree != snap.Tree || ev.DryRun || ev.Trigger != watcher.TriggerManual {
-		t.Fatalf("event %+v, want commit %s tree %s", ev, first, snap.Tree)
+	if ev.Commit != first || ev.Tree != snap.Tree || !ev.DryRun || ev.RequestedBy != "" || ev.Trigger != watcher.TriggerManual {
+		t.Fatalf("event %+v, want a dry run of commit %s tree %s asked by nobody", ev, first, snap.Tree)
+	}
+	// The same on an operator's subject is an apply, recorded as that operator's.
+	if err := bus.sendAs("operator-alice", watcher.ReconcileRequest{RequestID: "apply-2", Tree: snap.Tree, RequestedBy: "someone else"}); err != nil {
+		t.Fatal(err)
+	}
+	ev = r.waitEvent("the operator's tree", func(ev watcher.RepoChanged) bool { return ev.RequestID == "apply-2" })
+	if ev.Tree != snap.Tree || ev.DryRun || ev.RequestedBy != "operator-alice" {
+		t.Fatalf("event %+v, want an apply of tree %s requested by operator-alice", ev, snap.Tree)
 	}
 	if err := bus.send(watcher.ReconcileRequest{RequestID: "now"}); !errors.Is(err, watcher.ErrInvalidRequest) {
 		t.Fatalf("request without a tree: %v, want ErrInvalidRequest", err)
 	}
-	if all := bus.pub.all(); len(all) != 1 {
-		t.Fatalf("published %d events, want only the requested one: %+v", len(all), all)
+	if err := bus.sendAs("operator", watcher.ReconcileRequest{RequestID: "apply-head"}); !errors.Is(err, watcher.ErrInvalidRequest) {
+		t.Fatalf("work-tree apply without a tree: %v, want ErrInvalidRequest", err)
+	}
+	if all := bus.pub.all(); len(all) != 2 {
+		t.Fatalf("published %d events, want only the requested ones: %+v", len(all), all)
+	}
+}
+
+// A snapshot whose content does not hash to the name it is stored under is refused, whoever names it.
+func TestRequestForATamperedTreeIsRefused(t *testing.T) {
+	root := t.TempDir()
+	repo := newWorkRepo(t, root)
+	seed(repo)
+	repo.commitAndPush("initial manifests")
+	bus := newTestBus(t)
+	startWatcher(t, watcher.Config{Path: repo.dir, RequestsOnly: true}, bus)
+	snap, err := watcher.SnapshotWorktree(context.Background(), repo.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := snap
+	forged.Files = append(slices.Clone(snap.Files), watcher.TreeFile{Path: "vm/extra.yaml", Content: []byte("kind: VM\n")})
+	if _, err := bus.env.Bus.PutObjectIfAbsent(context.Background(), natsbus.ObjectPreviews, snap.Tree, wire.TreeSnapshotToProto(forged)); err != nil {
+		t.Fatal(err)
+	}
+	for _, send := range []func() error{
+		func() error {
+			return bus.send(watcher.ReconcileRequest{RequestID: "preview", Tree: snap.Tree, DryRun: true})
+		},
+		func() error {
+			return bus.sendAs("operator", watcher.ReconcileRequest{RequestID: "apply", Tree: snap.Tree})
+		},
+	} {
+		if err := send(); !errors.Is(err, watcher.ErrInvalidRequest) || !strings.Contains(err.Error(), snap.Tree) {
+			t.Errorf("request for a tampered tree: %v, want ErrInvalidRequest naming %s", err, snap.Tree)
+		}
+	}
+	if all := bus.pub.all(); len(all) != 0 {
+		t.Fatalf("published %+v for a tampered tree", all)
 	}
 }

@@ -187,8 +187,12 @@ type ClusterStatus struct {
 	Parts *StatusParts `protobuf:"bytes,16,opt,name=parts,proto3" json:"parts,omitempty"`
 	// Security warnings of the last gap report, sorted.
 	SecurityWarnings []*v11.SecurityWarning `protobuf:"bytes,17,rep,name=security_warnings,json=securityWarnings,proto3" json:"security_warnings,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The tree of the last run that succeeded, and the operator user who asked for it when it was a
+	// work-tree apply (empty for a commit the watcher fetched).
+	LastTreeApplied string `protobuf:"bytes,18,opt,name=last_tree_applied,json=lastTreeApplied,proto3" json:"last_tree_applied,omitempty"`
+	LastAppliedBy   string `protobuf:"bytes,19,opt,name=last_applied_by,json=lastAppliedBy,proto3" json:"last_applied_by,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
@@ -338,6 +342,20 @@ func (x *ClusterStatus) GetSecurityWarnings() []*v11.SecurityWarning {
 		return x.SecurityWarnings
 	}
 	return nil
+}
+
+func (x *ClusterStatus) GetLastTreeApplied() string {
+	if x != nil {
+		return x.LastTreeApplied
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetLastAppliedBy() string {
+	if x != nil {
+		return x.LastAppliedBy
+	}
+	return ""
 }
 
 // StatusParts locates a report stored in parts: the keys <cluster>.part.0 to <cluster>.part.<count-1> of the
@@ -1067,7 +1085,7 @@ var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xb5\x06\n" +
+	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\x89\a\n" +
 	"\rClusterStatus\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.proxops.status.v1.PhaseR\x05phase\x12(\n" +
@@ -1087,7 +1105,9 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\vheld_prunes\x18\x0f \x03(\tR\n" +
 	"heldPrunes\x124\n" +
 	"\x05parts\x18\x10 \x01(\v2\x1e.proxops.status.v1.StatusPartsR\x05parts\x12R\n" +
-	"\x11security_warnings\x18\x11 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\"O\n" +
+	"\x11security_warnings\x18\x11 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\x12*\n" +
+	"\x11last_tree_applied\x18\x12 \x01(\tR\x0flastTreeApplied\x12&\n" +
+	"\x0flast_applied_by\x18\x13 \x01(\tR\rlastAppliedBy\"O\n" +
 	"\vStatusParts\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
