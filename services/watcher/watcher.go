@@ -538,16 +538,19 @@ func (w *Watcher) storeTree(ctx context.Context, snap TreeSnapshot) error {
 }
 
 // ensureTree makes sure the current announcement's tree is in the store, reading it again from git if the
-// store lost it.
+// store lost it or the announcement names it the way an older version did (git's tree hash): the
+// announcement then takes the snapshot's content name.
 func (w *Watcher) ensureTree(ctx context.Context) error {
-	hctx, cancel := context.WithTimeout(ctx, busTimeout)
-	has, err := w.deps.Trees.HasTree(hctx, w.current.Tree)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("look up tree %s: %w", w.current.Tree, err)
-	}
-	if has {
-		return nil
+	if event.ValidTreeName(w.current.Tree) {
+		hctx, cancel := context.WithTimeout(ctx, busTimeout)
+		has, err := w.deps.Trees.HasTree(hctx, w.current.Tree)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("look up tree %s: %w", w.current.Tree, err)
+		}
+		if has {
+			return nil
+		}
 	}
 	gctx, gcancel := context.WithTimeout(ctx, w.cfg.GitTimeout)
 	defer gcancel()
@@ -555,7 +558,11 @@ func (w *Watcher) ensureTree(ctx context.Context) error {
 	if err != nil {
 		return &gitError{w.red.error(err)}
 	}
-	return w.storeTree(ctx, snap)
+	if err := w.storeTree(ctx, snap); err != nil {
+		return err
+	}
+	w.current.Tree = snap.Tree
+	return nil
 }
 
 // publish publishes one RepoChanged.

@@ -3,6 +3,7 @@ package watcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -636,6 +637,45 @@ func TestStartupWhenTheRemoteIsDownAnnouncesTheLastGoodTree(t *testing.T) {
 	})
 	if st := r2.w.Status(); !st.Stale {
 		t.Errorf("status = %+v, want stale", st)
+	}
+}
+
+// After an upgrade from a version that named committed snapshots by git's tree hash, a watcher that cannot
+// reach its repository at start still announces its last good commit, under the snapshot's content name.
+func TestLastGoodCommitRecordedUnderAGitTreeHashIsAnnouncedUnderItsContentName(t *testing.T) {
+	s := newRemoteSetup(t)
+	bus := newTestBus(t)
+	r := startWatcher(t, s.cfg, bus)
+	r.waitCommit(s.first, watcher.TriggerStartup)
+	r.stop()
+	ctx := context.Background()
+	keys, err := bus.env.Bus.Keys(ctx, natsbus.BucketDeliveries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitTree := runGit(t, s.repo.dir, "rev-parse", s.first+"^{tree}")
+	rewritten := 0
+	for _, k := range keys {
+		if strings.HasSuffix(k, ".state") {
+			state := fmt.Sprintf(`{"commit":%q,"tree":%q,"subject":"initial manifests"}`, s.first, gitTree)
+			if _, err := bus.env.Bus.PutBytes(ctx, natsbus.BucketDeliveries, k, []byte(state)); err != nil {
+				t.Fatal(err)
+			}
+			rewritten++
+		}
+	}
+	if rewritten != 1 {
+		t.Fatalf("found %d recorded announcements, want 1", rewritten)
+	}
+
+	s.server.down.Store(true)
+	startWatcher(t, s.cfg, bus)
+	waitFor(t, "a second startup event", func() bool {
+		return len(bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerStartup })) == 2
+	})
+	startups := bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerStartup })
+	if ev := startups[1]; ev.Commit != s.first || ev.Tree != s.repo.treeOf(s.first) {
+		t.Fatalf("startup event after the upgrade: commit %s tree %s, want %s %s", ev.Commit, ev.Tree, s.first, s.repo.treeOf(s.first))
 	}
 }
 
