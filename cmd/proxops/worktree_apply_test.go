@@ -148,4 +148,8 @@ func TestOnlyAnOperatorAppliesAWorkTreeOnADeployedSystem(t *testing.T) {
 	if out := as("cli", 0, "status"); !strings.Contains(out, "worktree="+snap.Tree+" by=operator") {
 		t.Fatalf("proxops status does not show the operator's work-tree apply:\n%s", out)
 	}
+	if out := as("cli", 0, "events"); !strings.Contains(out, "apply requested by operator operator") ||
+		!strings.Contains(out, "(work tree "+snap.Tree+" applied by operator)") {
+		t.Fatalf("proxops events as cli does not show the operator's work-tree apply:\n%s", out)
+	}
 }
