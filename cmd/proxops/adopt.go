@@ -24,6 +24,7 @@ import (
 	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/repofs"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/planner"
@@ -137,7 +138,7 @@ func runAdopt(ctx context.Context, out, errOut io.Writer, opts adoptOptions) err
 		}()
 		b = sys.bus
 	}
-	if _, err := b.PutObjectIfAbsent(ctx, bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
+	if _, err := treestore.PutPreview(ctx, b, snap); err != nil {
 		return fmt.Errorf("store the repository snapshot: %w", err)
 	}
 	res, err := requestAdoption(ctx, b, wire.AdoptRequest{Cluster: name, RequestID: newRequestID(), Nodes: opts.nodes, Tree: snap.Tree})

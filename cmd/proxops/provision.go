@@ -29,7 +29,7 @@ func newProvisionCommand() *cobra.Command {
 		Short: "Create or update the streams, buckets and object stores of a deployed NATS system",
 		Long: `provision creates every JetStream stream, key-value bucket and object store ProxOps uses on the NATS
 server or cluster at --nats, or updates the settings that changed. Running it again changes nothing. Use
---replicas 3 on a three-server cluster. Connect as a user allowed to manage JetStream (the cli user of
+--replicas 3 on a three-server cluster. Connect as a user allowed to manage JetStream (the admin user of
 deploy/nats). proxops up provisions its embedded server itself; this command is for deployed systems, before
 their services start. It prints one line per stream, bucket and store: created, updated or unchanged.`,
 		Args: cobra.NoArgs,

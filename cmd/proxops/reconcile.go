@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/planner"
 	"github.com/proxops/proxops/services/watcher"
@@ -102,7 +102,9 @@ func newApplyCommand() *cobra.Command {
 operations go to an executor per node in dependency order, and progress is printed as they start and
 finish. It applies the committed HEAD, or the work tree with --worktree. A plan held by the mass-prune
 latch waits for confirmation: --yes confirms it. With --nats it asks a deployed system to reconcile its
-own repository now and follows that (a local tree is never applied remotely).
+own repository now and follows that; with --nats and --worktree it applies the local work tree there,
+which only an operator user may (--nats-user operator: the deployed system records that user and the
+tree's hash).
 
 Exit status: 0 when every plan ran and succeeded; 1 when an operation failed, a cluster was rejected, a
 held plan was not confirmed, or the command failed.`,
@@ -125,9 +127,19 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	if opts.output != "text" && opts.output != "json" {
 		return fmt.Errorf("--output %q: want text or json", opts.output)
 	}
-	remoteApply := apply && opts.nats.url != ""
-	if remoteApply && opts.worktree {
-		return errors.New("apply --nats applies the deployed system's own repository; a local work tree can only be previewed (diff --nats --worktree)")
+	// apply --nats asks a deployed system to apply its own repository; apply --nats --worktree is an
+	// operator's work-tree apply there.
+	remoteApply := apply && opts.nats.url != "" && !opts.worktree
+	operator := ""
+	switch {
+	case apply && opts.nats.url != "" && opts.worktree:
+		if opts.nats.user == "" {
+			return errors.New("apply --nats --worktree needs --nats-user: a work tree is applied on the operator user's own subject, and the deployed system records that user")
+		}
+		operator = opts.nats.user
+	case apply && opts.nats.url == "":
+		// On one host, whoever holds the data directory is the operator.
+		operator = localOperator
 	}
 	src, err := resolveSource(opts.global, opts.repo, os.LookupEnv)
 	if err != nil {
@@ -182,10 +194,10 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		b = sys.bus
 	}
 	req := reconcileRequest{bus: b, sys: sys, apply: apply, yes: opts.yes, clusters: opts.clusters, timeout: opts.timeout,
-		process: src.Process}
+		process: src.Process, operator: operator}
 	if !remoteApply {
 		req.tree = snap.Tree
-		if _, err := b.PutObjectIfAbsent(ctx, bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
+		if _, err := treestore.PutPreview(ctx, b, snap); err != nil {
 			return fmt.Errorf("store the repository snapshot: %w", err)
 		}
 	}
@@ -270,8 +282,11 @@ type reconcileRequest struct {
 	yes      bool
 	clusters []string
 	// tree is the stored snapshot to reconcile; empty asks for the deployed watcher's current commit.
-	tree    string
-	timeout time.Duration
+	tree string
+	// operator, for an apply of tree, is the user whose work-tree apply subject the request goes to;
+	// empty sends an ordinary request (a tree is then only ever planned as a dry run).
+	operator string
+	timeout  time.Duration
 	// process is laid over the announced tree's proxops.yaml to find its clusters (--config, flags).
 	process *repo.Config
 }
@@ -420,11 +435,22 @@ func (f *reconcileFollow) follow(ctx context.Context, stream, filter string, fro
 	}()
 }
 
-// ask publishes the reconcile request.
+// localOperator is the user a work-tree apply on one host is recorded as: whoever holds the data directory.
+const localOperator = "local"
+
+// ask publishes the reconcile request: on the operator's work-tree apply subject for an apply of a tree,
+// else on the reconcile subject.
 func (f *reconcileFollow) ask(ctx context.Context) error {
 	msg := wire.ReconcileRequestToProto(event.ReconcileRequest{RequestID: f.requestID, Clusters: f.q.clusters, DryRun: !f.q.apply,
 		Tree: f.q.tree, RequestedBy: requestedBy()})
-	if _, err := f.q.bus.Publish(ctx, bus.SubjectReconcileRequest, msg, bus.WithMsgID(f.requestID)); err != nil {
+	subject := bus.SubjectReconcileRequest
+	if f.q.apply && f.q.tree != "" && f.q.operator != "" {
+		var err error
+		if subject, err = bus.WorktreeApplySubject(f.q.operator); err != nil {
+			return fmt.Errorf("ask for a work-tree apply: %w", err)
+		}
+	}
+	if _, err := f.q.bus.Publish(ctx, subject, msg, bus.WithMsgID(f.requestID)); err != nil {
 		return fmt.Errorf("ask for a reconcile: %w", err)
 	}
 	return nil
@@ -687,9 +713,7 @@ func (f *reconcileFollow) eventTaken(ctx context.Context) (taken, handled bool, 
 func (q reconcileRequest) clusterNames(ctx context.Context, ev event.RepoChanged) ([]string, error) {
 	names := ev.Clusters
 	if len(names) == 0 {
-		snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
-			return q.bus.GetObject(ctx, bus.ObjectTrees, ev.Tree, into)
-		})
+		snap, err := treestore.Get(ctx, q.bus, ev.Tree)
 		if err != nil {
 			return nil, fmt.Errorf("read the announced tree %s: %w", ev.Tree, err)
 		}

@@ -81,8 +81,8 @@ func TestProvisionTwiceChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 9+7+2 {
-		t.Fatalf("provisioned %d resources, want 18: %v", len(res), res)
+	if len(res) != 9+7+3 {
+		t.Fatalf("provisioned %d resources, want 19: %v", len(res), res)
 	}
 	for _, r := range res {
 		if r.Action != bus.Unchanged {

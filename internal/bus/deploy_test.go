@@ -128,13 +128,21 @@ func TestDeployConfigServesTLSClientsWithServiceUsers(t *testing.T) {
 	}
 	ctx := testContext(t)
 	url := "tls://" + srv.Addr().String()
-	cli, err := bus.Connect(ctx, bus.ConnectConfig{URL: url, User: "cli", Password: "pw-cli", TLSCA: filepath.Join(cfg.TLSDir, "ca.pem")}, bus.Options{})
-	if err != nil {
-		t.Fatalf("connect over TLS: %v", err)
+	connect := func(user string) *bus.Bus {
+		b, err := bus.Connect(ctx, bus.ConnectConfig{URL: url, User: user, Password: "pw-" + user, TLSCA: filepath.Join(cfg.TLSDir, "ca.pem")}, bus.Options{})
+		if err != nil {
+			t.Fatalf("connect over TLS as %s: %v", user, err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
 	}
-	defer func() { _ = cli.Close() }()
-	if _, err := cli.Provision(ctx, bus.ProvisionConfig{}); err != nil {
-		t.Fatalf("provision as cli: %v", err)
+	// The admin user provisions a bare server; the cli user finds it provisioned.
+	if _, err := connect("admin").Provision(ctx, bus.ProvisionConfig{}); err != nil {
+		t.Fatalf("provision as admin: %v", err)
+	}
+	cli := connect("cli")
+	if err := cli.CheckProvisioned(ctx); err != nil {
+		t.Fatalf("cli checks the provisioning: %v", err)
 	}
 	if _, err := cli.Publish(ctx, bus.SubjectReconcileRequest, wrapperspb.String("now")); err != nil {
 		t.Fatalf("cli publishes a reconcile request: %v", err)

@@ -49,6 +49,10 @@ const (
 	RoleStatus   Role = "status"
 	RoleCLI      Role = "cli"
 	RoleNotifier Role = "notifier"
+	// RoleOperator is a person's tool with the privilege to apply a work tree (and suspend clusters).
+	RoleOperator Role = "operator"
+	// RoleAdmin provisions the streams, buckets and object stores (proxops provision) and nothing else.
+	RoleAdmin Role = "admin"
 )
 
 // permSet accumulates allow lists.
@@ -120,6 +124,14 @@ func (s *permSet) objRead(bucket string) {
 	)
 }
 
+// objCreate: objRead plus storing objects (chunks and metadata), without purging the store. Subject
+// permissions cannot tell a new object from an overwrite, which is why only content-addressed snapshots
+// that every reader verifies are stored this way.
+func (s *permSet) objCreate(bucket string) {
+	s.objRead(bucket)
+	s.publish("$O."+bucket+".C.>", "$O."+bucket+".M.>")
+}
+
 // objWrite: objRead plus put and delete.
 func (s *permSet) objWrite(bucket string) {
 	s.objRead(bucket)
@@ -135,15 +147,18 @@ func (s *permSet) permissions() Permissions {
 	return Permissions{Publish: norm(s.pub), Subscribe: norm(s.sub), AllowResponses: s.responses}
 }
 
-// WatcherPermissions: publish RepoChanged and SourceHealth, store tree snapshots, remember webhook deliveries, consume
-// ReconcileRequest.
+// WatcherPermissions: publish RepoChanged and SourceHealth, store the snapshots of the commits it fetches (the
+// only writer of proxops_trees), read the snapshots clients stored, remember webhook deliveries, consume
+// ReconcileRequest and work-tree applies.
 func WatcherPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleWatcher))
 	s.publish(SubjectRepoChanged)
 	s.publish(SubjectRepoHealth)
 	s.consume(StreamRepo, ConsumerWatcherReconcile, SubjectReconcileRequest)
+	s.consume(StreamRepo, ConsumerWatcherWorktree, FilterWorktreeApply)
 	s.objWrite(ObjectTrees)
+	s.objRead(ObjectPreviews)
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketDeliveries)
 	return s.permissions()
@@ -168,6 +183,7 @@ func PlannerPermissions() Permissions {
 	// The nodes of a cluster without an allowlist whose executors published an inventory.
 	s.read(StreamInventory)
 	s.objRead(ObjectTrees)
+	s.objRead(ObjectPreviews)
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketLeases)
 	s.kvWrite(BucketOwned)
@@ -222,6 +238,7 @@ func AdopterPermissions() Permissions {
 	s.subscribe(FilterAdopt)
 	s.responses = true
 	s.objRead(ObjectTrees)
+	s.objRead(ObjectPreviews)
 	s.objWrite(ObjectBlobs)
 	s.kvRead(BucketOwned)
 	return s.permissions()
@@ -257,14 +274,73 @@ func NotifierPermissions() Permissions {
 	return s.permissions()
 }
 
-// CLIPermissions: the operator's tool manages JetStream (provisioning, inspection), asks for reconciles,
-// confirms held plans, asks for adoptions and stores work-tree snapshots; it cannot publish plans or
-// operations.
+// CLIPermissions: a person's tool reads status and the event streams (proxops status, events), asks for
+// reconciles of the deployed commit and for dry runs of its own trees, confirms held plans, asks for
+// adoptions and creates preview snapshots in proxops_previews. It cannot apply a work tree, write
+// proxops_trees, the ownership inventory or any other record, publish plans or operations, or manage
+// JetStream.
 func CLIPermissions() Permissions {
 	var s permSet
-	s.inbox(string(RoleCLI))
-	s.publish("$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O.>", "$KV.>")
-	s.publish(SubjectReconcileRequest, FilterConfirms, subjectObserve+".>", FilterAdopt)
+	s.client(string(RoleCLI))
+	return s.permissions()
+}
+
+// OperatorPermissions: the cli's permissions plus applying a work tree on the user's own subject
+// (WorktreeApplySubject(user)), so the watcher knows who asked, and suspending or resuming clusters (the
+// planners' control state).
+func OperatorPermissions(user string) (Permissions, error) {
+	subject, err := WorktreeApplySubject(user)
+	if err != nil {
+		return Permissions{}, fmt.Errorf("operator permissions: %w", err)
+	}
+	var s permSet
+	s.client(user)
+	s.publish(subject)
+	s.kvWrite(BucketClusters)
+	return s.permissions(), nil
+}
+
+// client is what cli and operator users share.
+func (s *permSet) client(user string) {
+	s.inbox(user)
+	s.publish(SubjectReconcileRequest, FilterConfirms, FilterAdopt)
+	// Whether the system is provisioned (CheckProvisioned).
+	for _, sc := range StreamConfigs(ProvisionConfig{}) {
+		s.publish("$JS.API.STREAM.INFO." + sc.Name)
+	}
+	for _, st := range []string{StreamRepo, StreamPlans, StreamResults, StreamGaps, StreamStatus, StreamDLQ} {
+		s.read(st)
+	}
+	// Whether a planner took the event answering a request.
+	s.publish("$JS.API.CONSUMER.INFO." + StreamRepo + "." + ConsumerPlannerRepo)
+	s.kvRead(BucketStatus)
+	s.kvRead(BucketClusters)
+	s.kvRead(BucketLeases)
+	s.objRead(ObjectTrees)
+	s.objCreate(ObjectPreviews)
+	s.objRead(ObjectBlobs)
+}
+
+// AdminPermissions: create, update and inspect the streams, buckets and object stores of the contract (proxops
+// provision), named one by one. Nothing else: no message, key or object of them.
+func AdminPermissions() Permissions {
+	var s permSet
+	s.inbox(string(RoleAdmin))
+	// The account's JetStream information (limits, usage), which creating a bucket reads.
+	s.publish("$JS.API.INFO")
+	var names []string
+	for _, sc := range StreamConfigs(ProvisionConfig{}) {
+		names = append(names, sc.Name)
+	}
+	for _, kc := range KeyValueConfigs(ProvisionConfig{}) {
+		names = append(names, "KV_"+kc.Bucket)
+	}
+	for _, oc := range ObjectStoreConfigs(ProvisionConfig{}) {
+		names = append(names, "OBJ_"+oc.Bucket)
+	}
+	for _, n := range names {
+		s.publish("$JS.API.STREAM.CREATE."+n, "$JS.API.STREAM.UPDATE."+n, "$JS.API.STREAM.INFO."+n)
+	}
 	return s.permissions()
 }
 
@@ -281,7 +357,8 @@ type ServiceUser struct {
 	Permissions Permissions
 }
 
-// ServiceUsers returns every user of a deployment: one per service, one per executor node, sorted by name.
+// ServiceUsers returns every user of a deployment: one per service, the cli, operator and admin users, and one
+// per executor node, sorted by name.
 func ServiceUsers(topology []ClusterNodes) ([]ServiceUser, error) {
 	users := []ServiceUser{
 		{Name: string(RoleWatcher), Role: RoleWatcher, Permissions: WatcherPermissions()},
@@ -290,7 +367,13 @@ func ServiceUsers(topology []ClusterNodes) ([]ServiceUser, error) {
 		{Name: string(RoleStatus), Role: RoleStatus, Permissions: StatusPermissions()},
 		{Name: string(RoleCLI), Role: RoleCLI, Permissions: CLIPermissions()},
 		{Name: string(RoleNotifier), Role: RoleNotifier, Permissions: NotifierPermissions()},
+		{Name: string(RoleAdmin), Role: RoleAdmin, Permissions: AdminPermissions()},
 	}
+	op, err := OperatorPermissions(string(RoleOperator))
+	if err != nil {
+		return nil, err
+	}
+	users = append(users, ServiceUser{Name: string(RoleOperator), Role: RoleOperator, Permissions: op})
 	seenEnv := map[string]string{}
 	for _, u := range users {
 		seenEnv[PasswordVariable(u.Name)] = u.Name

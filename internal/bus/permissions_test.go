@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,9 +130,9 @@ func TestServiceCredentialsAllowTheirWorkAndNothingElse(t *testing.T) {
 	status := connectAs(t, env.server, "status")
 	cli := connectAs(t, env.server, "cli")
 
-	// The CLI provisions (a second run: nothing to change).
-	if _, err := cli.Provision(ctx, bus.ProvisionConfig{}); err != nil {
-		t.Fatalf("cli provision: %v", err)
+	// The admin user provisions (a second run: nothing to change).
+	if _, err := connectAs(t, env.server, "admin").Provision(ctx, bus.ProvisionConfig{}); err != nil {
+		t.Fatalf("admin provision: %v", err)
 	}
 
 	// Watcher: stores a tree and announces it.
@@ -307,5 +308,124 @@ func TestServiceCredentialsAllowTheirWorkAndNothingElse(t *testing.T) {
 	}
 	if _, err := connectDenied(t, env.server, "cli").Publish(ctx, op1, wrapperspb.String("forged")); err == nil {
 		t.Fatal("the cli dispatched an operation")
+	}
+}
+
+// No user of a deployment, admin included, holds the JetStream API, the key-value buckets or the object
+// stores wholesale, and only the watcher may write the committed trees.
+func TestNoUserHoldsJetStreamKeyValueOrObjectsWholesale(t *testing.T) {
+	users, err := bus.ServiceUsers(bus.ExampleDeploy().Topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wholesale := []string{">", "$JS.>", "$JS.API.>", "$KV.>", "$O.>", "$JS.API.STREAM.>", "$JS.API.CONSUMER.>"}
+	for _, u := range users {
+		for _, s := range append(slices.Clone(u.Permissions.Publish), u.Permissions.Subscribe...) {
+			if slices.Contains(wholesale, s) {
+				t.Errorf("user %s holds %s", u.Name, s)
+			}
+			if strings.HasPrefix(s, "$O."+bus.ObjectTrees+".") && u.Name != "watcher" {
+				t.Errorf("user %s may write the committed trees (%s)", u.Name, s)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, u := range users {
+		names[u.Name] = true
+	}
+	for _, want := range []string{"admin", "cli", "operator"} {
+		if !names[want] {
+			t.Errorf("the deployment has no %s user", want)
+		}
+	}
+}
+
+// The cli user reads, previews and asks; it cannot apply a work tree, overwrite a committed tree, write
+// ownership records or the planners' control state, publish on the work queue, read it through a consumer
+// of its own, or manage JetStream. The operator may apply on its own subject only; the admin user manages
+// streams and nothing else.
+func TestCLICannotApplyNorWriteWhatTheServicesTrust(t *testing.T) {
+	users := deployUsers(t)
+	env := startEnv(t, bus.ServerConfig{Users: users}, bus.ProvisionConfig{})
+	ctx := testContext(t)
+	admin := env.bus
+	tree := "sha256-" + strings.Repeat("ab", 32)
+	if _, err := connectAs(t, env.server, "watcher").PutObjectIfAbsent(ctx, bus.ObjectTrees, tree, wrapperspb.String("committed")); err != nil {
+		t.Fatalf("watcher stores a tree: %v", err)
+	}
+
+	cli := connectAs(t, env.server, "cli")
+	if _, err := cli.PutObjectIfAbsent(ctx, bus.ObjectPreviews, "sha256-"+strings.Repeat("cd", 32), wrapperspb.String("preview")); err != nil {
+		t.Fatalf("cli creates a preview: %v", err)
+	}
+	var read wrapperspb.StringValue
+	if err := cli.GetObject(ctx, bus.ObjectTrees, tree, &read); err != nil {
+		t.Fatalf("cli reads a committed tree: %v", err)
+	}
+	if _, err := cli.Publish(ctx, bus.SubjectReconcileRequest, wrapperspb.String("now")); err != nil {
+		t.Fatalf("cli requests a reconcile: %v", err)
+	}
+
+	denied := connectDenied(t, env.server, "cli")
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		t.Cleanup(cancel)
+		return c
+	}
+	if obs, err := denied.JetStream().ObjectStore(short(), bus.ObjectTrees); err == nil {
+		if _, err := obs.PutBytes(short(), tree, []byte("forged")); err == nil {
+			t.Error("cli overwrote a committed tree")
+		}
+	}
+	if err := admin.GetObject(ctx, bus.ObjectTrees, tree, &read); err != nil || read.GetValue() != "committed" {
+		t.Errorf("committed tree after the cli's attempt: %q, %v", read.GetValue(), err)
+	}
+	if _, err := denied.PutBytes(ctx, bus.BucketOwned, "lab.101", []byte("forged")); err == nil {
+		t.Error("cli wrote an ownership record")
+	}
+	if _, err := denied.PutBytes(ctx, bus.BucketClusters, "lab", []byte("forged")); err == nil {
+		t.Error("cli wrote the planners' control state")
+	}
+	op1, _ := bus.OpSubject("lab", "pve1")
+	if _, err := denied.Publish(ctx, op1, wrapperspb.String("forged op")); err == nil {
+		t.Error("cli published on the work queue")
+	}
+	if err := denied.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: "cli_ops", Filter: op1}); err == nil {
+		t.Error("cli created a consumer on the work queue")
+	}
+	if err := denied.ReadStream(ctx, bus.StreamOps, bus.FilterOps, 0, func(*bus.Message) error { return nil }); err == nil {
+		t.Error("cli read the work queue")
+	}
+	for _, user := range []string{"cli", "operator"} {
+		subject, _ := bus.WorktreeApplySubject(user)
+		if _, err := denied.Publish(ctx, subject, wrapperspb.String("apply")); err == nil {
+			t.Errorf("cli published a work-tree apply on %s", subject)
+		}
+	}
+	if err := denied.JetStream().DeleteStream(short(), bus.StreamRepo); err == nil {
+		t.Error("cli deleted a stream")
+	}
+	if _, err := denied.Provision(ctx, bus.ProvisionConfig{Replicas: 1, LeaseTTL: time.Minute}); err == nil {
+		t.Error("cli provisioned")
+	}
+
+	own, _ := bus.WorktreeApplySubject("operator")
+	if _, err := connectAs(t, env.server, "operator").Publish(ctx, own, wrapperspb.String("apply")); err != nil {
+		t.Fatalf("operator publishes a work-tree apply on its own subject: %v", err)
+	}
+	other, _ := bus.WorktreeApplySubject("operator-bob")
+	if _, err := connectDenied(t, env.server, "operator").Publish(ctx, other, wrapperspb.String("apply")); err == nil {
+		t.Error("operator published a work-tree apply on another user's subject")
+	}
+
+	adminDenied := connectDenied(t, env.server, "admin")
+	if _, err := adminDenied.PutBytes(ctx, bus.BucketOwned, "lab.101", []byte("forged")); err == nil {
+		t.Error("admin wrote an ownership record")
+	}
+	if _, err := adminDenied.Publish(ctx, bus.SubjectReconcileRequest, wrapperspb.String("now")); err == nil {
+		t.Error("admin published a reconcile request")
+	}
+	if err := adminDenied.GetObject(ctx, bus.ObjectTrees, tree, &read); err == nil {
+		t.Error("admin read a tree")
 	}
 }

@@ -17,6 +17,7 @@ const (
 	DefaultDeliveriesTTL   = 30 * 24 * time.Hour
 	DefaultBlobTTL         = 30 * 24 * time.Hour
 	DefaultOpRecordTTL     = 30 * 24 * time.Hour
+	DefaultPreviewTTL      = 30 * 24 * time.Hour
 
 	day = 24 * time.Hour
 )
@@ -35,6 +36,8 @@ type ProvisionConfig struct {
 	BlobTTL time.Duration
 	// OpRecordTTL is how long proxops_ops keeps an operation's intent and outcome (default 30 d).
 	OpRecordTTL time.Duration
+	// PreviewTTL is how long proxops_previews keeps a client's snapshot (default 30 d).
+	PreviewTTL time.Duration
 	// Memory keeps everything in memory instead of files (tests only: nothing survives a restart).
 	Memory bool
 }
@@ -57,6 +60,9 @@ func (c ProvisionConfig) withDefaults() ProvisionConfig {
 	}
 	if c.OpRecordTTL <= 0 {
 		c.OpRecordTTL = DefaultOpRecordTTL
+	}
+	if c.PreviewTTL <= 0 {
+		c.PreviewTTL = DefaultPreviewTTL
 	}
 	return c
 }
@@ -83,7 +89,7 @@ func StreamConfigs(cfg ProvisionConfig) []jetstream.StreamConfig {
 			Duplicates:  cfg.DuplicateWindow,
 		}
 	}
-	repo := base(StreamRepo, "repository events, source health and reconcile requests", SubjectRepoChanged, SubjectRepoHealth, SubjectReconcileRequest)
+	repo := base(StreamRepo, "repository events, source health, reconcile requests and work-tree applies", SubjectRepoChanged, SubjectRepoHealth, SubjectReconcileRequest, FilterWorktreeApply)
 	repo.MaxAge = 7 * day
 	plans := base(StreamPlans, "plans, rejections, holds, finished runs and confirmations", FilterPlans, FilterConfirms)
 	plans.MaxAge = 30 * day
@@ -133,7 +139,8 @@ func KeyValueConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 func ObjectStoreConfigs(cfg ProvisionConfig) []jetstream.ObjectStoreConfig {
 	cfg = cfg.withDefaults()
 	return []jetstream.ObjectStoreConfig{
-		{Bucket: ObjectTrees, Description: "manifest tree snapshots by tree hash", Storage: cfg.storage(), Replicas: cfg.Replicas, Compression: true},
+		{Bucket: ObjectTrees, Description: "snapshots of the commits the watcher fetched, by content hash", Storage: cfg.storage(), Replicas: cfg.Replicas, Compression: true},
+		{Bucket: ObjectPreviews, Description: "snapshots clients stored to preview or apply a work tree, by content hash", TTL: cfg.PreviewTTL, Storage: cfg.storage(), Replicas: cfg.Replicas, Compression: true},
 		{Bucket: ObjectBlobs, Description: "bodies of messages above the payload limit", TTL: cfg.BlobTTL, Storage: cfg.storage(), Replicas: cfg.Replicas, Compression: true},
 	}
 }

@@ -19,8 +19,11 @@ const (
 	SubjectRepoChanged = "proxops.v1.repo.changed"
 	// SubjectRepoHealth carries SourceHealth (watcher → status): whether the repository can be read.
 	SubjectRepoHealth = "proxops.v1.repo.health"
-	// SubjectReconcileRequest carries ReconcileRequest (CLI or operator → watcher).
+	// SubjectReconcileRequest carries ReconcileRequest (CLI or operator → watcher). A request here that names a
+	// tree is always planned as a dry run.
 	SubjectReconcileRequest = "proxops.v1.reconcile.request"
+	// FilterWorktreeApply covers the work-tree apply subjects (WorktreeApplySubject): operator → watcher.
+	FilterWorktreeApply = subjectWorktreeApply + ".*"
 
 	subjectPlan      = "proxops.v1.plan"
 	subjectConfirm   = "proxops.v1.confirm"
@@ -33,6 +36,8 @@ const (
 	subjectDLQ       = "proxops.v1.dlq"
 	subjectAdopt     = "proxops.v1.adopt"
 	subjectNotify    = "proxops.v1.notify"
+
+	subjectWorktreeApply = "proxops.v1.apply.worktree"
 )
 
 // Subject filters covering every cluster (and node): what the streams store.
@@ -86,8 +91,12 @@ const (
 
 // Object stores.
 const (
-	// ObjectTrees holds manifest tree snapshots, named by tree hash and written once.
+	// ObjectTrees holds the snapshots of the commits the watcher fetched, named by content hash
+	// (event.TreeName) and written once, by the watcher only.
 	ObjectTrees = "proxops_trees"
+	// ObjectPreviews holds the snapshots clients store to preview (diff, adopt) or, as an operator, apply a
+	// work tree: named by content hash like ObjectTrees, created by the clients, verified by every reader.
+	ObjectPreviews = "proxops_previews"
 	// ObjectBlobs holds message bodies larger than the server's payload limit.
 	ObjectBlobs = "proxops_blobs"
 )
@@ -100,6 +109,8 @@ const (
 	ConsumerPlannerConfirm = "planner_confirm"
 	// ConsumerWatcherReconcile is the watchers' durable consumer of ReconcileRequest on PROXOPS_REPO.
 	ConsumerWatcherReconcile = "watcher_reconcile"
+	// ConsumerWatcherWorktree is the watchers' durable consumer of work-tree applies on PROXOPS_REPO.
+	ConsumerWatcherWorktree = "watcher_worktree"
 	// ConsumerAdopterInventory is the adopters' durable consumer of NodeInventory on PROXOPS_INVENTORY.
 	ConsumerAdopterInventory = "adopter_inventory"
 	// ConsumerNotifierPlans is the notifiers' durable consumer of plan events on PROXOPS_PLANS.
@@ -287,6 +298,26 @@ func ParseDLQSubject(subject string) (cluster, node string, err error) {
 		return "", "", fmt.Errorf("dead-letter subject %q: %w", subject, err)
 	}
 	return cluster, node, nil
+}
+
+var userTokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// WorktreeApplySubject is proxops.v1.apply.worktree.<user>: an operator's request to apply a work tree. Each
+// operator user may publish on its own subject only, so the watcher takes who asked from the last token.
+func WorktreeApplySubject(user string) (string, error) {
+	if !userTokenRE.MatchString(user) {
+		return "", fmt.Errorf("user %q: only letters, digits, '-' and '_' (at most 64) can name a work-tree apply subject", user)
+	}
+	return subjectWorktreeApply + "." + user, nil
+}
+
+// WorktreeApplyUser is the user a work-tree apply subject names, or an error for any other subject.
+func WorktreeApplyUser(subject string) (string, error) {
+	user, ok := strings.CutPrefix(subject, subjectWorktreeApply+".")
+	if !ok || !userTokenRE.MatchString(user) {
+		return "", fmt.Errorf("subject %q is not a work-tree apply subject", subject)
+	}
+	return user, nil
 }
 
 // ExecutorConsumer is the durable consumer shared by a node's executors: exec_<cluster>_<node>. Durable

@@ -36,7 +36,7 @@ type RepoChanged struct {
 	Branch string
 	// Commit is the commit hash; empty for an uncommitted work-tree snapshot.
 	Commit string
-	// Tree names the snapshot in the proxops_trees object store.
+	// Tree names the snapshot by its content (TreeName), in proxops_trees or proxops_previews.
 	Tree    string
 	Trigger Trigger
 	// EventID is the dedup id (CommitEventID, DriftEventID or ManualEventID); it is the Nats-Msg-Id.
@@ -49,6 +49,9 @@ type RepoChanged struct {
 	DryRun bool
 	// Subject is the commit's subject line, for display.
 	Subject string
+	// RequestedBy is the operator user who asked for a work-tree apply: the NATS user the request arrived
+	// as. Empty for commits the watcher fetched and for dry runs of a client's tree.
+	RequestedBy string
 }
 
 // ReconcileRequest asks the watcher to announce the current commit again, or a snapshot the requester
@@ -62,8 +65,12 @@ type ReconcileRequest struct {
 	DryRun bool
 	// Tree is a snapshot already stored by the requester; empty means the watcher's current commit.
 	Tree string
-	// RequestedBy is free text for logs and status, e.g. "cli:alice@host".
+	// RequestedBy is free text for logs, e.g. "cli:alice@host": the client fills it in, so nothing trusts it.
 	RequestedBy string
+	// Operator is set by the transport, never from the message: the operator user a work-tree apply arrived
+	// as (the last token of its subject, which only that user may publish on). Empty for an ordinary
+	// request, whose tree is then only ever planned as a dry run.
+	Operator string
 }
 
 // TreeSnapshot is the manifest files of one tree, sorted by path.

@@ -24,6 +24,9 @@ type RunInfo struct {
 	DryRun bool
 	// Suspended: the cluster is suspended; nothing is applied.
 	Suspended bool
+	// RequestedBy is the operator user who asked for a work-tree apply (RepoChanged.RequestedBy); empty for
+	// a commit the watcher fetched.
+	RequestedBy string
 }
 
 // Answers reports whether the run answers a request: its own event's, or one coalesced into it.

@@ -103,13 +103,16 @@ type ClusterDocument struct {
 	Timing   TimingDocument `json:"timing"`
 }
 
-// ReportDocument is a cluster's deterministic report.
+// ReportDocument is a cluster's deterministic report. LastTreeApplied is the tree of the last run that
+// succeeded; LastAppliedBy the operator user who asked for it when it was a work-tree apply.
 type ReportDocument struct {
 	Cluster           string                    `json:"cluster"`
 	Phase             string                    `json:"phase"`
 	Reason            string                    `json:"reason"`
 	LastCommitSeen    string                    `json:"last_commit_seen"`
 	LastCommitApplied string                    `json:"last_commit_applied"`
+	LastTreeApplied   string                    `json:"last_tree_applied,omitempty"`
+	LastAppliedBy     string                    `json:"last_applied_by,omitempty"`
 	PlanID            string                    `json:"plan_id"`
 	Counters          CountersDocument          `json:"counters"`
 	Resources         []ResourceDocument        `json:"resources"`
@@ -248,7 +251,8 @@ func NewReportDocument(r report.Report) ReportDocument {
 	c := r.Counters
 	d := ReportDocument{
 		Cluster: r.Cluster, Phase: string(r.Phase), Reason: r.Reason, LastCommitSeen: r.LastCommitSeen,
-		LastCommitApplied: r.LastCommitApplied, PlanID: r.PlanID,
+		LastCommitApplied: r.LastCommitApplied, LastTreeApplied: r.LastTreeApplied, LastAppliedBy: r.LastAppliedBy,
+		PlanID: r.PlanID,
 		Counters: CountersDocument{Objects: c.Objects, ActionsOK: c.ActionsOK, ActionsErr: c.ActionsErr,
 			ActionsSkipped: c.ActionsSkipped, Pruned: c.Pruned, PruneDeferred: c.PruneDeferred, Skipped: c.Skipped,
 			Anomalies: c.Anomalies, Gaps: c.Gaps, Drifted: c.Drifted, Plans: c.Plans, Rejections: c.Rejections,
@@ -530,6 +534,10 @@ func StatusText(w io.Writer, v StatusView) error {
 
 func writeClusterText(b *strings.Builder, s report.ClusterStatus) {
 	fmt.Fprintf(b, "[%s] phase=%s commit=%s applied=%s", s.Cluster, s.Phase, orDash(s.LastCommitSeen), orDash(s.LastCommitApplied))
+	if s.LastAppliedBy != "" {
+		// A work tree an operator applied: who asked, and the tree's name.
+		fmt.Fprintf(b, " worktree=%s by=%s", s.LastTreeApplied, s.LastAppliedBy)
+	}
 	if s.Reason != "" {
 		b.WriteString(": " + oneLine(s.Reason))
 	}

@@ -239,7 +239,7 @@ func (s *ClusterStatus) foldPlanned(e plan.Planned, at time.Time) {
 		// Nothing to do: PVE already matches this commit.
 		s.settle(PhaseConverged, "")
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
-		s.LastCommitApplied = e.Commit
+		s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = e.Commit, e.Tree, e.RequestedBy
 		s.succeeded(at)
 	}
 }
@@ -378,7 +378,7 @@ func (s *ClusterStatus) foldFinished(f plan.FinishedRun, at time.Time) {
 	switch f.Outcome {
 	case plan.OutcomeSucceeded:
 		s.settle(PhaseConverged, "")
-		s.LastCommitApplied = f.Commit
+		s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = f.Commit, f.Tree, f.RequestedBy
 		s.succeeded(at)
 	case plan.OutcomeFailed:
 		s.settle(PhaseFailed, fmt.Sprintf("%s failed; the next plan retries", plural(failed, "operation")))

@@ -164,6 +164,10 @@ type Report struct {
 	Reason            string
 	LastCommitSeen    string
 	LastCommitApplied string
+	// LastTreeApplied is the tree of the last run that succeeded; LastAppliedBy the operator user who asked
+	// for it when it was a work-tree apply (empty for a commit the watcher fetched).
+	LastTreeApplied string
+	LastAppliedBy   string
 	// PlanID is the content id of the last plan.
 	PlanID string
 	// Resources, sorted by kind, name.

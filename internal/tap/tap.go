@@ -38,7 +38,7 @@ func Sources(cluster string) ([]Source, error) {
 		confirms, _ = bus.ConfirmSubject(cluster)
 	}
 	return []Source{
-		{Stream: bus.StreamRepo, Filters: []string{bus.SubjectRepoChanged, bus.SubjectRepoHealth, bus.SubjectReconcileRequest}},
+		{Stream: bus.StreamRepo, Filters: []string{bus.SubjectRepoChanged, bus.SubjectRepoHealth, bus.SubjectReconcileRequest, bus.FilterWorktreeApply}},
 		{Stream: bus.StreamPlans, Filters: []string{plans, confirms}},
 		{Stream: bus.StreamResults, Filters: []string{results}},
 		{Stream: bus.StreamGaps, Filters: []string{gaps}},
@@ -109,6 +109,15 @@ func Read(ctx context.Context, stream string, m *bus.Message, stored time.Time) 
 	return e, nil
 }
 
+// worktreeApplier is the operator user of a work-tree apply subject, or "" for any other subject.
+func worktreeApplier(subject string) string {
+	user, err := bus.WorktreeApplyUser(subject)
+	if err != nil {
+		return ""
+	}
+	return user
+}
+
 // describe sets the entry's kind, cluster and text from the message's domain value.
 func describe(ctx context.Context, e *Entry, m *bus.Message) error {
 	dec := m.Decode
@@ -126,6 +135,9 @@ func describe(ctx context.Context, e *Entry, m *bus.Message) error {
 		mode := ""
 		if ev.DryRun {
 			mode = " (dry run)"
+		}
+		if ev.RequestedBy != "" {
+			mode += fmt.Sprintf(" (work tree %s applied by %s)", ev.Tree, ev.RequestedBy)
 		}
 		e.Text = fmt.Sprintf("%s commit %s%s (%s) for %s%s", ev.Repo, short(ev.Commit), quoted(ev.Subject), ev.Trigger, scope, mode)
 	case e.Subject == bus.SubjectRepoHealth:
@@ -150,6 +162,18 @@ func describe(ctx context.Context, e *Entry, m *bus.Message) error {
 			scope = strings.Join(r.Clusters, ", ")
 		}
 		e.Text = fmt.Sprintf("reconcile %s requested by %s", scope, r.RequestedBy)
+	case worktreeApplier(e.Subject) != "":
+		r, err := wire.DecodeReconcileRequest(ctx, dec)
+		if err != nil {
+			return err
+		}
+		user := worktreeApplier(e.Subject)
+		e.Kind, e.clusters = "apply.worktree", r.Clusters
+		scope := "every cluster"
+		if len(r.Clusters) > 0 {
+			scope = strings.Join(r.Clusters, ", ")
+		}
+		e.Text = fmt.Sprintf("work tree %s for %s: apply requested by operator %s", r.Tree, scope, user)
 	case strings.HasPrefix(e.Type, "proxops.plan.v1.") && e.Stream == bus.StreamPlans:
 		return describePlanEvent(ctx, e, dec)
 	case e.Stream == bus.StreamResults:

@@ -6,9 +6,6 @@ package testkit
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -153,16 +150,14 @@ func RunService(t testing.TB, what string, fn func(context.Context) error) (stop
 	return stop
 }
 
-// Snapshot is a repository of files (path to content) as a tree snapshot, named by a hash of its paths
-// and contents, as the watcher stores trees.
+// Snapshot is a repository of files (path to content) as a tree snapshot, named by its content
+// (event.TreeName), as the watcher and the clients store trees.
 func Snapshot(files map[string]string) event.TreeSnapshot {
 	snap := event.TreeSnapshot{}
-	h := sha256.New()
 	for _, p := range slices.Sorted(maps.Keys(files)) {
-		fmt.Fprintf(h, "%s\x00%s\x00", p, files[p])
 		snap.Files = append(snap.Files, event.File{Path: p, Content: []byte(files[p])})
 	}
-	snap.Tree = hex.EncodeToString(h.Sum(nil))[:40]
+	snap.Named()
 	return snap
 }
 

@@ -25,7 +25,8 @@ func RepoChangedToProto(e event.RepoChanged) (proto.Message, error) {
 		return nil, fmt.Errorf("repo changed %s: %w", e.EventID, err)
 	}
 	return &repov1.RepoChanged{Repo: e.Repo, Branch: e.Branch, Commit: e.Commit, Tree: e.Tree, Trigger: t,
-		EventId: e.EventID, RequestId: e.RequestID, Clusters: e.Clusters, DryRun: e.DryRun, Subject: e.Subject}, nil
+		EventId: e.EventID, RequestId: e.RequestID, Clusters: e.Clusters, DryRun: e.DryRun, Subject: e.Subject,
+		RequestedBy: e.RequestedBy}, nil
 }
 
 // RepoChangedFromProto converts a proxops.repo.v1.RepoChanged.
@@ -40,7 +41,7 @@ func RepoChangedFromProto(m proto.Message) (event.RepoChanged, error) {
 	}
 	return event.RepoChanged{Repo: p.GetRepo(), Branch: p.GetBranch(), Commit: p.GetCommit(), Tree: p.GetTree(),
 		Trigger: t, EventID: p.GetEventId(), RequestID: p.GetRequestId(), Clusters: p.GetClusters(),
-		DryRun: p.GetDryRun(), Subject: p.GetSubject()}, nil
+		DryRun: p.GetDryRun(), Subject: p.GetSubject(), RequestedBy: p.GetRequestedBy()}, nil
 }
 
 // DecodeRepoChanged decodes a received proxops.repo.v1.RepoChanged.

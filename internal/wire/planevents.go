@@ -82,7 +82,7 @@ func PlannedToProto(e plan.Planned) (proto.Message, error) {
 		PlanId: e.Plan.ID, RunId: e.RunID, Cluster: e.Plan.Cluster, Repo: e.Repo, Commit: e.Commit, Tree: e.Tree,
 		EventId: e.EventID, RequestId: e.RequestID, Operations: ops, Findings: findings, DryRun: e.DryRun,
 		Suspended: e.Suspended, Held: e.Plan.Held, HeldReason: e.Plan.HeldReason, Resources: e.Plan.Resources,
-		Record: records, HeldPrunes: e.Plan.HeldPrunes, RequestIds: e.RequestIDs,
+		Record: records, HeldPrunes: e.Plan.HeldPrunes, RequestIds: e.RequestIDs, RequestedBy: e.RequestedBy,
 	}, nil
 }
 
@@ -107,7 +107,7 @@ func PlannedFromProto(m proto.Message) (plan.Planned, error) {
 	return plan.Planned{
 		RunInfo: plan.RunInfo{Cluster: p.GetCluster(), PlanID: p.GetPlanId(), RunID: p.GetRunId(), Repo: p.GetRepo(),
 			Commit: p.GetCommit(), Tree: p.GetTree(), EventID: p.GetEventId(), RequestID: p.GetRequestId(),
-			RequestIDs: p.GetRequestIds(), DryRun: p.GetDryRun(), Suspended: p.GetSuspended()},
+			RequestIDs: p.GetRequestIds(), DryRun: p.GetDryRun(), Suspended: p.GetSuspended(), RequestedBy: p.GetRequestedBy()},
 		Plan: plan.Plan{ID: p.GetPlanId(), Cluster: p.GetCluster(), Operations: ops, Findings: findings,
 			Held: p.GetHeld(), HeldReason: p.GetHeldReason(), HeldPrunes: p.GetHeldPrunes(), Resources: p.GetResources(),
 			Record: recordsFromProto(p.GetRecord())},
@@ -253,6 +253,7 @@ func FinishedToProto(e plan.FinishedRun) (proto.Message, error) {
 		Cluster: e.Cluster, PlanId: e.PlanID, RunId: e.RunID, Outcome: outcome, Commit: e.Commit,
 		Succeeded: counts[0], Failed: counts[1], Skipped: counts[2], Superseded: counts[3], Operations: ops,
 		FinishedAt: timeToProto(e.At), EventId: e.EventID, RequestId: e.RequestID, RequestIds: e.RequestIDs,
+		Tree: e.Tree, RequestedBy: e.RequestedBy,
 	}, nil
 }
 
@@ -284,7 +285,8 @@ func FinishedFromProto(m proto.Message) (plan.FinishedRun, error) {
 	}
 	return plan.FinishedRun{
 		RunInfo: plan.RunInfo{Cluster: p.GetCluster(), PlanID: p.GetPlanId(), RunID: p.GetRunId(), Commit: p.GetCommit(),
-			EventID: p.GetEventId(), RequestID: p.GetRequestId(), RequestIDs: p.GetRequestIds()},
+			Tree: p.GetTree(), EventID: p.GetEventId(), RequestID: p.GetRequestId(), RequestIDs: p.GetRequestIds(),
+			RequestedBy: p.GetRequestedBy()},
 		Finished: plan.Finished{Outcome: outcome, Succeeded: int(p.GetSucceeded()), Failed: int(p.GetFailed()),
 			Skipped: int(p.GetSkipped()), Superseded: int(p.GetSuperseded()), Operations: ops},
 		At: at,

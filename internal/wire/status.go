@@ -82,6 +82,7 @@ func clusterStatusToProto(s report.ClusterStatus) (*statusv1.ClusterStatus, erro
 	}
 	p := &statusv1.ClusterStatus{
 		Cluster: s.Cluster, Phase: phase, LastCommitSeen: s.LastCommitSeen, LastCommitApplied: s.LastCommitApplied,
+		LastTreeApplied: s.LastTreeApplied, LastAppliedBy: s.LastAppliedBy,
 		PlanId: s.PlanID, Findings: findings, Gaps: gapsToProto(s.Gaps), Diagnostics: ds, Reason: s.Reason,
 		Revision: s.Revision, HeldPrunes: s.HeldPrunes, Tracking: tracking, Timing: timingToProto(s.Timing),
 		Counters: countersToProto(s.Counters), SecurityWarnings: securityToProto(s.Security),
@@ -262,7 +263,8 @@ func clusterStatusFromProto(p *statusv1.ClusterStatus) (report.ClusterStatus, er
 	s := report.ClusterStatus{
 		Report: report.Report{
 			Cluster: p.GetCluster(), Phase: phase, Reason: p.GetReason(), LastCommitSeen: p.GetLastCommitSeen(),
-			LastCommitApplied: p.GetLastCommitApplied(), PlanID: p.GetPlanId(), Findings: findings,
+			LastCommitApplied: p.GetLastCommitApplied(), LastTreeApplied: p.GetLastTreeApplied(),
+			LastAppliedBy: p.GetLastAppliedBy(), PlanID: p.GetPlanId(), Findings: findings,
 			HeldPrunes: p.GetHeldPrunes(), Gaps: gapsFromProto(p.GetGaps()), Diagnostics: ds,
 			Security: securityFromProto(p.GetSecurityWarnings()),
 			Counters: countersFromProto(p.GetCounters()),

@@ -34,6 +34,7 @@ import (
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/testcorpus"
 	"github.com/proxops/proxops/internal/testkit"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/adopter"
 	"github.com/proxops/proxops/services/executor"
@@ -187,7 +188,7 @@ func (e *env) observe(node string) {
 	subject, _ := bus.ObserveSubject(cluster, node)
 	req := wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: "test-" + node})
 	_, err := wire.DecodeNodeInventory(testContext(e.t), func(ctx context.Context, into proto.Message) error {
-		return e.cli().Request(ctx, subject, req, into)
+		return e.admin.Request(ctx, subject, req, into)
 	})
 	if err != nil {
 		e.t.Fatalf("observe %s: %v", node, err)
@@ -438,12 +439,12 @@ func demoSecrets(t *testing.T) ([]byte, *secrets.AgeKeys) {
 // storeTree stores a repository snapshot and returns its name.
 func (e *env) storeTree(files map[string]string) string {
 	e.t.Helper()
-	snap := event.TreeSnapshot{Commit: "worktree", Tree: "tree-" + fmt.Sprint(len(files))}
+	snap := event.TreeSnapshot{}
 	for p, c := range files {
 		snap.Files = append(snap.Files, event.File{Path: p, Content: []byte(c)})
 	}
-	snap.Sort()
-	if _, err := e.cli().PutObjectIfAbsent(testContext(e.t), bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
+	snap.Named()
+	if _, err := treestore.PutPreview(testContext(e.t), e.cli(), snap); err != nil {
 		e.t.Fatal(err)
 	}
 	return snap.Tree

@@ -18,6 +18,7 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -46,9 +47,7 @@ func (a *adopter) adoptCluster(ctx context.Context, req wire.AdoptRequest) (adop
 	if req.Tree == "" {
 		return adopt.Result{}, errors.New("the request names no repository snapshot")
 	}
-	snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
-		return a.bus.GetObject(ctx, bus.ObjectTrees, req.Tree, into)
-	})
+	snap, err := treestore.Get(ctx, a.bus, req.Tree)
 	if err != nil {
 		return adopt.Result{}, fmt.Errorf("repository snapshot %s: %w", req.Tree, err)
 	}

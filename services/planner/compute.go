@@ -20,6 +20,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -52,6 +53,10 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		if errors.Is(err, bus.ErrNotFound) {
 			return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error,
 				Message: fmt.Sprintf("plan error: tree snapshot %s is not in the tree store", ev.Tree)}}), nil
+		}
+		if errors.Is(err, event.ErrTreeMismatch) {
+			return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error,
+				Message: fmt.Sprintf("plan error: tree snapshot %s was altered (%v); nothing is planned from it", ev.Tree, err)}}), nil
 		}
 		return computed{}, transient(err)
 	}
@@ -131,7 +136,8 @@ func hasSecretRefs(op plan.Operation) bool {
 	return false
 }
 
-// repository loads the repository of a tree snapshot (cached by tree: snapshots never change).
+// repository loads the repository of a tree snapshot, checked against its name (cached by tree: the name is
+// the hash of the content).
 func (p *planner) repository(ctx context.Context, tree string) (*repo.Repository, error) {
 	p.treeMu.Lock()
 	if r, ok := p.trees[tree]; ok {
@@ -139,11 +145,9 @@ func (p *planner) repository(ctx context.Context, tree string) (*repo.Repository
 		return r, nil
 	}
 	p.treeMu.Unlock()
-	snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
-		return p.bus.GetObject(ctx, bus.ObjectTrees, tree, into)
-	})
+	snap, err := treestore.Get(ctx, p.bus, tree)
 	if err != nil {
-		return nil, fmt.Errorf("tree %s: %w", tree, err)
+		return nil, err
 	}
 	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: p.cfg.Process})
 	p.treeMu.Lock()
@@ -200,11 +204,9 @@ func (p *planner) decryptSecrets(ctx context.Context, tree string, r *repo.Repos
 	return store, nil
 }
 
-// treeFS returns the file system of a tree snapshot.
+// treeFS returns the file system of a tree snapshot, checked against its name.
 func (p *planner) treeFS(ctx context.Context, tree string) (fs.FS, error) {
-	snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
-		return p.bus.GetObject(ctx, bus.ObjectTrees, tree, into)
-	})
+	snap, err := treestore.Get(ctx, p.bus, tree)
 	if err != nil {
 		return nil, err
 	}

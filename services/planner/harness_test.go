@@ -25,6 +25,7 @@ import (
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/testkit"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/executor"
 	"github.com/proxops/proxops/services/planner"
@@ -199,7 +200,7 @@ func readRepo(t testing.TB, dir string) repoFiles {
 func (e *env) snapshot(files repoFiles) string {
 	e.t.Helper()
 	snap := testkit.Snapshot(files)
-	if _, err := e.bus.PutObjectIfAbsent(testContext(e.t), bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap)); err != nil {
+	if _, err := treestore.PutCommitted(testContext(e.t), e.bus, snap); err != nil {
 		e.t.Fatalf("store tree: %v", err)
 	}
 	return snap.Tree

@@ -119,6 +119,13 @@ func (p *planner) handleEvent(ctx context.Context, d *bus.Delivery) error {
 		log.Error("repository event names a tree that is not stored; nothing to plan", "err", err)
 		return bus.Terminal(err)
 	}
+	if errors.Is(err, event.ErrTreeMismatch) {
+		// Without the event's clusters there is nobody to address a rejection to: the tree cannot be
+		// trusted to name them.
+		p.metrics.events.WithLabelValues("tree_mismatch").Inc()
+		log.Error("repository event names a tree whose content does not match its name; nothing is planned", "err", err)
+		return bus.Terminal(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -347,7 +354,7 @@ func notApplied(pl plan.Plan) (plan.Finished, error) {
 
 func runInfo(ev event.RepoChanged, cluster, runID string) plan.RunInfo {
 	return plan.RunInfo{Cluster: cluster, RunID: runID, Repo: ev.Repo, Commit: ev.Commit, Tree: ev.Tree,
-		EventID: ev.EventID, RequestID: ev.RequestID}
+		EventID: ev.EventID, RequestID: ev.RequestID, RequestedBy: ev.RequestedBy}
 }
 
 // newID returns a fresh id: prefix, time and randomness, usable as a KV key token and in message ids.

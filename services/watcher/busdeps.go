@@ -5,18 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 )
 
-// BusDeps returns the watcher's dependencies on NATS JetStream: the proxops_trees object store as its tree
-// store, the PROXOPS_REPO stream as its publisher (RepoChanged and SourceHealth) and request source (durable consumer watcher_reconcile, so
-// each request is handled by one watcher), and the proxops_deliveries bucket as its KV. The streams, buckets
-// and stores must have been provisioned (bus.Provision).
+// BusDeps returns the watcher's dependencies on NATS JetStream: the proxops_trees object store (and, for
+// reading, proxops_previews) as its tree store, the PROXOPS_REPO stream as its publisher (RepoChanged and
+// SourceHealth) and request source (durable consumers watcher_reconcile and watcher_worktree, so each request
+// is handled by one watcher), and the proxops_deliveries bucket as its KV. The streams, buckets and stores
+// must have been provisioned (bus.Provision).
 func BusDeps(b *bus.Bus, registry *prometheus.Registry, logger *slog.Logger) Deps {
 	return Deps{
 		Trees:     busTrees{b},
@@ -52,19 +54,18 @@ func (t busTrees) HasTree(ctx context.Context, tree string) (bool, error) {
 }
 
 func (t busTrees) PutTree(ctx context.Context, snap TreeSnapshot) (bool, error) {
-	return t.b.PutObjectIfAbsent(ctx, bus.ObjectTrees, snap.Tree, wire.TreeSnapshotToProto(snap))
+	return treestore.PutCommitted(ctx, t.b, snap)
 }
 
 func (t busTrees) GetTree(ctx context.Context, tree string) (TreeSnapshot, error) {
 	return GetTree(ctx, t.b, tree)
 }
 
-// GetTree reads a tree snapshot from the proxops_trees object store; the error wraps ErrTreeNotFound when no
-// snapshot has that name.
+// GetTree reads a tree snapshot (treestore.Get: proxops_trees, else proxops_previews, checked against its
+// name); the error wraps ErrTreeNotFound when no snapshot has that name, event.ErrTreeMismatch when the
+// content does not hash to it.
 func GetTree(ctx context.Context, b *bus.Bus, tree string) (TreeSnapshot, error) {
-	snap, err := wire.DecodeTreeSnapshot(ctx, func(ctx context.Context, into proto.Message) error {
-		return b.GetObject(ctx, bus.ObjectTrees, tree, into)
-	})
+	snap, err := treestore.Get(ctx, b, tree)
 	if errors.Is(err, bus.ErrNotFound) {
 		return TreeSnapshot{}, fmt.Errorf("tree %s: %w", tree, ErrTreeNotFound)
 	}
@@ -117,29 +118,51 @@ func (k busKV) Create(ctx context.Context, key string, value []byte) (bool, erro
 type busRequests struct{ b *bus.Bus }
 
 func (r busRequests) ConsumeRequests(ctx context.Context, handle func(context.Context, ReconcileRequest) error) error {
-	err := r.b.EnsureConsumer(ctx, bus.ConsumerConfig{
-		Stream: bus.StreamRepo, Durable: bus.ConsumerWatcherReconcile, Filter: bus.SubjectReconcileRequest,
-		Description: "watchers: reconcile requests",
-	})
-	if err != nil {
-		return err
+	consumers := []bus.ConsumerConfig{
+		{Stream: bus.StreamRepo, Durable: bus.ConsumerWatcherReconcile, Filter: bus.SubjectReconcileRequest,
+			Description: "watchers: reconcile requests"},
+		{Stream: bus.StreamRepo, Durable: bus.ConsumerWatcherWorktree, Filter: bus.FilterWorktreeApply,
+			Description: "watchers: operators' work-tree applies"},
 	}
-	err = r.b.Consume(ctx, bus.StreamRepo, bus.ConsumerWatcherReconcile, bus.ConsumeOptions{Concurrency: 1},
-		func(ctx context.Context, d *bus.Delivery) error {
-			req, err := wire.DecodeReconcileRequest(ctx, d.Decode)
-			if err != nil {
-				return bus.Terminal(fmt.Errorf("%w: %w", ErrInvalidRequest, err))
-			}
-			if err := handle(ctx, req); err != nil {
-				if errors.Is(err, ErrInvalidRequest) {
-					return bus.Terminal(err)
+	for _, c := range consumers {
+		if err := r.b.EnsureConsumer(ctx, c); err != nil {
+			return err
+		}
+	}
+	// Both consumers run until ctx ends; one that stops on an error stops the other.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(consumers))
+	var wg sync.WaitGroup
+	for i, c := range consumers {
+		wg.Go(func() {
+			defer cancel()
+			errs[i] = r.b.Consume(cctx, c.Stream, c.Durable, bus.ConsumeOptions{Concurrency: 1}, func(ctx context.Context, d *bus.Delivery) error {
+				req, err := wire.DecodeReconcileRequest(ctx, d.Decode)
+				if err != nil {
+					return bus.Terminal(fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 				}
-				return err
-			}
-			return nil
+				// Who asked for a work-tree apply is the user of the subject, which only that user may
+				// publish on; an ordinary request never carries an operator.
+				req.Operator = ""
+				if c.Durable == bus.ConsumerWatcherWorktree {
+					if req.Operator, err = bus.WorktreeApplyUser(d.Subject()); err != nil {
+						return bus.Terminal(fmt.Errorf("%w: %w", ErrInvalidRequest, err))
+					}
+				}
+				if err := handle(ctx, req); err != nil {
+					if errors.Is(err, ErrInvalidRequest) {
+						return bus.Terminal(err)
+					}
+					return err
+				}
+				return nil
+			})
 		})
+	}
+	wg.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
-	return err
+	return errors.Join(errs...)
 }

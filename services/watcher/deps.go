@@ -8,14 +8,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TreeStore holds manifest tree snapshots by name (the proxops_trees object store).
+// TreeStore holds manifest tree snapshots by name, the hash of their content (event.TreeName): the
+// snapshots of the commits the watcher fetched (proxops_trees) and those clients stored (proxops_previews).
 type TreeStore interface {
 	// HasTree reports whether a snapshot of that name is stored.
 	HasTree(ctx context.Context, tree string) (bool, error)
-	// PutTree stores snap under snap.Tree unless a snapshot of that name is already stored; it reports
-	// whether it wrote. Snapshots are immutable: a name always holds the same content.
+	// PutTree stores the snapshot of a fetched commit under snap.Tree unless a snapshot of that name is
+	// already stored; it reports whether it wrote. A name always holds the same content.
 	PutTree(ctx context.Context, snap TreeSnapshot) (written bool, err error)
-	// GetTree returns the snapshot of that name, or an error wrapping ErrTreeNotFound.
+	// GetTree returns the snapshot of that name, checked against its name: an error wrapping
+	// ErrTreeNotFound when none is stored, event.ErrTreeMismatch when its content does not hash to it.
 	GetTree(ctx context.Context, tree string) (TreeSnapshot, error)
 }
 
@@ -49,7 +51,8 @@ type KV interface {
 	Create(ctx context.Context, key string, value []byte) (created bool, err error)
 }
 
-// RequestSource delivers ReconcileRequests (the proxops.v1.reconcile.request subject).
+// RequestSource delivers ReconcileRequests: those of the proxops.v1.reconcile.request subject, and the
+// work-tree applies of proxops.v1.apply.worktree.<user>, with Operator set to the user of the subject.
 type RequestSource interface {
 	// ConsumeRequests calls handle for each request until ctx ends, then returns nil. A request is done when
 	// handle returns nil; an error wrapping ErrInvalidRequest will never succeed (terminate it), any other

@@ -7,10 +7,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	pathpkg "path"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/services/watcher"
 )
 
 // gitEnv makes the git CLI independent of the machine's and the user's configuration.
@@ -36,6 +40,19 @@ func runGit(t testing.TB, dir string, args ...string) string {
 		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// runGitRaw runs git and returns its standard output as it is.
+func runGitRaw(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv(dir)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s in %s: %v", strings.Join(args, " "), dir, err)
+	}
+	return string(out)
 }
 
 // workRepo is a git work tree the tests commit in, with a bare "origin" it pushes to.
@@ -96,10 +113,26 @@ func (r *workRepo) commitAndPush(msg string) string {
 	return sha
 }
 
-// treeOf is the git tree hash of a commit.
+// treeOf is the name of a commit's manifest snapshot, computed from git's own listing of the commit: the
+// content hash (event.TreeName) of its files below the manifest roots and proxops.yaml, a link to a file
+// read as that file.
 func (r *workRepo) treeOf(commit string) string {
 	r.t.Helper()
-	return runGit(r.t, r.dir, "rev-parse", commit+"^{tree}")
+	var files []event.File
+	for _, line := range strings.Split(runGit(r.t, r.dir, "ls-tree", "-r", "--full-tree", commit), "\n") {
+		meta, path, ok := strings.Cut(line, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 || f[1] != "blob" || !watcher.IsManifestPath(path) {
+			continue
+		}
+		source := path
+		if f[0] == "120000" {
+			// A link inside the repository is read as the file it leads to.
+			source = pathpkg.Join(pathpkg.Dir(path), runGitRaw(r.t, r.dir, "cat-file", "blob", commit+":"+path))
+		}
+		files = append(files, event.File{Path: path, Content: []byte(runGitRaw(r.t, r.dir, "cat-file", "blob", commit+":"+source))})
+	}
+	return event.TreeName(files)
 }
 
 // gitHTTPServer serves the bare repositories under root with git http-backend, the way a git host does.

@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -42,10 +39,6 @@ const (
 	maxTreeDepth         = 64
 )
 
-// WorktreeTreePrefix starts the name of a snapshot of uncommitted files: the prefix and the hex SHA-256 of
-// the snapshot's content (see SnapshotWorktree).
-const WorktreeTreePrefix = "sha256-"
-
 // ErrSnapshotTooLarge is wrapped when a file or the whole snapshot exceeds the limits.
 var ErrSnapshotTooLarge = errors.New("manifest snapshot too large")
 
@@ -67,7 +60,7 @@ func isManifestRoot(name string) bool {
 // SnapshotBranch reads the manifest files of the committed head of a branch of the local repository at
 // repoPath (its work tree, a directory below it, or its git directory); an empty branch means the commit
 // HEAD points to. Nothing of the repository, its index or its work tree is written. The snapshot is named by
-// the commit's git tree hash.
+// its content (event.TreeName) and carries the commit.
 func SnapshotBranch(ctx context.Context, repoPath, branch string) (TreeSnapshot, error) {
 	repo, err := openLocal(repoPath)
 	if err != nil {
@@ -139,7 +132,7 @@ func snapshotCommit(ctx context.Context, repo *git.Repository, hash plumbing.Has
 	if err != nil {
 		return TreeSnapshot{}, "", fmt.Errorf("read tree of commit %s: %w", hash, err)
 	}
-	snap := TreeSnapshot{Commit: hash.String(), Tree: tree.Hash.String()}
+	snap := TreeSnapshot{Commit: hash.String()}
 	var total int64
 	links := &commitLinks{repo: repo, root: tree}
 	for _, e := range tree.Entries {
@@ -155,7 +148,7 @@ func snapshotCommit(ctx context.Context, repo *git.Repository, hash plumbing.Has
 			return TreeSnapshot{}, "", fmt.Errorf("commit %s: %w", hash, err)
 		}
 	}
-	sortFiles(snap.Files)
+	snap.Named()
 	return snap, subjectLine(commit.Message), nil
 }
 
@@ -313,10 +306,6 @@ func checkSize(p string, size int64, total *int64) error {
 	return nil
 }
 
-func sortFiles(files []TreeFile) {
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-}
-
 // subjectLine is the first line of a commit message, trimmed and capped for display.
 func subjectLine(msg string) string {
 	line, _, _ := strings.Cut(strings.TrimLeft(msg, "\r\n\t "), "\n")
@@ -331,9 +320,9 @@ func subjectLine(msg string) string {
 // are, committed or not. Files ignored by the repository's .gitignore files or .git/info/exclude and
 // anything below a .git entry are left out. A symbolic link is read through repofs: one to a file inside
 // the repository adds that file's content under the link's path, one to a directory, to nothing or to an
-// ignored file is left out, and any other (absolute, leaving the repository, into .git) refuses the snapshot with an error
-// naming the link. The snapshot has no commit; its name is WorktreeTreePrefix and the hex SHA-256 of its
-// content (WorktreeTreeName), so equal files give equal names.
+// ignored file is left out, and any other (absolute, leaving the repository, into .git) refuses the snapshot
+// with an error naming the link. The snapshot has no commit; it is named by its content (event.TreeName), so
+// equal files give equal names, committed or not.
 func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 	ignore, err := worktreeIgnores(dir)
 	if err != nil {
@@ -412,31 +401,13 @@ func SnapshotWorktree(ctx context.Context, dir string) (TreeSnapshot, error) {
 			return TreeSnapshot{}, fmt.Errorf("snapshot work tree %s: %w", dir, err)
 		}
 	}
-	sortFiles(snap.Files)
-	snap.Tree = WorktreeTreeName(snap.Files)
+	snap.Named()
 	return snap, nil
 }
 
 // isFileOrLink reports a regular file or a symbolic link.
 func isFileOrLink(m fs.FileMode) bool {
 	return m.IsRegular() || m&fs.ModeSymlink != 0
-}
-
-// WorktreeTreeName names a snapshot of uncommitted files by its content: WorktreeTreePrefix and the hex
-// SHA-256 of each file's path and content in path order (files must be sorted by path).
-func WorktreeTreeName(files []TreeFile) string {
-	h := sha256.New()
-	h.Write([]byte("proxops-worktree-snapshot-v1\n"))
-	var n [8]byte
-	for _, f := range files {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f.Path)))
-		h.Write(n[:])
-		h.Write([]byte(f.Path))
-		binary.BigEndian.PutUint64(n[:], uint64(len(f.Content)))
-		h.Write(n[:])
-		h.Write(f.Content)
-	}
-	return WorktreeTreePrefix + hex.EncodeToString(h.Sum(nil))
 }
 
 // worktreeIgnores reads .git/info/exclude, the root .gitignore and every .gitignore below the manifest

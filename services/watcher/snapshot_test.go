@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/repofs"
 	"github.com/proxops/proxops/internal/testcorpus"
 	"github.com/proxops/proxops/services/watcher"
@@ -142,7 +143,7 @@ func TestSnapshotWorktreeReadsFilesAsTheyAreOnDisk(t *testing.T) {
 			t.Errorf("%s = %q, want the work tree's", f, got)
 		}
 	}
-	if snap.Commit != "" || !strings.HasPrefix(snap.Tree, watcher.WorktreeTreePrefix) || len(snap.Tree) != len(watcher.WorktreeTreePrefix)+64 {
+	if snap.Commit != "" || !event.ValidTreeName(snap.Tree) {
 		t.Errorf("snapshot commit %q tree %q, want no commit and a content hash", snap.Commit, snap.Tree)
 	}
 
@@ -161,8 +162,8 @@ func TestSnapshotWorktreeReadsFilesAsTheyAreOnDisk(t *testing.T) {
 	if changed.Tree == snap.Tree {
 		t.Error("a changed file kept the snapshot's name")
 	}
-	if got := watcher.WorktreeTreeName(changed.Files); got != changed.Tree {
-		t.Errorf("WorktreeTreeName = %s, snapshot name %s", got, changed.Tree)
+	if got := event.TreeName(changed.Files); got != changed.Tree {
+		t.Errorf("TreeName = %s, snapshot name %s", got, changed.Tree)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/bustest"
+	"github.com/proxops/proxops/internal/treestore"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/watcher"
 )
@@ -116,18 +117,41 @@ func (b *testBus) getTree(tree string) (watcher.TreeSnapshot, error) {
 	return watcher.GetTree(context.Background(), b.env.Bus, tree)
 }
 
-// putTree stores a snapshot as a requester does before it asks for it.
+// putTree stores a snapshot as the watcher stores a commit's.
 func (b *testBus) putTree(snap watcher.TreeSnapshot) error {
 	_, err := b.trees.PutTree(context.Background(), snap)
 	return err
 }
 
+// putPreview stores a snapshot as a client does before it asks for it.
+func (b *testBus) putPreview(snap watcher.TreeSnapshot) error {
+	_, err := treestore.PutPreview(context.Background(), b.env.Bus, snap)
+	return err
+}
+
 // send publishes a reconcile request on the stream and returns what the watcher that received it answered.
 func (b *testBus) send(req watcher.ReconcileRequest) error {
+	return b.sendOn(bus.SubjectReconcileRequest, req, req)
+}
+
+// sendAs publishes a work-tree apply on an operator user's subject and returns the watcher's answer.
+func (b *testBus) sendAs(user string, req watcher.ReconcileRequest) error {
+	subject, err := bus.WorktreeApplySubject(user)
+	if err != nil {
+		return err
+	}
+	received := req
+	received.Operator = user
+	return b.sendOn(subject, req, received)
+}
+
+// sendOn publishes req on subject and returns the answer to the request the watcher received.
+func (b *testBus) sendOn(subject string, req, received watcher.ReconcileRequest) error {
 	from := b.reqs.count()
-	if _, err := b.env.Bus.Publish(context.Background(), bus.SubjectReconcileRequest, wire.ReconcileRequestToProto(req)); err != nil {
+	if _, err := b.env.Bus.Publish(context.Background(), subject, wire.ReconcileRequestToProto(req)); err != nil {
 		return fmt.Errorf("publish request: %w", err)
 	}
+	req = received
 	deadline := time.Now().Add(waitTimeout)
 	for time.Now().Before(deadline) {
 		if err, ok := b.reqs.answerTo(req, from); ok {

@@ -533,16 +533,19 @@ func (w *Watcher) storeTree(ctx context.Context, snap TreeSnapshot) error {
 }
 
 // ensureTree makes sure the current announcement's tree is in the store, reading it again from git if the
-// store lost it.
+// store lost it or the announcement names it the way an older version did (git's tree hash): the
+// announcement then takes the snapshot's content name.
 func (w *Watcher) ensureTree(ctx context.Context) error {
-	hctx, cancel := context.WithTimeout(ctx, busTimeout)
-	has, err := w.deps.Trees.HasTree(hctx, w.current.Tree)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("look up tree %s: %w", w.current.Tree, err)
-	}
-	if has {
-		return nil
+	if event.ValidTreeName(w.current.Tree) {
+		hctx, cancel := context.WithTimeout(ctx, busTimeout)
+		has, err := w.deps.Trees.HasTree(hctx, w.current.Tree)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("look up tree %s: %w", w.current.Tree, err)
+		}
+		if has {
+			return nil
+		}
 	}
 	gctx, gcancel := context.WithTimeout(ctx, w.cfg.GitTimeout)
 	defer gcancel()
@@ -550,7 +553,11 @@ func (w *Watcher) ensureTree(ctx context.Context) error {
 	if err != nil {
 		return &gitError{w.red.error(err)}
 	}
-	return w.storeTree(ctx, snap)
+	if err := w.storeTree(ctx, snap); err != nil {
+		return err
+	}
+	w.current.Tree = snap.Tree
+	return nil
 }
 
 // publish publishes one RepoChanged.
@@ -563,7 +570,7 @@ func (w *Watcher) publish(ctx context.Context, ev RepoChanged) error {
 	}
 	w.m.published.WithLabelValues(string(ev.Trigger)).Inc()
 	w.log.Info("repo changed", "commit", ev.Commit, "tree", ev.Tree, "trigger", string(ev.Trigger),
-		"event_id", ev.EventID, "request_id", ev.RequestID, "dry_run", ev.DryRun)
+		"event_id", ev.EventID, "request_id", ev.RequestID, "dry_run", ev.DryRun, "requested_by", ev.RequestedBy)
 	return nil
 }
 
@@ -747,7 +754,6 @@ func (w *Watcher) drift(ctx context.Context, slotStart time.Time) {
 
 var (
 	requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:/+=-]{1,128}$`)
-	treeNamePattern  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 	clusterPattern   = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$`)
 )
 
@@ -755,8 +761,12 @@ func validateRequest(req ReconcileRequest) error {
 	if !requestIDPattern.MatchString(req.RequestID) {
 		return fmt.Errorf("%w: request id %q: 1 to 128 of [A-Za-z0-9._:/+=-]", ErrInvalidRequest, truncate(req.RequestID, 140))
 	}
-	if req.Tree != "" && !treeNamePattern.MatchString(req.Tree) {
-		return fmt.Errorf("%w: request %s: tree %q: not a tree name", ErrInvalidRequest, req.RequestID, truncate(req.Tree, 140))
+	if req.Tree != "" && !event.ValidTreeName(req.Tree) {
+		return fmt.Errorf("%w: request %s: tree %q: not a tree name (%s and 64 hex digits)", ErrInvalidRequest, req.RequestID,
+			truncate(req.Tree, 140), event.TreePrefix)
+	}
+	if req.Operator != "" && req.Tree == "" {
+		return fmt.Errorf("%w: request %s: a work-tree apply by %s names no tree", ErrInvalidRequest, req.RequestID, req.Operator)
 	}
 	for _, c := range req.Clusters {
 		if !clusterPattern.MatchString(c) {
@@ -766,7 +776,10 @@ func validateRequest(req ReconcileRequest) error {
 	return nil
 }
 
-// manualEvent answers a ReconcileRequest: the requester's own tree, or the current commit.
+// manualEvent answers a ReconcileRequest: the requester's own tree, or the current commit. Only the commits
+// the watcher fetched itself and the work trees an operator asked for on the operator's own subject
+// (req.Operator) are ever announced to be applied: a tree named by an ordinary request is a dry run, whatever
+// the request says.
 func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 	if err := validateRequest(req); err != nil {
 		return err
@@ -779,12 +792,22 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 		if errors.Is(err, ErrTreeNotFound) {
 			return fmt.Errorf("%w: request %s: tree %s is not in the tree store", ErrInvalidRequest, req.RequestID, req.Tree)
 		}
+		if errors.Is(err, event.ErrTreeMismatch) {
+			return fmt.Errorf("%w: request %s: %w", ErrInvalidRequest, req.RequestID, err)
+		}
 		if err != nil {
 			return fmt.Errorf("request %s: look up tree %s: %w", req.RequestID, req.Tree, err)
 		}
-		// A snapshot of a commit carries it; one of a work tree has none.
+		// A snapshot of a commit carries it (as the client stored it: shown, not trusted); one of a work
+		// tree has none.
 		ev = RepoChanged{Repo: w.repo, Branch: w.cfg.Branch, Commit: snap.Commit, Tree: req.Tree, Trigger: TriggerManual,
-			EventID: ManualEventID(w.repo, req.Tree, req.RequestID)}
+			EventID: ManualEventID(w.repo, req.Tree, req.RequestID), DryRun: true}
+		if req.Operator != "" {
+			ev.DryRun, ev.RequestedBy = req.DryRun, req.Operator
+		} else if !req.DryRun {
+			w.log.Warn("a request on the reconcile subject names a tree: planned as a dry run (a work-tree apply is an operator's, on its own subject)",
+				"request_id", req.RequestID, "tree", req.Tree)
+		}
 	} else if w.cfg.RequestsOnly {
 		return fmt.Errorf("%w: request %s: this watcher announces only requests that name a stored tree", ErrInvalidRequest, req.RequestID)
 	} else {
@@ -795,12 +818,12 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 			return fmt.Errorf("request %s: %w", req.RequestID, err)
 		}
 		ev = w.event(w.current, TriggerManual, ManualEventID(w.repo, w.current.Commit, req.RequestID))
+		ev.DryRun = req.DryRun
 	}
 	ev.RequestID = req.RequestID
 	ev.Clusters = append([]string(nil), req.Clusters...)
-	ev.DryRun = req.DryRun
-	w.log.Info("reconcile requested", "request_id", req.RequestID, "requested_by", req.RequestedBy,
-		"tree", req.Tree, "dry_run", req.DryRun)
+	w.log.Info("reconcile requested", "request_id", req.RequestID, "requested_by", req.RequestedBy, "operator", req.Operator,
+		"tree", req.Tree, "dry_run", ev.DryRun)
 	return w.publish(ctx, ev)
 }
 

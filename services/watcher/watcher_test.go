@@ -3,10 +3,12 @@ package watcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	natsbus "github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -663,6 +667,45 @@ func TestStartupWhenTheRemoteIsDownAnnouncesTheLastGoodTree(t *testing.T) {
 	}
 }
 
+// After an upgrade from a version that named committed snapshots by git's tree hash, a watcher that cannot
+// reach its repository at start still announces its last good commit, under the snapshot's content name.
+func TestLastGoodCommitRecordedUnderAGitTreeHashIsAnnouncedUnderItsContentName(t *testing.T) {
+	s := newRemoteSetup(t)
+	bus := newTestBus(t)
+	r := startWatcher(t, s.cfg, bus)
+	r.waitCommit(s.first, watcher.TriggerStartup)
+	r.stop()
+	ctx := context.Background()
+	keys, err := bus.env.Bus.Keys(ctx, natsbus.BucketDeliveries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitTree := runGit(t, s.repo.dir, "rev-parse", s.first+"^{tree}")
+	rewritten := 0
+	for _, k := range keys {
+		if strings.HasSuffix(k, ".state") {
+			state := fmt.Sprintf(`{"commit":%q,"tree":%q,"subject":"initial manifests"}`, s.first, gitTree)
+			if _, err := bus.env.Bus.PutBytes(ctx, natsbus.BucketDeliveries, k, []byte(state)); err != nil {
+				t.Fatal(err)
+			}
+			rewritten++
+		}
+	}
+	if rewritten != 1 {
+		t.Fatalf("found %d recorded announcements, want 1", rewritten)
+	}
+
+	s.server.down.Store(true)
+	startWatcher(t, s.cfg, bus)
+	waitFor(t, "a second startup event", func() bool {
+		return len(bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerStartup })) == 2
+	})
+	startups := bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerStartup })
+	if ev := startups[1]; ev.Commit != s.first || ev.Tree != s.repo.treeOf(s.first) {
+		t.Fatalf("startup event after the upgrade: commit %s tree %s, want %s %s", ev.Commit, ev.Tree, s.first, s.repo.treeOf(s.first))
+	}
+}
+
 func TestPublishFailureIsRetried(t *testing.T) {
 	s := newRemoteSetup(t)
 	bus := newTestBus(t)
@@ -706,11 +749,12 @@ func TestReconcileRequests(t *testing.T) {
 		}
 	})
 	t.Run("requester's own tree", func(t *testing.T) {
+		s.repo.write("vm/base/web.yaml", "apiVersion: proxops/v1\nkind: VM\nmetadata:\n  name: web\nspec:\n  vmid: 102\n")
 		snap, err := watcher.SnapshotWorktree(context.Background(), s.repo.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := bus.putTree(snap); err != nil {
+		if err := bus.putPreview(snap); err != nil {
 			t.Fatal(err)
 		}
 		if err := bus.send(watcher.ReconcileRequest{RequestID: "preview-1", Tree: snap.Tree, DryRun: true}); err != nil {
@@ -731,6 +775,8 @@ func TestReconcileRequests(t *testing.T) {
 			{RequestID: "has space"},
 			{RequestID: "ok", Clusters: []string{"Bad.Name"}},
 			{RequestID: "ok", Tree: "sha256-" + strings.Repeat("0", 64)},
+			// A git tree hash is not a content-addressed snapshot name.
+			{RequestID: "ok", Tree: strings.Repeat("a", 40)},
 		} {
 			if err := bus.send(req); !errors.Is(err, watcher.ErrInvalidRequest) {
 				t.Errorf("request %+v: error %v, want ErrInvalidRequest", req, err)
@@ -793,9 +839,10 @@ func fileContent(snap watcher.TreeSnapshot, path string) string {
 }
 
 // A watcher that answers requests only announces nothing by itself (no start, no poll, no drift): it
-// announces the trees requesters stored, with the commit a committed snapshot carries, and refuses a
+// announces the trees requesters stored, with the commit a committed snapshot carries, as dry runs; only a
+// work-tree apply on an operator's subject is announced to be applied, naming that operator. It refuses a
 // request without a tree.
-func TestRequestsOnlyWatcherAnnouncesOnlyRequestedTrees(t *testing.T) {
+func TestRequestsOnlyWatcherAppliesOnlyOperatorsTrees(t *testing.T) {
 	root := t.TempDir()
 	repo := newWorkRepo(t, root)
 	seed(repo)
@@ -807,20 +854,66 @@ func TestRequestsOnlyWatcherAnnouncesOnlyRequestedTrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.putTree(snap); err != nil {
+	if err := bus.putPreview(snap); err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.send(watcher.ReconcileRequest{RequestID: "apply-1", Tree: snap.Tree}); err != nil {
+	// A request on the ordinary subject that asks to apply a tree is planned as a dry run.
+	if err := bus.send(watcher.ReconcileRequest{RequestID: "apply-1", Tree: snap.Tree, RequestedBy: "operator"}); err != nil {
 		t.Fatal(err)
 	}
 	ev := r.waitEvent("the requested tree", func(ev watcher.RepoChanged) bool { return ev.RequestID == "apply-1" })
-	if ev.Commit != first || ev.Tree != snap.Tree || ev.DryRun || ev.Trigger != watcher.TriggerManual {
-		t.Fatalf("event %+v, want commit %s tree %s", ev, first, snap.Tree)
+	if ev.Commit != first || ev.Tree != snap.Tree || !ev.DryRun || ev.RequestedBy != "" || ev.Trigger != watcher.TriggerManual {
+		t.Fatalf("event %+v, want a dry run of commit %s tree %s asked by nobody", ev, first, snap.Tree)
+	}
+	// The same on an operator's subject is an apply, recorded as that operator's.
+	if err := bus.sendAs("operator-alice", watcher.ReconcileRequest{RequestID: "apply-2", Tree: snap.Tree, RequestedBy: "someone else"}); err != nil {
+		t.Fatal(err)
+	}
+	ev = r.waitEvent("the operator's tree", func(ev watcher.RepoChanged) bool { return ev.RequestID == "apply-2" })
+	if ev.Tree != snap.Tree || ev.DryRun || ev.RequestedBy != "operator-alice" {
+		t.Fatalf("event %+v, want an apply of tree %s requested by operator-alice", ev, snap.Tree)
 	}
 	if err := bus.send(watcher.ReconcileRequest{RequestID: "now"}); !errors.Is(err, watcher.ErrInvalidRequest) {
 		t.Fatalf("request without a tree: %v, want ErrInvalidRequest", err)
 	}
-	if all := bus.pub.all(); len(all) != 1 {
-		t.Fatalf("published %d events, want only the requested one: %+v", len(all), all)
+	if err := bus.sendAs("operator", watcher.ReconcileRequest{RequestID: "apply-head"}); !errors.Is(err, watcher.ErrInvalidRequest) {
+		t.Fatalf("work-tree apply without a tree: %v, want ErrInvalidRequest", err)
+	}
+	if all := bus.pub.all(); len(all) != 2 {
+		t.Fatalf("published %d events, want only the requested ones: %+v", len(all), all)
+	}
+}
+
+// A snapshot whose content does not hash to the name it is stored under is refused, whoever names it.
+func TestRequestForATamperedTreeIsRefused(t *testing.T) {
+	root := t.TempDir()
+	repo := newWorkRepo(t, root)
+	seed(repo)
+	repo.commitAndPush("initial manifests")
+	bus := newTestBus(t)
+	startWatcher(t, watcher.Config{Path: repo.dir, RequestsOnly: true}, bus)
+	snap, err := watcher.SnapshotWorktree(context.Background(), repo.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := snap
+	forged.Files = append(slices.Clone(snap.Files), watcher.TreeFile{Path: "vm/extra.yaml", Content: []byte("kind: VM\n")})
+	if _, err := bus.env.Bus.PutObjectIfAbsent(context.Background(), natsbus.ObjectPreviews, snap.Tree, wire.TreeSnapshotToProto(forged)); err != nil {
+		t.Fatal(err)
+	}
+	for _, send := range []func() error{
+		func() error {
+			return bus.send(watcher.ReconcileRequest{RequestID: "preview", Tree: snap.Tree, DryRun: true})
+		},
+		func() error {
+			return bus.sendAs("operator", watcher.ReconcileRequest{RequestID: "apply", Tree: snap.Tree})
+		},
+	} {
+		if err := send(); !errors.Is(err, watcher.ErrInvalidRequest) || !strings.Contains(err.Error(), snap.Tree) {
+			t.Errorf("request for a tampered tree: %v, want ErrInvalidRequest naming %s", err, snap.Tree)
+		}
+	}
+	if all := bus.pub.all(); len(all) != 0 {
+		t.Fatalf("published %+v for a tampered tree", all)
 	}
 }

@@ -1103,7 +1103,9 @@ type Plan struct {
 	// The prunes a held plan waits to have confirmed, Kind/name sorted.
 	HeldPrunes []string `protobuf:"bytes,17,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
 	// Every request the run answers (request_id and those coalesced into it).
-	RequestIds    []string `protobuf:"bytes,18,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	RequestIds []string `protobuf:"bytes,18,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	// The operator user who asked for a work-tree apply (RepoChanged.requested_by); empty otherwise.
+	RequestedBy   string `protobuf:"bytes,19,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1262,6 +1264,13 @@ func (x *Plan) GetRequestIds() []string {
 		return x.RequestIds
 	}
 	return nil
+}
+
+func (x *Plan) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
 }
 
 // OwnedRecord is one guest of the ownership inventory: a guest ProxOps created or claimed, with the identity
@@ -1959,7 +1968,10 @@ type PlanFinished struct {
 	EventId    string                 `protobuf:"bytes,12,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	RequestId  string                 `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Every request the run answers (request_id and those coalesced into it).
-	RequestIds    []string `protobuf:"bytes,14,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	RequestIds []string `protobuf:"bytes,14,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	// The tree the run applied, and the operator user who asked for it when it is a work-tree apply.
+	Tree          string `protobuf:"bytes,15,opt,name=tree,proto3" json:"tree,omitempty"`
+	RequestedBy   string `protobuf:"bytes,16,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2090,6 +2102,20 @@ func (x *PlanFinished) GetRequestIds() []string {
 		return x.RequestIds
 	}
 	return nil
+}
+
+func (x *PlanFinished) GetTree() string {
+	if x != nil {
+		return x.Tree
+	}
+	return ""
+}
+
+func (x *PlanFinished) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
 }
 
 // OperationOutcome is one operation's final state in a finished run.
@@ -2593,7 +2619,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
 	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xbe\x04\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xe1\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
@@ -2619,7 +2645,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vheld_prunes\x18\x11 \x03(\tR\n" +
 	"heldPrunes\x12\x1f\n" +
 	"\vrequest_ids\x18\x12 \x03(\tR\n" +
-	"requestIds\"\x7f\n" +
+	"requestIds\x12!\n" +
+	"\frequested_by\x18\x13 \x01(\tR\vrequestedBy\"\x7f\n" +
 	"\vOwnedRecord\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
@@ -2686,7 +2713,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x10PlanConfirmation\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\aplan_id\x18\x02 \x01(\tR\x06planId\x12!\n" +
-	"\fconfirmed_by\x18\x03 \x01(\tR\vconfirmedBy\"\xef\x03\n" +
+	"\fconfirmed_by\x18\x03 \x01(\tR\vconfirmedBy\"\xa6\x04\n" +
 	"\fPlanFinished\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\aplan_id\x18\x02 \x01(\tR\x06planId\x12\x15\n" +
@@ -2709,7 +2736,9 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\r \x01(\tR\trequestId\x12\x1f\n" +
 	"\vrequest_ids\x18\x0e \x03(\tR\n" +
-	"requestIds\"\xbb\x01\n" +
+	"requestIds\x12\x12\n" +
+	"\x04tree\x18\x0f \x01(\tR\x04tree\x12!\n" +
+	"\frequested_by\x18\x10 \x01(\tR\vrequestedBy\"\xbb\x01\n" +
 	"\x10OperationOutcome\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\tR\x04opId\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12/\n" +

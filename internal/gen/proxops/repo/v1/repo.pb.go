@@ -97,7 +97,8 @@ type RepoChanged struct {
 	Branch string `protobuf:"bytes,2,opt,name=branch,proto3" json:"branch,omitempty"`
 	// Commit hash (hex); empty for an uncommitted work-tree snapshot.
 	Commit string `protobuf:"bytes,3,opt,name=commit,proto3" json:"commit,omitempty"`
-	// Name of the snapshot in the proxops_trees object store.
+	// Name of the snapshot: "sha256-" and the hex SHA-256 of its files (see TreeSnapshot), in the
+	// proxops_trees object store (committed snapshots) or proxops_previews (snapshots a client stored).
 	Tree    string  `protobuf:"bytes,4,opt,name=tree,proto3" json:"tree,omitempty"`
 	Trigger Trigger `protobuf:"varint,5,opt,name=trigger,proto3,enum=proxops.repo.v1.Trigger" json:"trigger,omitempty"`
 	// The dedup id: <repo>@<commit>, <repo>@<commit>#drift-<slot> or <repo>@<commit>#manual-<request id>.
@@ -109,7 +110,10 @@ type RepoChanged struct {
 	// Plans are computed and published, nothing is applied.
 	DryRun bool `protobuf:"varint,9,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// Commit subject line, for display.
-	Subject       string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
+	Subject string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The operator user a work-tree apply was requested by: the NATS user the request arrived as (the last
+	// token of its subject), never a field a client fills in. Empty for everything else.
+	RequestedBy   string `protobuf:"bytes,11,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +218,13 @@ func (x *RepoChanged) GetSubject() string {
 	return ""
 }
 
+func (x *RepoChanged) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
 // ReconcileRequest asks the watcher to announce the current commit again ("reconcile now"), or to announce a
 // snapshot the requester stored itself (a remote preview of a work tree).
 type ReconcileRequest struct {
@@ -224,9 +235,11 @@ type ReconcileRequest struct {
 	Clusters []string `protobuf:"bytes,2,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	// Plan only, never apply.
 	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	// A snapshot already stored in proxops_trees by the requester; empty means the watcher's current commit.
+	// A snapshot already stored by the requester (proxops_previews); empty means the watcher's current commit.
+	// A request on proxops.v1.reconcile.request that names a tree is always a dry run; a work-tree apply is
+	// published on proxops.v1.apply.worktree.<user> by an operator user.
 	Tree string `protobuf:"bytes,4,opt,name=tree,proto3" json:"tree,omitempty"`
-	// Who asked (free text for logs and status, e.g. "cli:alice@host").
+	// Who asked (free text for logs only, e.g. "cli:alice@host"; never trusted).
 	RequestedBy   string `protobuf:"bytes,5,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -297,13 +310,15 @@ func (x *ReconcileRequest) GetRequestedBy() string {
 	return ""
 }
 
-// TreeSnapshot is the content of one object in the proxops_trees object store: the manifest files of one
-// tree, sorted by path.
+// TreeSnapshot is the content of one object in the proxops_trees (or proxops_previews) object store: the
+// manifest files of one tree, sorted by path. The object's name is "sha256-" and the hex SHA-256 of the files'
+// canonical encoding (internal/event.TreeName); a reader recomputes it and refuses a mismatch.
 type TreeSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Commit        string                 `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
-	Tree          string                 `protobuf:"bytes,2,opt,name=tree,proto3" json:"tree,omitempty"`
-	Files         []*TreeFile            `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commit the snapshot was first stored for (informative: not covered by the name).
+	Commit        string      `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Tree          string      `protobuf:"bytes,2,opt,name=tree,proto3" json:"tree,omitempty"`
+	Files         []*TreeFile `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -527,7 +542,7 @@ var File_proxops_repo_v1_repo_proto protoreflect.FileDescriptor
 
 const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\n" +
-	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x02\n" +
+	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x02\n" +
 	"\vRepoChanged\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x16\n" +
@@ -540,7 +555,8 @@ const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\bclusters\x18\b \x03(\tR\bclusters\x12\x17\n" +
 	"\adry_run\x18\t \x01(\bR\x06dryRun\x12\x18\n" +
 	"\asubject\x18\n" +
-	" \x01(\tR\asubject\"\x9d\x01\n" +
+	" \x01(\tR\asubject\x12!\n" +
+	"\frequested_by\x18\v \x01(\tR\vrequestedBy\"\x9d\x01\n" +
 	"\x10ReconcileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +

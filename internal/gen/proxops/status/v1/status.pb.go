@@ -191,8 +191,12 @@ type ClusterStatus struct {
 	RefusedOperations []*RefusedOperation `protobuf:"bytes,18,rep,name=refused_operations,json=refusedOperations,proto3" json:"refused_operations,omitempty"`
 	// The notification providers whose last delivery about this cluster failed, sorted by provider.
 	FailingNotifications []*NotificationDelivery `protobuf:"bytes,19,rep,name=failing_notifications,json=failingNotifications,proto3" json:"failing_notifications,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The tree of the last run that succeeded, and the operator user who asked for it when it was a
+	// work-tree apply (empty for a commit the watcher fetched).
+	LastTreeApplied string `protobuf:"bytes,20,opt,name=last_tree_applied,json=lastTreeApplied,proto3" json:"last_tree_applied,omitempty"`
+	LastAppliedBy   string `protobuf:"bytes,21,opt,name=last_applied_by,json=lastAppliedBy,proto3" json:"last_applied_by,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
@@ -356,6 +360,20 @@ func (x *ClusterStatus) GetFailingNotifications() []*NotificationDelivery {
 		return x.FailingNotifications
 	}
 	return nil
+}
+
+func (x *ClusterStatus) GetLastTreeApplied() string {
+	if x != nil {
+		return x.LastTreeApplied
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetLastAppliedBy() string {
+	if x != nil {
+		return x.LastAppliedBy
+	}
+	return ""
 }
 
 // NotificationHealth is what the notifier last delivered about one cluster to each provider it told
@@ -1360,7 +1378,7 @@ var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\n" +
-	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xe7\a\n" +
+	"\x1eproxops/status/v1/status.proto\x12\x11proxops.status.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/plan/v1/plan.proto\"\xbb\b\n" +
 	"\rClusterStatus\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.proxops.status.v1.PhaseR\x05phase\x12(\n" +
@@ -1382,7 +1400,9 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\x05parts\x18\x10 \x01(\v2\x1e.proxops.status.v1.StatusPartsR\x05parts\x12R\n" +
 	"\x11security_warnings\x18\x11 \x03(\v2%.proxops.inventory.v1.SecurityWarningR\x10securityWarnings\x12R\n" +
 	"\x12refused_operations\x18\x12 \x03(\v2#.proxops.status.v1.RefusedOperationR\x11refusedOperations\x12\\\n" +
-	"\x15failing_notifications\x18\x13 \x03(\v2'.proxops.status.v1.NotificationDeliveryR\x14failingNotifications\"u\n" +
+	"\x15failing_notifications\x18\x13 \x03(\v2'.proxops.status.v1.NotificationDeliveryR\x14failingNotifications\x12*\n" +
+	"\x11last_tree_applied\x18\x14 \x01(\tR\x0flastTreeApplied\x12&\n" +
+	"\x0flast_applied_by\x18\x15 \x01(\tR\rlastAppliedBy\"u\n" +
 	"\x12NotificationHealth\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12E\n" +
 	"\tproviders\x18\x02 \x03(\v2'.proxops.status.v1.NotificationDeliveryR\tproviders\"\xb1\x01\n" +
