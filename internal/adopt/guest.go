@@ -227,9 +227,29 @@ func (c *guest) checkState() {
 	if c.g.Paused() {
 		c.incomplete("", "the VM is paused: resume or stop it, then adopt again")
 	}
-	if keys := c.g.PendingKeys(); len(keys) > 0 {
-		c.incomplete("", "PVE holds pending changes to %s until the guest restarts: apply or revert them, then adopt again", strings.Join(keys, ", "))
+	if c.g.Lock != "" {
+		c.incomplete("", "locked (%s): %s, then adopt again", c.g.Lock, unlockHint(c.g))
 	}
+	for _, k := range c.g.PendingKeys() {
+		c.incomplete("", "pending change to %s: apply or revert it on PVE first (a restart applies it), then adopt again", k)
+	}
+}
+
+// unlockHint says what releases a guest's config lock.
+func unlockHint(g inventory.Guest) string {
+	unlock := "qm unlock"
+	if g.Type == inventory.LXC {
+		unlock = "pct unlock"
+	}
+	switch g.Lock {
+	case "backup":
+		return "wait for the backup to finish (a lock a failed backup left behind: " + unlock + ")"
+	case "migrate":
+		return "wait for the migration to finish"
+	case "suspended":
+		return "resume the VM"
+	}
+	return "wait for the " + g.Lock + " task to finish (a lock a failed task left behind: " + unlock + ")"
 }
 
 // state is the desired power state: the current one (templates have none).

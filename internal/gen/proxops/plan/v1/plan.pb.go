@@ -42,6 +42,8 @@ const (
 	Action_ACTION_DOWNLOAD      Action = 10
 	Action_ACTION_DELETE        Action = 11
 	Action_ACTION_CLAIM_TAG     Action = 12
+	// Regenerate a VM's cloud-init drive from its config (PUT .../cloudinit).
+	Action_ACTION_REGENERATE_CLOUDINIT Action = 13
 )
 
 // Enum value maps for Action.
@@ -60,21 +62,23 @@ var (
 		10: "ACTION_DOWNLOAD",
 		11: "ACTION_DELETE",
 		12: "ACTION_CLAIM_TAG",
+		13: "ACTION_REGENERATE_CLOUDINIT",
 	}
 	Action_value = map[string]int32{
-		"ACTION_UNSPECIFIED":   0,
-		"ACTION_CREATE":        1,
-		"ACTION_CLONE":         2,
-		"ACTION_CONFIGURE":     3,
-		"ACTION_RESIZE":        4,
-		"ACTION_START":         5,
-		"ACTION_SHUTDOWN":      6,
-		"ACTION_STOP":          7,
-		"ACTION_RESUME":        8,
-		"ACTION_MARK_TEMPLATE": 9,
-		"ACTION_DOWNLOAD":      10,
-		"ACTION_DELETE":        11,
-		"ACTION_CLAIM_TAG":     12,
+		"ACTION_UNSPECIFIED":          0,
+		"ACTION_CREATE":               1,
+		"ACTION_CLONE":                2,
+		"ACTION_CONFIGURE":            3,
+		"ACTION_RESIZE":               4,
+		"ACTION_START":                5,
+		"ACTION_SHUTDOWN":             6,
+		"ACTION_STOP":                 7,
+		"ACTION_RESUME":               8,
+		"ACTION_MARK_TEMPLATE":        9,
+		"ACTION_DOWNLOAD":             10,
+		"ACTION_DELETE":               11,
+		"ACTION_CLAIM_TAG":            12,
+		"ACTION_REGENERATE_CLOUDINIT": 13,
 	}
 )
 
@@ -2756,7 +2760,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\x91\x02\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xb2\x02\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2771,7 +2775,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x0fACTION_DOWNLOAD\x10\n" +
 	"\x12\x11\n" +
 	"\rACTION_DELETE\x10\v\x12\x14\n" +
-	"\x10ACTION_CLAIM_TAG\x10\f*P\n" +
+	"\x10ACTION_CLAIM_TAG\x10\f\x12\x1f\n" +
+	"\x1bACTION_REGENERATE_CLOUDINIT\x10\r*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +
