@@ -176,10 +176,15 @@ func TestCorpusAdoptsAndPlansToNothingButTheClaim(t *testing.T) {
 			skipped[s.VMID] = s
 		}
 	}
-	claims, named := map[int]bool{}, map[int]string{}
+	claims, named, regenerated := map[int]bool{}, map[int]string{}, map[int]bool{}
 	for _, op := range p.Operations {
 		if op.Action == plan.ActionClaimTag {
 			claims[op.VMID] = true
+			continue
+		}
+		// The regeneration of a stale cloud-init drive, which the plan shows as such.
+		if op.Action == plan.ActionRegenerateCloudInit {
+			regenerated[op.VMID] = true
 			continue
 		}
 		// The one other write adoption plans: the name of a guest that has none, with the claim.
@@ -216,6 +221,9 @@ func TestCorpusAdoptsAndPlansToNothingButTheClaim(t *testing.T) {
 			outcome = "round-trips"
 			if n := named[g.vmid]; n != "" {
 				outcome += " (the first apply writes the name " + n + ")"
+			}
+			if regenerated[g.vmid] {
+				outcome += " (the first apply regenerates its stale cloud-init drive)"
 			}
 			roundTrips++
 			if !claims[g.vmid] {
