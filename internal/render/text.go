@@ -208,6 +208,12 @@ func PlanText(p plan.Plan) string {
 			l.write(&b, width)
 		}
 	}
+	if len(p.Gaps) > 0 {
+		fmt.Fprintf(&b, "=== gaps (live settings the manifests do not carry; never written) (%d) ===\n", len(p.Gaps))
+		for _, g := range p.Gaps {
+			b.WriteString("  gap: " + gapDocument(g).text() + "\n")
+		}
+	}
 	return b.String()
 }
 

@@ -9,7 +9,8 @@
 package planv1
 
 import (
-	v1 "github.com/proxops/proxops/internal/gen/proxops/repo/v1"
+	v1 "github.com/proxops/proxops/internal/gen/proxops/inventory/v1"
+	v11 "github.com/proxops/proxops/internal/gen/proxops/repo/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -1107,7 +1108,10 @@ type Plan struct {
 	// The prunes a held plan waits to have confirmed, Kind/name sorted.
 	HeldPrunes []string `protobuf:"bytes,17,rep,name=held_prunes,json=heldPrunes,proto3" json:"held_prunes,omitempty"`
 	// Every request the run answers (request_id and those coalesced into it).
-	RequestIds    []string `protobuf:"bytes,18,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	RequestIds []string `protobuf:"bytes,18,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	// The live settings of the declared guests that the manifest model does not carry (what status reports
+	// as gaps), sorted by node, vmid, key; shown with the plan, not part of plan_id.
+	Gaps          []*v1.Gap `protobuf:"bytes,19,rep,name=gaps,proto3" json:"gaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1264,6 +1268,13 @@ func (x *Plan) GetHeldPrunes() []string {
 func (x *Plan) GetRequestIds() []string {
 	if x != nil {
 		return x.RequestIds
+	}
+	return nil
+}
+
+func (x *Plan) GetGaps() []*v1.Gap {
+	if x != nil {
+		return x.Gaps
 	}
 	return nil
 }
@@ -1454,8 +1465,8 @@ type ClusterControl struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	// The newest RepoChanged (not a dry run) that asks to apply this cluster, and its PROXOPS_REPO sequence.
-	Want    *v1.RepoChanged `protobuf:"bytes,2,opt,name=want,proto3" json:"want,omitempty"`
-	WantSeq uint64          `protobuf:"varint,3,opt,name=want_seq,json=wantSeq,proto3" json:"want_seq,omitempty"`
+	Want    *v11.RepoChanged `protobuf:"bytes,2,opt,name=want,proto3" json:"want,omitempty"`
+	WantSeq uint64           `protobuf:"varint,3,opt,name=want_seq,json=wantSeq,proto3" json:"want_seq,omitempty"`
 	// The want_seq of the last event fully handled (planned and rejected, or run to its end).
 	DoneSeq uint64 `protobuf:"varint,4,opt,name=done_seq,json=doneSeq,proto3" json:"done_seq,omitempty"`
 	// The run in progress, the want_seq it serves, and the last PROXOPS_PLANS and PROXOPS_RESULTS
@@ -1528,7 +1539,7 @@ func (x *ClusterControl) GetCluster() string {
 	return ""
 }
 
-func (x *ClusterControl) GetWant() *v1.RepoChanged {
+func (x *ClusterControl) GetWant() *v11.RepoChanged {
 	if x != nil {
 		return x.Want
 	}
@@ -2538,7 +2549,7 @@ var File_proxops_plan_v1_plan_proto protoreflect.FileDescriptor
 
 const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x1aproxops/plan/v1/plan.proto\x12\x0fproxops.plan.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aproxops/repo/v1/repo.proto\"\xc5\x01\n" +
+	"\x1aproxops/plan/v1/plan.proto\x12\x0fproxops.plan.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/repo/v1/repo.proto\"\xc5\x01\n" +
 	"\n" +
 	"Diagnostic\x125\n" +
 	"\bseverity\x18\x01 \x01(\x0e2\x19.proxops.plan.v1.SeverityR\bseverity\x12\x12\n" +
@@ -2597,7 +2608,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
 	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xbe\x04\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xed\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
@@ -2623,7 +2634,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vheld_prunes\x18\x11 \x03(\tR\n" +
 	"heldPrunes\x12\x1f\n" +
 	"\vrequest_ids\x18\x12 \x03(\tR\n" +
-	"requestIds\"\x7f\n" +
+	"requestIds\x12-\n" +
+	"\x04gaps\x18\x13 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\"\x7f\n" +
 	"\vOwnedRecord\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
@@ -2852,8 +2864,9 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*OperationOutcome)(nil),      // 21: proxops.plan.v1.OperationOutcome
 	(*OperationResult)(nil),       // 22: proxops.plan.v1.OperationResult
 	(*OperationRecord)(nil),       // 23: proxops.plan.v1.OperationRecord
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*v1.RepoChanged)(nil),        // 25: proxops.repo.v1.RepoChanged
+	(*v1.Gap)(nil),                // 24: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*v11.RepoChanged)(nil),       // 26: proxops.repo.v1.RepoChanged
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -2868,30 +2881,31 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
 	14, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
-	24, // 12: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
-	25, // 13: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
-	24, // 14: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
-	24, // 15: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
-	7,  // 16: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	24, // 17: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 18: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	21, // 19: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	24, // 20: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 21: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 22: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 23: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 24: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 25: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	24, // 26: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 27: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 28: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	24, // 29: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 30: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	24, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
+	25, // 13: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
+	26, // 14: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
+	25, // 15: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
+	25, // 16: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
+	7,  // 17: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	25, // 18: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 19: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	21, // 20: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	25, // 21: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 22: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 23: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 24: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 25: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 26: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	25, // 27: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 28: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 29: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	25, // 30: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 31: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
