@@ -159,7 +159,8 @@ func TestAdoptThenDiffShowsOnlyTheClaim(t *testing.T) {
 		t.Errorf("after the update:\n%s", out)
 	}
 
-	// The diff of the adopted repository: one claim per guest, nothing else.
+	// The diff of the adopted repository: one claim per guest, nothing else; the settings the manifests do
+	// not carry are shown as gaps, in text and JSON.
 	js := e.mustRun(0, "diff", "--cluster", "lab", "--output", "json")
 	var doc struct {
 		Clusters []struct {
@@ -167,6 +168,10 @@ func TestAdoptThenDiffShowsOnlyTheClaim(t *testing.T) {
 				Action string `json:"action"`
 				Ref    string `json:"ref"`
 			} `json:"operations"`
+			Gaps []struct {
+				Kind, Name, Key, Value string
+				Managed                bool
+			} `json:"gaps"`
 		} `json:"clusters"`
 	}
 	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Clusters) != 1 {
@@ -180,6 +185,17 @@ func TestAdoptThenDiffShowsOnlyTheClaim(t *testing.T) {
 	want := []string{"claim-tag LXC/cache", "claim-tag TemplateVM/debian-tpl", "claim-tag VM/build", "claim-tag VM/web-100"}
 	if !slices.Equal(ops, want) {
 		t.Errorf("diff operations %q, want %q\n%s", ops, want, js)
+	}
+	if !slices.ContainsFunc(doc.Clusters[0].Gaps, func(g struct {
+		Kind, Name, Key, Value string
+		Managed                bool
+	}) bool {
+		return g.Kind == "VM" && g.Name == "build" && g.Key == "balloon" && g.Value == "0" && g.Managed
+	}) {
+		t.Errorf("the diff does not show the gap balloon=0 of VM/build:\n%s", js)
+	}
+	if text := e.mustRun(0, "diff", "--cluster", "lab"); !strings.Contains(text, "  gap: VM/build pve2/101 balloon=0 (memory ballooning is not modelled)\n") {
+		t.Errorf("the text diff does not show the gap:\n%s", text)
 	}
 }
 

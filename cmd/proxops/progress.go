@@ -46,18 +46,19 @@ func newReporter(out, errOut io.Writer, opts reconcileOptions, apply bool) *repo
 
 // words says how an action reads in progress lines: "Creating", "creation".
 var words = map[plan.Action][2]string{
-	plan.ActionCreate:       {"Creating", "creation"},
-	plan.ActionClone:        {"Cloning", "clone"},
-	plan.ActionConfigure:    {"Modifying", "modifications"},
-	plan.ActionResize:       {"Resizing", "resize"},
-	plan.ActionStart:        {"Starting", "start"},
-	plan.ActionShutdown:     {"Shutting down", "shutdown"},
-	plan.ActionStop:         {"Stopping", "stop"},
-	plan.ActionResume:       {"Resuming", "resume"},
-	plan.ActionMarkTemplate: {"Converting to template", "conversion"},
-	plan.ActionDownload:     {"Downloading", "download"},
-	plan.ActionDelete:       {"Destroying", "destruction"},
-	plan.ActionClaimTag:     {"Claiming", "claim"},
+	plan.ActionCreate:              {"Creating", "creation"},
+	plan.ActionClone:               {"Cloning", "clone"},
+	plan.ActionConfigure:           {"Modifying", "modifications"},
+	plan.ActionResize:              {"Resizing", "resize"},
+	plan.ActionStart:               {"Starting", "start"},
+	plan.ActionShutdown:            {"Shutting down", "shutdown"},
+	plan.ActionStop:                {"Stopping", "stop"},
+	plan.ActionResume:              {"Resuming", "resume"},
+	plan.ActionMarkTemplate:        {"Converting to template", "conversion"},
+	plan.ActionDownload:            {"Downloading", "download"},
+	plan.ActionDelete:              {"Destroying", "destruction"},
+	plan.ActionClaimTag:            {"Claiming", "claim"},
+	plan.ActionRegenerateCloudInit: {"Regenerating cloud-init", "cloud-init regeneration"},
 }
 
 func actionWords(a plan.Action) (ing, noun string) {

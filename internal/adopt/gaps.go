@@ -197,6 +197,18 @@ func liveName(g inventory.Guest) (string, bool) {
 	return v, ok
 }
 
+// ManagedGaps are the gaps of the guests ProxOps manages (managed maps their vmids to their declared
+// Kind/name), as Gaps reports them: what a plan shows beside its operations.
+func ManagedGaps(c inventory.Cluster, managed map[int]manifest.Ref) []inventory.Gap {
+	var out []inventory.Gap
+	for _, g := range Gaps(c, managed).Gaps {
+		if g.Managed {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // Gaps lists every live setting of a cluster's guests that the manifest model does not cover, and every
 // setting that weakens a guest's isolation from its host: what the adopter reports continuously. managed maps the vmids of the guests ProxOps manages to their declared
 // Kind/name; the others are named as adoption would name them. A vmid found on two nodes is reported on the

@@ -227,9 +227,29 @@ func (c *guest) checkState() {
 	if c.g.Paused() {
 		c.incomplete("", "the VM is paused: resume or stop it, then adopt again")
 	}
-	if keys := c.g.PendingKeys(); len(keys) > 0 {
-		c.incomplete("", "PVE holds pending changes to %s until the guest restarts: apply or revert them, then adopt again", strings.Join(keys, ", "))
+	if c.g.Lock != "" {
+		c.incomplete("", "locked (%s): %s, then adopt again", c.g.Lock, unlockHint(c.g))
 	}
+	for _, k := range c.g.PendingKeys() {
+		c.incomplete("", "pending change to %s: apply or revert it on PVE first (a restart applies it), then adopt again", k)
+	}
+}
+
+// unlockHint says what releases a guest's config lock.
+func unlockHint(g inventory.Guest) string {
+	unlock := "qm unlock"
+	if g.Type == inventory.LXC {
+		unlock = "pct unlock"
+	}
+	switch g.Lock {
+	case "backup":
+		return "wait for the backup to finish (a lock a failed backup left behind: " + unlock + ")"
+	case "migrate":
+		return "wait for the migration to finish"
+	case "suspended":
+		return "resume the VM"
+	}
+	return "wait for the " + g.Lock + " task to finish (a lock a failed task left behind: " + unlock + ")"
 }
 
 // state is the desired power state: the current one (templates have none).
@@ -250,7 +270,7 @@ func (c *guest) tags() []string {
 		live = c.g.Tags
 	}
 	var out []string
-	for _, t := range pveformat.ParseTags(live) {
+	for _, t := range c.r.tagStyle().Parse(live) {
 		if t != pveformat.OwnershipTag && t != pveformat.LegacyTag {
 			out = append(out, t)
 		}
@@ -327,7 +347,16 @@ func validationErrors(res *manifest.Resource) []string {
 // listed (it would change the guest).
 func (c *guest) selfCheck(res *manifest.Resource) {
 	resolved := manifest.Resolve(res)
-	d := pvewire.Desired{Resource: resolved, SSHKeysDigest: c.sshDigest,
+	if style := c.r.tagStyle(); style.CaseSensitive {
+		// Resolve lower-cases tags, as PVE's default tag-style does; this cluster keeps their case.
+		if v, rv := res.VM(), resolved.VM(); v != nil && rv != nil {
+			rv.Tags = style.Normalize(v.Tags)
+		}
+		if ct, rc := res.LXC(), resolved.LXC(); ct != nil && rc != nil {
+			rc.Tags = style.Normalize(ct.Tags)
+		}
+	}
+	d := pvewire.Desired{Resource: resolved, SSHKeysDigest: c.sshDigest, TagStyle: c.r.tagStyle(),
 		Lookup: func(ref manifest.Ref) *manifest.Resource { return c.r.lookup[ref] }}
 	var diff pvewire.Diff
 	var err error
@@ -358,4 +387,9 @@ func (c *guest) selfCheck(res *manifest.Resource) {
 	for _, rs := range diff.Resizes {
 		c.incomplete(rs.Key, "%s: the manifest cannot express the size of %s (ProxOps would grow it to %s)", rs.Field, rs.Key, rs.Size())
 	}
+}
+
+// tagStyle is how the cluster stores tags: with case-sensitive=1 in its tag-style, tags keep their case.
+func (r *run) tagStyle() pveformat.TagStyle {
+	return pveformat.TagStyle{CaseSensitive: r.in.Observed.TagsCaseSensitive()}
 }

@@ -81,8 +81,13 @@ func (c *guest) candidates() string {
 // rootfs adopts the root volume: storage and size (reported or listed).
 func (c *guest) rootfs(s *manifest.LXCSpec) {
 	v, ok := c.cfg["rootfs"]
+	if !ok && !c.g.Template {
+		// pve-container update_lxc_config dies before every start and after every config write.
+		c.refuse("missing 'rootfs' configuration: PVE starts no container without a root disk and fails every change to its config; give it a rootfs (pct set %d --rootfs <storage>:<GiB>) or remove it", c.g.VMID)
+		return
+	}
 	if !ok {
-		c.incompleteField("spec.root", "the container has no rootfs on PVE")
+		c.incompleteField("spec.root", "the container template has no rootfs on PVE")
 		return
 	}
 	m := pvewire.ParseMountPoint(v)

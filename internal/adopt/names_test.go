@@ -122,19 +122,24 @@ func TestDeclaredGuestsAreSkippedAndDeclaredISOsReferenced(t *testing.T) {
 	}
 }
 
-// What makes a guest INCOMPLETE is said precisely: a volume without a size, pending changes; and such a
+// What makes a guest INCOMPLETE is said precisely: a volume without a size, a pending change (one reason
+// per key), a lock (with what releases it); and such a
 // manifest is not part of the composition. What PVE lets a guest lack (memory, cores, disks) is left out of
 // the manifest, which is complete; a guest without a name gets the generated one, which the first apply
 // writes.
 func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 	pending := guestOn("pve1", 104, inventory.QEMU, vmLines("pend")...)
-	pending.Config = append(pending.Config, inventory.Entry{Key: "cores", Value: "1", HasValue: true, Pending: "2", HasPending: true})
+	pending.Config = append(pending.Config, inventory.Entry{Key: "cores", Value: "1", HasValue: true, Pending: "2", HasPending: true},
+		inventory.Entry{Key: "onboot", Value: "1", HasValue: true, Delete: 1})
+	locked := guestOn("pve1", 105, inventory.QEMU, vmLines("busy")...)
+	locked.Lock = "backup"
 	res, err := adopt.Adopt(adopt.Input{Cluster: "lab", Observed: oneNode(
 		guestOn("pve1", 100, inventory.QEMU, "cores: 1", "memory: 512", "scsi0: local-lvm:vm-100-disk-0,size=1G"),
 		guestOn("pve1", 101, inventory.QEMU, "name: nomem", "cores: 1", "scsi0: local-lvm:vm-101-disk-0,size=1G"),
 		guestOn("pve1", 102, inventory.QEMU, "name: nosize", "cores: 1", "memory: 512", "scsi0: local-lvm:vm-102-disk-0"),
 		guestOn("pve1", 103, inventory.QEMU, "name: nodisk", "cores: 1", "memory: 512"),
 		pending,
+		locked,
 	)})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +149,9 @@ func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 		"vm/lab/nomem.yaml":  "",
 		"vm/lab/nosize.yaml": "disk scsi0 (local-lvm:vm-102-disk-0) has no size= and the storage listing of local-lvm does not show it: set its size",
 		"vm/lab/nodisk.yaml": "",
-		"vm/lab/pend.yaml":   "PVE holds pending changes to cores until the guest restarts: apply or revert them, then adopt again",
+		"vm/lab/pend.yaml": "pending change to cores: apply or revert it on PVE first (a restart applies it), then adopt again; " +
+			"pending change to onboot: apply or revert it on PVE first (a restart applies it), then adopt again",
+		"vm/lab/busy.yaml": "locked (backup): wait for the backup to finish (a lock a failed backup left behind: qm unlock), then adopt again",
 	}
 	for _, m := range res.Manifests {
 		if got := strings.Join(m.Incomplete, "; "); got != want[m.Path] {
@@ -156,8 +163,10 @@ func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 			}
 			continue
 		}
-		if !strings.Contains(string(m.Content), "# INCOMPLETE: "+want[m.Path]) {
-			t.Errorf("%s does not say why it is INCOMPLETE in its header:\n%s", m.Path, m.Content)
+		for why := range strings.SplitSeq(want[m.Path], "; ") {
+			if !strings.Contains(string(m.Content), "# INCOMPLETE: "+why+"\n") {
+				t.Errorf("%s does not say %q in its header:\n%s", m.Path, why, m.Content)
+			}
 		}
 	}
 	if c := strings.Join(res.Composition(), " "); c != "../../vm/lab/nodisk.yaml ../../vm/lab/nomem.yaml ../../vm/lab/vm-100.yaml" {

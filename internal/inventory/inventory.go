@@ -34,6 +34,9 @@ type Node struct {
 	// ListedStorages are the storages whose content was listed (a file absent from a storage that was not
 	// listed is unknown, not missing).
 	ListedStorages []string
+	// TagsCaseSensitive says the cluster's tag-style holds case-sensitive=1: PVE keeps the case of tags
+	// instead of lower-casing them (datacenter.cfg is cluster-wide; every node reports it).
+	TagsCaseSensitive bool
 }
 
 // Guest is one VM or container.
@@ -57,6 +60,11 @@ type Guest struct {
 	// .../config; current values only, in file order, a key repeated once per line).
 	Config    []Entry
 	HAManaged bool
+	// CloudInitDrive says the VM has a cloud-init drive; CloudInit is then GET .../cloudinit: per cloud-init
+	// key, Value is what the drive was generated with, Pending a config value the drive does not hold yet,
+	// Delete a key removed since (secrets replaced as in Config).
+	CloudInitDrive bool
+	CloudInit      []Entry
 }
 
 // Entry is one config key with its current and pending state.
@@ -127,6 +135,19 @@ func (g Guest) PendingKeys() []string {
 	return keys
 }
 
+// CloudInitStale returns the cloud-init keys the drive does not hold as the config has them (a pending
+// value or a pending delete in GET .../cloudinit), sorted; nil when the drive is current or absent.
+func (g Guest) CloudInitStale() []string {
+	var keys []string
+	for _, e := range g.CloudInit {
+		if e.HasPending || e.Delete > 0 {
+			keys = append(keys, e.Key)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 // Running reports whether the guest is running (a paused VM is running but not executing).
 func (g Guest) Running() bool { return g.Status == "running" }
 
@@ -161,6 +182,12 @@ type Cluster struct {
 	Name string
 	// Nodes sorted by name.
 	Nodes []Node
+}
+
+// TagsCaseSensitive reports whether the cluster keeps the case of tags (its tag-style says
+// case-sensitive=1, as any observed node reports it).
+func (c Cluster) TagsCaseSensitive() bool {
+	return slices.ContainsFunc(c.Nodes, func(n Node) bool { return n.TagsCaseSensitive })
 }
 
 // Guest finds a guest by vmid anywhere in the cluster (vmids are unique cluster-wide).

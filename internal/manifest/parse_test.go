@@ -265,3 +265,30 @@ func TestFileThatIsNotAManifestIsNotQuoted(t *testing.T) {
 		}
 	}
 }
+
+// An unknown key in a VM's cloud-init data, in one of its ipconfigs or in its cloud-init drive is a warning
+// at its position, like any unknown field (validate --strict turns it into an error).
+func TestUnknownCloudInitKeysAreWarningsAtTheirPosition(t *testing.T) {
+	src := head + `kind: VM
+metadata: {name: web}
+spec:
+  node: pve1
+  vmid: 100
+  cpu: {type: host}
+  cloud-init-data:
+    ci-user: deploy
+    ci-usr: deploy
+    ipconfigs: [{nic: 0, ip: 192.0.2.10/24, gw: 192.0.2.1}]
+  hardware:
+    cloud-init: {enabled: true, storage: local-lvm, format: qcow2}
+`
+	_, diags := manifest.Parse("vm/base/web.yaml", []byte(src))
+	want := strings.Join([]string{
+		`vm/base/web.yaml:10:5: warning: VM/web: spec.cloud-init-data.ci-usr: unknown field; did you mean "ci-user"?`,
+		`vm/base/web.yaml:11:45: warning: VM/web: spec.cloud-init-data.ipconfigs[0].gw: unknown field; did you mean "ip"?`,
+		`vm/base/web.yaml:13:53: warning: VM/web: spec.hardware.cloud-init.format: unknown field`,
+	}, "\n")
+	if got := lines(diags); got != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+}

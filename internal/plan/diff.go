@@ -107,14 +107,18 @@ type differ struct {
 	heldWhy   []string
 	// cannotCreate are the guests to create whose manifests lack what creating needs.
 	cannotCreate diag.List
+	// tagStyle is how the cluster stores tags (its tag-style).
+	tagStyle pveformat.TagStyle
 }
 
 func newDiffer(in Input) *differ {
 	d := &differ{in: in, cluster: in.Cluster.Name, byRef: map[manifest.Ref]*manifest.Resource{},
 		live: map[int]liveGuest{}, owned: map[int]Owned{}, sshDigest: map[manifest.Ref]string{},
 		unitOf: map[manifest.Ref]*unit{}, downloads: map[manifest.Ref]map[string]string{}, opIDs: map[string]bool{}}
+	d.tagStyle = pveformat.TagStyle{CaseSensitive: in.Observed.TagsCaseSensitive()}
 	for _, r := range in.Cluster.Resources {
 		rr := manifest.Resolve(r)
+		keepTagCase(d.tagStyle, r, rr)
 		d.resources = append(d.resources, rr)
 		d.byRef[rr.Ref()] = rr
 	}
@@ -398,7 +402,7 @@ func (d *differ) downloadOp(r *manifest.Resource, node string, covers []string) 
 // ---- guests
 
 func (d *differ) desired(r *manifest.Resource) pvewire.Desired {
-	return pvewire.Desired{Resource: r, Lookup: d.lookup, SSHKeysDigest: d.sshDigest[r.Ref()]}
+	return pvewire.Desired{Resource: r, Lookup: d.lookup, SSHKeysDigest: d.sshDigest[r.Ref()], TagStyle: d.tagStyle}
 }
 
 func liveName(g *inventory.Guest) string {
@@ -629,11 +633,14 @@ type guestUpdate struct {
 	expect      map[string]string
 	digestSpent bool
 	grown       map[string]string
+	// halt ends the plan of the guest after the current step: nothing is written to it.
+	halt bool
 }
 
 // updateSteps plan an update of an existing guest, one concern each, in the order they run.
 var updateSteps = []func(*differ, *guestUpdate) error{
 	(*differ).diffConfig,
+	(*differ).holdForeignPending,
 	(*differ).findPendingKeys,
 	(*differ).findRestartKeys,
 	(*differ).reportHeldRestarts,
@@ -641,6 +648,7 @@ var updateSteps = []func(*differ, *guestUpdate) error{
 	(*differ).planResizes,
 	(*differ).planConfigure,
 	(*differ).recordTagged,
+	(*differ).planRegenerateCloudInit,
 	(*differ).planMarkTemplate,
 	(*differ).planPowerUp,
 }
@@ -657,6 +665,9 @@ func (d *differ) planUpdate(s *guestUpdate) error {
 	for _, step := range updateSteps {
 		if err := step(d, s); err != nil {
 			return err
+		}
+		if s.halt {
+			return nil
 		}
 	}
 	if len(s.u.ops) > 0 {
@@ -892,10 +903,17 @@ func (d *differ) planMarkTemplate(s *guestUpdate) error {
 	return nil
 }
 
+// startsAtEnd reports whether the plan ends the guest's sequence with a start: it should run and was
+// stopped, or this plan stops it to restart it.
+func (s *guestUpdate) startsAtEnd() bool {
+	g := s.g
+	return s.desiredState == manifest.StateStarted && !g.Template && (!g.Running() || (s.stopped && !s.paused) || (s.paused && s.restart))
+}
+
 // planPowerUp starts a guest that should run: one that was stopped, or that this plan stopped to restart.
 func (d *differ) planPowerUp(s *guestUpdate) error {
 	g := s.g
-	if s.desiredState != manifest.StateStarted || g.Template || !(!g.Running() || (s.stopped && !s.paused) || (s.paused && s.restart)) {
+	if !s.startsAtEnd() {
 		return nil
 	}
 	reason := fmt.Sprintf("%s: power %q → %q", s.ref, "stopped", "running")

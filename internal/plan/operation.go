@@ -27,12 +27,14 @@ const (
 	ActionDownload     Action = "download"
 	ActionDelete       Action = "delete"
 	ActionClaimTag     Action = "claim-tag"
+	// ActionRegenerateCloudInit rebuilds a VM's cloud-init drive from its config (PUT …/cloudinit).
+	ActionRegenerateCloudInit Action = "regenerate-cloudinit"
 )
 
 // Actions lists every action in a fixed order.
 var Actions = []Action{
 	ActionCreate, ActionClone, ActionConfigure, ActionResize, ActionStart, ActionShutdown, ActionStop,
-	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag,
+	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag, ActionRegenerateCloudInit,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

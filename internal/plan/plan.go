@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/inventory"
 )
 
 // FindingKind classifies what a plan reports without acting on it.
@@ -52,6 +53,9 @@ type Plan struct {
 	Resources []string
 	// Record lists the guests to store in the ownership inventory, by vmid.
 	Record []Record
+	// Gaps are the live settings of the declared guests the manifest model does not carry (adopt.Gaps),
+	// sorted by node, vmid, key: shown with the plan, not part of its content id, never acted on.
+	Gaps []inventory.Gap
 }
 
 // Empty reports whether the plan has nothing to do.

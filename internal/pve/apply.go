@@ -114,6 +114,8 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.download(ctx)
 	case plan.ActionDelete:
 		err = a.delete(ctx)
+	case plan.ActionRegenerateCloudInit:
+		err = a.regenerateCloudInit(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/pvewire"
 )
 
 // ObserveRequest says what to read of a node.
@@ -27,9 +28,11 @@ type ObserveRequest struct {
 var artifactContent = []string{"iso", "vztmpl", "import"}
 
 // Observe reads one node with the fewest requests: the qemu listing (full=1, for qmpstatus), the lxc
-// listing, the storage list, one GET …/pending per guest (current value, pending value and pending delete
-// of every key, and the digest; bounded concurrency), for a container also GET …/config for its raw lxc.*
-// keys (which …/pending leaves out), and one content listing per requested storage.
+// listing, the storage list, the cluster options (for the tag-style), one GET …/pending per guest (current
+// value, pending value and pending delete of every key, and the digest; bounded concurrency), for a
+// container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
+// cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
+// requested storage.
 // Secrets never leave: sshkeys becomes inventory.SSHKeysDigest of its keys and cipassword
 // inventory.CIPasswordPresent.
 func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Node, error) {
@@ -47,6 +50,9 @@ func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Nod
 	}
 	n.Guests = append(qemu, lxc...)
 	if n.Storages, err = c.listStorages(ctx, req.Node); err != nil {
+		return n, err
+	}
+	if n.TagsCaseSensitive, err = c.tagsCaseSensitive(ctx); err != nil {
 		return n, err
 	}
 	if err := c.readPending(ctx, req.Node, n.Guests); err != nil {
@@ -181,6 +187,14 @@ func (c *Client) readPending(ctx context.Context, node string, guests []inventor
 				cfg = append(cfg, raw...)
 			}
 			g.Config, g.Digest = cfg, digest
+			if pvewire.HasCloudInitDrive(*g) {
+				ci, err := c.cloudInit(ctx, node, g.VMID)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				g.CloudInitDrive, g.CloudInit = true, ci
+			}
 		}()
 	}
 	wg.Wait()
@@ -226,6 +240,71 @@ func (c *Client) pending(ctx context.Context, node string, typ inventory.GuestTy
 		entries = append(entries, e)
 	}
 	return entries, digest, nil
+}
+
+// cloudInit reads GET …/qemu/{vmid}/cloudinit (qemu-server cloudinit_pending): per cloud-init key, value is
+// what the drive was generated with, pending a config value the drive does not hold yet (a key added since
+// has only pending), delete=1 a key removed since. Secrets are replaced as in the config; PVE masks
+// cipassword itself. Entries come sorted by key (PVE lists them in hash order).
+func (c *Client) cloudInit(ctx context.Context, node string, vmid int) ([]inventory.Entry, error) {
+	raw, err := c.get(ctx, "/nodes/{node}/qemu/{vmid}/cloudinit", []string{node, strconv.Itoa(vmid)}, nil)
+	if err != nil {
+		return nil, failed(err, "read qemu %d cloud-init state", vmid)
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return nil, failed(err, "read qemu %d cloud-init state", vmid)
+	}
+	var out []inventory.Entry
+	for _, it := range items {
+		key := it.str("key")
+		if key == "" {
+			continue
+		}
+		e := inventory.Entry{Key: key}
+		if it.has("value") {
+			e.Value, e.HasValue = redactValue(key, it.str("value")), true
+		}
+		if it.has("pending") {
+			e.Pending, e.HasPending = redactValue(key, it.str("pending")), true
+		}
+		if d, ok := it.int("delete"); ok {
+			e.Delete = int(d)
+		}
+		out = append(out, e)
+	}
+	slices.SortStableFunc(out, func(a, b inventory.Entry) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// tagsCaseSensitive reads the cluster's tag-style (GET /cluster/options, datacenter.cfg): true when it says
+// case-sensitive=1. Without the option (or without Sys.Audit, which hides it) PVE lower-cases tags.
+func (c *Client) tagsCaseSensitive(ctx context.Context) (bool, error) {
+	raw, err := c.get(ctx, "/cluster/options", nil, nil)
+	if err != nil {
+		return false, failed(err, "read cluster options")
+	}
+	var opts map[string]any
+	if err := decodeJSON(raw, &opts); err != nil {
+		return false, failed(err, "read cluster options")
+	}
+	return TagStyleCaseSensitive(opts["tag-style"]), nil
+}
+
+// TagStyleCaseSensitive reads case-sensitive from a tag-style value: PVE returns the property string parsed
+// into an object; a string form is accepted too.
+func TagStyleCaseSensitive(v any) bool {
+	switch ts := v.(type) {
+	case map[string]any:
+		return object(ts).flag("case-sensitive")
+	case string:
+		for tok := range strings.SplitSeq(ts, ",") {
+			if k, val, ok := strings.Cut(strings.TrimSpace(tok), "="); ok && k == "case-sensitive" {
+				return val == "1"
+			}
+		}
+	}
+	return false
 }
 
 // rawKeys reads the raw lxc.* keys of a container: GET …/lxc/{vmid}/config returns them as an array of

@@ -134,17 +134,22 @@ func TestObserveReturnsEveryRawKeyOfTheCorpusConfigs(t *testing.T) {
 	}
 }
 
-// A converged observe of G guests on one node costs the qemu listing, the lxc listing, the storage list,
-// one pending read per guest, one config read per container (its raw lxc.* keys) and one content listing
-// per requested storage: never /status/current.
+// A converged observe of G guests on one node costs the qemu listing, the lxc listing, the storage list, the
+// cluster options (tag-style), one pending read per guest, one config read per container (its raw lxc.*
+// keys), one cloud-init read per VM with a cloud-init drive and one content listing per requested storage:
+// never /status/current.
 func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 	spec := baseSpec()
 	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "isos", Type: "nfs", Content: []string{"iso"}})
 	spec.Files = append(spec.Files, pvesim.FileSpec{VolID: "isos:iso/alpine.iso", Size: 1 << 20})
-	const qemuGuests, lxcGuests = 7, 5
+	const qemuGuests, lxcGuests, cloudInitVMs = 7, 5, 3
 	for i := range qemuGuests {
+		cfg := strings.ReplaceAll(seedVM, "vm-100-", fmt.Sprintf("vm-%d-", 100+i))
+		if i < cloudInitVMs {
+			cfg += fmt.Sprintf("ide2: local-lvm:vm-%d-cloudinit,media=cdrom\nciuser: admin\n", 100+i)
+		}
 		spec.Guests = append(spec.Guests, pvesim.GuestSpec{VMID: 100 + i, Type: "qemu", Node: "pve1",
-			Config: strings.ReplaceAll(seedVM, "vm-100-", fmt.Sprintf("vm-%d-", 100+i)), Running: i%2 == 0})
+			Config: cfg, Running: i%2 == 0})
 	}
 	for i := range lxcGuests {
 		spec.Guests = append(spec.Guests, pvesim.GuestSpec{VMID: 200 + i, Type: "lxc", Node: "pve1",
@@ -167,7 +172,9 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 		"GET /nodes/{node}/qemu":                      1,
 		"GET /nodes/{node}/lxc":                       1,
 		"GET /nodes/{node}/storage":                   1,
+		"GET /cluster/options":                        1,
 		"GET /nodes/{node}/qemu/{vmid}/pending":       qemuGuests,
+		"GET /nodes/{node}/qemu/{vmid}/cloudinit":     cloudInitVMs,
 		"GET /nodes/{node}/lxc/{vmid}/pending":        lxcGuests,
 		"GET /nodes/{node}/lxc/{vmid}/config":         lxcGuests,
 		"GET /nodes/{node}/storage/{storage}/content": 2,
@@ -179,8 +186,13 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 			t.Errorf("%s: %d requests, want %d", k, v, want[k])
 		}
 	}
-	if limit := 3*1 + (qemuGuests + 2*lxcGuests) + 2; total != limit {
-		t.Errorf("observe sent %d requests, want exactly 3K + G(qemu) + 2G(lxc) + S = %d", total, limit)
+	if limit := 4*1 + (qemuGuests + cloudInitVMs + 2*lxcGuests) + 2; total != limit {
+		t.Errorf("observe sent %d requests, want exactly 4K + G(qemu) + G(qemu with cloud-init) + 2G(lxc) + S = %d", total, limit)
+	}
+	for _, g := range n.Guests {
+		if want := g.Type == inventory.QEMU && g.VMID < 100+cloudInitVMs; g.CloudInitDrive != want {
+			t.Errorf("vmid %d: cloud-init drive %v, want %v", g.VMID, g.CloudInitDrive, want)
+		}
 	}
 	// The storage that holds one artifact type is asked with the content filter.
 	for _, r := range c.sim.Requests() {

@@ -60,3 +60,35 @@ func Owned(live string) bool { return HasTag(live, OwnershipTag) }
 
 // SameTags reports whether two tag values hold the same set of tags.
 func SameTags(a, b string) bool { return slices.Equal(ParseTags(a), ParseTags(b)) }
+
+// TagStyle is how a cluster stores tags (datacenter.cfg tag-style). The zero value is PVE's default:
+// tags lower-cased. With CaseSensitive (case-sensitive=1) PVE keeps their case, deduplicates them exactly
+// and sorts them by byte.
+type TagStyle struct {
+	CaseSensitive bool
+}
+
+// Normalize returns tags the way PVE stores them under the style: split with SplitList (and further on
+// separators), lower-cased unless case-sensitive, sorted and deduplicated.
+func (s TagStyle) Normalize(values []string) []string {
+	if !s.CaseSensitive {
+		return NormalizeTags(values)
+	}
+	var out []string
+	for _, v := range values {
+		for _, part := range SplitList(v) {
+			out = append(out, strings.FieldsFunc(part, isListSeparator)...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Parse splits a live tags value the way PVE stores it under the style.
+func (s TagStyle) Parse(live string) []string { return s.Normalize([]string{live}) }
+
+// Format writes tags the way PVE stores them under the style, joined with `;`.
+func (s TagStyle) Format(tags []string) string { return strings.Join(s.Normalize(tags), ";") }
+
+// Same reports whether two tag values hold the same set of tags under the style.
+func (s TagStyle) Same(a, b string) bool { return slices.Equal(s.Parse(a), s.Parse(b)) }

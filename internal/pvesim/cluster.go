@@ -20,16 +20,19 @@ var handlers = map[string]handler{
 	"GET /nodes":              (*Sim).handleNodes,
 	"GET /cluster/resources":  (*Sim).handleResources,
 	"GET /cluster/nextid":     (*Sim).handleNextID,
+	"GET /cluster/options":    (*Sim).handleClusterOptions,
 	"GET /nodes/{node}/qemu":  (*Sim).handleQemuList,
 	"POST /nodes/{node}/qemu": (*Sim).handleQemuCreate,
 	"GET /nodes/{node}/qemu/{vmid}": func(s *Sim, c *call) (any, error) {
-		return s.subdirs(c, "qemu", "clone", "config", "pending", "resize", "snapshot", "status", "template")
+		return s.subdirs(c, "qemu", "clone", "cloudinit", "config", "pending", "resize", "snapshot", "status", "template")
 	},
-	"DELETE /nodes/{node}/qemu/{vmid}":      (*Sim).handleDestroy,
-	"GET /nodes/{node}/qemu/{vmid}/config":  (*Sim).handleConfigGet,
-	"POST /nodes/{node}/qemu/{vmid}/config": (*Sim).handleQemuConfigUpdate,
-	"PUT /nodes/{node}/qemu/{vmid}/config":  (*Sim).handleQemuConfigUpdate,
-	"GET /nodes/{node}/qemu/{vmid}/pending": (*Sim).handlePending,
+	"DELETE /nodes/{node}/qemu/{vmid}":        (*Sim).handleDestroy,
+	"GET /nodes/{node}/qemu/{vmid}/config":    (*Sim).handleConfigGet,
+	"POST /nodes/{node}/qemu/{vmid}/config":   (*Sim).handleQemuConfigUpdate,
+	"PUT /nodes/{node}/qemu/{vmid}/config":    (*Sim).handleQemuConfigUpdate,
+	"GET /nodes/{node}/qemu/{vmid}/pending":   (*Sim).handlePending,
+	"GET /nodes/{node}/qemu/{vmid}/cloudinit": (*Sim).handleCloudInitGet,
+	"PUT /nodes/{node}/qemu/{vmid}/cloudinit": (*Sim).handleCloudInitUpdate,
 	"GET /nodes/{node}/qemu/{vmid}/status": func(s *Sim, c *call) (any, error) {
 		return s.subdirs(c, "qemu", "current", "resume", "shutdown", "start", "stop", "suspend")
 	},
@@ -224,6 +227,62 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// handleClusterOptions is GET /cluster/options (pve-manager API2/Cluster.pm get_options): datacenter.cfg
+// as parsed, tag-style as an object.
+func (s *Sim) handleClusterOptions(c *call) (any, error) {
+	out := map[string]any{}
+	for k, v := range s.datacenter {
+		out[k] = v
+	}
+	if len(s.tagStyle) > 0 {
+		ts := map[string]any{}
+		for k, v := range s.tagStyle {
+			if k == "case-sensitive" {
+				ts[k] = atoiDef(v, 0)
+				continue
+			}
+			ts[k] = v
+		}
+		out["tag-style"] = ts
+	}
+	return out, nil
+}
+
+// parseTagStyle parses a tag-style property string (case-sensitive, ordering, shape, color-map).
+func parseTagStyle(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, tok := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(tok), "=")
+		if !ok {
+			return nil, fmt.Errorf("invalid token %q", tok)
+		}
+		switch k {
+		case "case-sensitive":
+			b, ok := parseBoolToken(val)
+			if !ok {
+				return nil, fmt.Errorf("case-sensitive: invalid boolean %q", val)
+			}
+			out[k] = b
+		case "ordering", "shape", "color-map":
+			out[k] = val
+		default:
+			return nil, fmt.Errorf("unknown key %q", k)
+		}
+	}
+	return out, nil
+}
+
+// parseBoolToken reads a PVE boolean (1, 0, yes, no, on, off, true, false) as "1" or "0".
+func parseBoolToken(v string) (string, bool) {
+	switch strings.ToLower(v) {
+	case "1", "yes", "on", "true":
+		return "1", true
+	case "0", "no", "off", "false":
+		return "0", true
+	}
+	return "", false
 }
 
 // handleNextID is GET /cluster/nextid (pve-manager API2/Cluster.pm): the value is a string.

@@ -378,9 +378,27 @@ func (s *Sim) baseInUse(volid string) bool {
 
 // --- identity and normalisation ---
 
-// normalizeTags is GuestHelpers::get_unique_tags with the default tag-style: lower-cased, deduplicated,
-// sorted, joined with ';'.
-func normalizeTags(v string) string { return pveformat.FormatTags([]string{v}) }
+// normalizeTags is GuestHelpers::get_unique_tags: with the default tag-style lower-cased, deduplicated
+// case-insensitively and sorted; with case-sensitive=1 the case is kept, duplicates are exact and the sort
+// is by byte; joined with ';'. ordering=config keeps the order given.
+func (s *Sim) normalizeTags(v string) string {
+	style := pveformat.TagStyle{CaseSensitive: s.tagStyle["case-sensitive"] == "1"}
+	if s.tagStyle["ordering"] != "config" {
+		return style.Format([]string{v})
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range pveformat.SplitList(v) {
+		if !style.CaseSensitive {
+			t = strings.ToLower(t)
+		}
+		if t != "" && !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return strings.Join(out, ";")
+}
 
 // randomMAC is a new MAC address for guest vmid.
 func (s *Sim) randomMAC(vmid int) string {

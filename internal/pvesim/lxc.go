@@ -116,7 +116,7 @@ func mountType(vol string) string {
 func (s *Sim) prepareLXCValue(g *guest, key, val, defStorage string) (string, *allocation, error) {
 	switch {
 	case key == "tags":
-		return normalizeTags(val), nil, nil
+		return s.normalizeTags(val), nil, nil
 	case strings.HasPrefix(key, "net") && reIndexed.MatchString(key):
 		p := s.lxcDesc.prop(key)
 		d, err := parsePropertyString(p.FormatObject, val, key)
@@ -415,7 +415,21 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 		g.file.pending = nil
 	}
 	g.write()
+	// update_vm writes the config, then update_lxc_config, which dies for a container without a rootfs:
+	// the change is kept and the request fails.
+	if err := lxcConfigCheck(g); err != nil {
+		return nil, err
+	}
 	return nil, nil
+}
+
+// lxcConfigCheck is what PVE::LXC::update_lxc_config refuses, after a config write and before a start: a
+// container (not a template) without a rootfs.
+func lxcConfigCheck(g *guest) error {
+	if g.conf()["template"] != "1" && g.conf()["rootfs"] == "" {
+		return dieErr("missing 'rootfs' configuration")
+	}
+	return nil
 }
 
 func (s *Sim) handleLXCStart(c *call) (any, error) {
@@ -461,6 +475,9 @@ func (s *Sim) handleLXCStart(c *call) (any, error) {
 			}
 			if g.running {
 				return fmt.Errorf("CT %d already running", vmid)
+			}
+			if err := lxcConfigCheck(g); err != nil {
+				return fmt.Errorf("missing 'rootfs' configuration")
 			}
 			s.applyPending(g)
 			g.running, g.startedAt = true, time.Now()

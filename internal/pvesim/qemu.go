@@ -72,7 +72,7 @@ func configKeys(c *call, skip ...string) []string {
 func (s *Sim) prepareQemuValue(c *call, g *guest, key, val, defStorage string, cloudinitAt string) (string, *allocation, error) {
 	switch {
 	case key == "tags":
-		return normalizeTags(val), nil, nil
+		return s.normalizeTags(val), nil, nil
 	case key == "cipassword":
 		return s.hashPassword(g.vmid, val), nil, nil
 	case key == "vmgenid" && val == "1":
@@ -714,6 +714,11 @@ func (s *Sim) qemuStartNow(g *guest, l taskLog) error {
 		return err
 	}
 	s.applyPending(g)
+	if _, stale := g.file.special["cloudinit"]; stale && g.file.hasCloudInit() {
+		// vm_start generates the cloud-init drive from the config (apply_cloudinit_config).
+		g.regenerateCloudInit()
+		g.write()
+	}
 	g.running, g.qmpstatus, g.startedAt = true, "running", time.Now()
 	return nil
 }

@@ -41,6 +41,8 @@ type Sim struct {
 	durations   map[string]time.Duration
 	authDelay   time.Duration
 	macPrefix   string
+	tagStyle    map[string]string // datacenter.cfg tag-style
+	datacenter  map[string]any    // other datacenter.cfg options GET /cluster/options reports
 	rng         *mrand.Rand
 	seed        uint64              // the spec's seed, or a random one
 	idRNG       map[int]*mrand.Rand // per guest: see idStream
@@ -141,6 +143,10 @@ type guest struct {
 	haState    string    // requested HA state: started or stopped
 	ignoreACPI bool
 	pool       string
+	// ciSeen are the cloud-init keys of a VM at its last write, to record what a write changes.
+	ciSeen map[string]string
+	// ciDrive says the current config had a cloud-init drive at the last write.
+	ciDrive bool
 }
 
 func (g *guest) typeWord() string {
@@ -158,7 +164,10 @@ func (g *guest) confPath() string {
 }
 
 // write re-renders the config file text (and so the digest) from the parsed config.
-func (g *guest) write() { g.raw = renderConfigFile(g.kind, g.file) }
+func (g *guest) write() {
+	g.recordCloudInit()
+	g.raw = renderConfigFile(g.kind, g.file)
+}
 
 func (g *guest) digest() string { return sha1Hex(g.raw) }
 
@@ -184,6 +193,7 @@ func New(spec Spec) (*Sim, error) {
 		durations:    map[string]time.Duration{},
 		authDelay:    time.Duration(spec.AuthFailureDelay),
 		macPrefix:    spec.MACPrefix,
+		datacenter:   map[string]any{},
 		counters:     map[string]int{},
 		nextPID:      0x1000,
 		bootTime:     time.Now(),
@@ -224,6 +234,16 @@ func New(spec Spec) (*Sim, error) {
 	}
 	if s.macPrefix == "" {
 		s.macPrefix = "BC:24:11"
+	}
+	if spec.MACPrefix != "" {
+		s.datacenter["mac_prefix"] = spec.MACPrefix
+	}
+	if spec.TagStyle != "" {
+		ts, err := parseTagStyle(spec.TagStyle)
+		if err != nil {
+			return nil, fmt.Errorf("spec: tagStyle: %w", err)
+		}
+		s.tagStyle = ts
 	}
 	seed := uint64(spec.Seed)
 	if seed == 0 {
@@ -600,6 +620,9 @@ func (s *Sim) addGuest(gs GuestSpec) error {
 	}
 	if gs.Running {
 		g.running, g.qmpstatus, g.startedAt = true, "running", time.Now()
+	}
+	if g.kind == "qemu" {
+		g.ciSeen, g.ciDrive = cloudInitKeys(g.conf()), cloudinitDrive(g.conf()) != ""
 	}
 	s.guests[gs.VMID] = g
 	s.registerGuestVolumes(g)

@@ -30,6 +30,9 @@ type Spec struct {
 	AuthFailureDelay Duration `yaml:"authFailureDelay" json:"authFailureDelay"`
 	// MACPrefix is the prefix of generated MAC addresses (datacenter.cfg mac_prefix; default BC:24:11).
 	MACPrefix string `yaml:"macPrefix" json:"macPrefix"`
+	// TagStyle is datacenter.cfg's tag-style property string, as GET /cluster/options reports it
+	// ("case-sensitive=1" keeps the case of tags; default: PVE lower-cases them).
+	TagStyle string `yaml:"tagStyle" json:"tagStyle"`
 	// Seed makes generated MACs, UUIDs and ticket keys repeatable when non-zero. A guest's MACs and UUIDs
 	// depend on the seed, its vmid and what was done to it, not on the order of requests for other guests.
 	Seed int64 `yaml:"seed" json:"seed"`

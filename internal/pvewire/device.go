@@ -300,3 +300,31 @@ func WithSizeToken(t inventory.GuestType, key, v, size string) string {
 	d.Props = d.Props.With("size", size)
 	return d.String()
 }
+
+// HasCloudInitDrive reports whether a VM has a cloud-init drive in its config, current or pending (qemu-server
+// QemuConfig has_cloudinit).
+func HasCloudInitDrive(g inventory.Guest) bool {
+	if g.Type != inventory.QEMU {
+		return false
+	}
+	for _, e := range g.Config {
+		if !isDiskSlot(e.Key) {
+			continue
+		}
+		if (e.HasValue && ParseDrive(e.Value).IsCloudInit()) || (e.HasPending && ParseDrive(e.Pending).IsCloudInit()) {
+			return true
+		}
+	}
+	return false
+}
+
+// HasCurrentCloudInitDrive reports whether a config map (current values) holds a cloud-init drive: the
+// drive PVE regenerates (a drive still pending is generated when it is applied).
+func HasCurrentCloudInitDrive(cfg map[string]string) bool {
+	for k, v := range cfg {
+		if isDiskSlot(k) && ParseDrive(v).IsCloudInit() {
+			return true
+		}
+	}
+	return false
+}

@@ -64,6 +64,8 @@ type Desired struct {
 	// SSHKeysDigest is inventory.SSHKeysDigest of the desired keys when they come from secret references
 	// (the planner resolves them); inline keys are digested here. Empty when sshkeys is not owned.
 	SSHKeysDigest string
+	// TagStyle is the cluster's tag-style: the zero value lower-cases tags, as PVE does by default.
+	TagStyle pveformat.TagStyle
 }
 
 // Change is one config key to write or delete.
@@ -125,9 +127,10 @@ func (d Diff) OnlyTags() bool {
 
 // differ accumulates a Diff against a live config.
 type differ struct {
-	live   map[string]string
-	d      Diff
-	sorted []string
+	live     map[string]string
+	tagStyle pveformat.TagStyle
+	d        Diff
+	sorted   []string
 	// volumeMismatch is set when a live volume is larger than declared or on another storage:
 	// a sign that slots were mixed up, so no volume of the guest is grown.
 	volumeMismatch bool
@@ -227,8 +230,8 @@ func (x *differ) description(field, want string) {
 // tags ensures the ownership tag, and the declared tags exactly when there are some.
 func (x *differ) tags(declared []string) {
 	have, _ := x.get("tags")
-	want := DesiredTags(declared, have)
-	if have != want && !pveformat.SameTags(have, want) {
+	want := DesiredTagsIn(x.tagStyle, declared, have)
+	if have != want && !x.tagStyle.Same(have, want) {
 		x.setString("tags", "spec.tags", want)
 	}
 }

@@ -138,7 +138,7 @@ func LXCCreate(g Desired) (Values, error) {
 	if s.PVEDescription != "" {
 		add("description", s.PVEDescription)
 	}
-	add("tags", DesiredTags(s.Tags, ""))
+	add("tags", DesiredTagsIn(g.TagStyle, s.Tags, ""))
 	if s.Arch != "" {
 		add("arch", s.Arch)
 	}
@@ -220,7 +220,7 @@ func LXC(g Desired, live map[string]string, template bool) (Diff, error) {
 		return Diff{}, err
 	}
 	r := g.Resource
-	x := &differ{live: live}
+	x := &differ{live: live, tagStyle: g.TagStyle}
 	x.scalar("hostname", "spec.dns.hostname", r.Hostname())
 	x.description("spec.pve-description", s.PVEDescription)
 	x.tags(s.Tags)

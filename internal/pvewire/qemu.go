@@ -244,7 +244,7 @@ func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
 	if s.PVEDescription != "" {
 		add("description", s.PVEDescription)
 	}
-	add("tags", DesiredTags(s.Tags, ""))
+	add("tags", DesiredTagsIn(g.TagStyle, s.Tags, ""))
 	add("cpu", cpuValue(s))
 	if s.CPU.Cores > 0 {
 		add("cores", itoa(s.CPU.Cores))
@@ -478,7 +478,7 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 		return Diff{}, err
 	}
 	r := g.Resource
-	x := &differ{live: live}
+	x := &differ{live: live, tagStyle: g.TagStyle}
 	clone := s.Clone != ""
 	x.scalar("name", "spec.pve-name", r.PVEName())
 	x.description("spec.pve-description", s.PVEDescription)

@@ -32,6 +32,9 @@ type PlanJSON struct {
 	Findings   []FindingJSON `json:"findings"`
 	Record     []RecordJSON  `json:"record"`
 	Resources  []string      `json:"resources"`
+	// Gaps are the live settings of the declared guests the manifests do not carry (as status reports
+	// them); not part of the plan id.
+	Gaps []GapDocument `json:"gaps,omitempty"`
 }
 
 // OpJSON is one operation.
@@ -147,6 +150,9 @@ func ToJSON(p plan.Plan) PlanJSON {
 	}
 	for _, r := range p.Record {
 		out.Record = append(out.Record, RecordJSON{VMID: r.Owned.VMID, Ref: r.Owned.Ref, Node: r.Owned.Node, Fingerprint: r.Owned.Fingerprint, After: r.After})
+	}
+	for _, g := range p.Gaps {
+		out.Gaps = append(out.Gaps, gapDocument(g))
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/render"
 )
@@ -169,5 +170,29 @@ func TestTransientRejectionSaysWhenItIsPlannedAgain(t *testing.T) {
 	}
 	if js, _ := json.Marshal(render.RejectionToJSON(rej)); strings.Contains(string(js), "retry_at") || strings.Contains(string(js), "transient") {
 		t.Fatalf("a permanent rejection's json: %s", js)
+	}
+}
+
+// The gaps of the declared guests follow the plan's sections in the text, one line each as status shows
+// them, and are a field of the plan's JSON; a plan whose only news is gaps is still no drift.
+func TestPlanShowsTheGapsOfItsGuests(t *testing.T) {
+	p := plan.Plan{ID: "0123456789abcdef", Cluster: "lab", Resources: []string{"LXC/dns"}, Gaps: []inventory.Gap{
+		{Kind: "LXC", Name: "dns", Node: "pve1", VMID: 200, Key: "lxc.apparmor.profile", Value: "unconfined", Note: "raw LXC key", Managed: true},
+		{Kind: "LXC", Name: "dns", Node: "pve1", VMID: 200, Key: "lxc.cgroup2.devices.allow", Value: "c 10:200 rwm", Managed: true},
+	}}
+	want := "=== lab ===\n" + render.NoDriftCluster + "\n" +
+		"=== gaps (live settings the manifests do not carry; never written) (2) ===\n" +
+		"  gap: LXC/dns pve1/200 lxc.apparmor.profile=unconfined (raw LXC key)\n" +
+		"  gap: LXC/dns pve1/200 lxc.cgroup2.devices.allow=c 10:200 rwm\n"
+	if got := render.PlanText(p); got != want {
+		t.Errorf("text:\n%s\nwant:\n%s", got, want)
+	}
+	j := render.ToJSON(p)
+	if !j.NoDrift || len(j.Gaps) != 2 || j.Gaps[0].Key != "lxc.apparmor.profile" || !j.Gaps[0].Managed {
+		t.Errorf("json: %+v", j)
+	}
+	p.Gaps = nil
+	if j := render.ToJSON(p); j.Gaps != nil {
+		t.Errorf("a plan without gaps carries a gaps field: %+v", j.Gaps)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/report"
 )
 
@@ -193,6 +194,20 @@ type FindingDocument struct {
 	Message string `json:"message"`
 }
 
+func gapDocument(g inventory.Gap) GapDocument {
+	return GapDocument{Kind: g.Kind, Name: g.Name, Node: g.Node, VMID: g.VMID, Key: g.Key, Value: g.Value, Note: g.Note,
+		Managed: g.Managed}
+}
+
+// text is a gap on one line: Kind/name node/vmid key=value (note).
+func (g GapDocument) text() string {
+	line := fmt.Sprintf("%s/%s %s %s=%s", g.Kind, g.Name, placement(g.Node, g.VMID), g.Key, oneLine(g.Value))
+	if g.Note != "" {
+		line += " (" + oneLine(g.Note) + ")"
+	}
+	return line
+}
+
 // GapDocument is one live key the model does not cover.
 type GapDocument struct {
 	Kind    string `json:"kind"`
@@ -289,8 +304,7 @@ func NewReportDocument(r report.Report) ReportDocument {
 			Field: f.Field, Message: f.Message})
 	}
 	for _, g := range r.Gaps {
-		d.Gaps = append(d.Gaps, GapDocument{Kind: g.Kind, Name: g.Name, Node: g.Node, VMID: g.VMID, Key: g.Key,
-			Value: g.Value, Note: g.Note, Managed: g.Managed})
+		d.Gaps = append(d.Gaps, gapDocument(g))
 	}
 	for _, x := range r.Diagnostics {
 		d.Diagnostics = append(d.Diagnostics, DiagnosticDocument{Severity: x.Severity.String(), File: x.File,
@@ -578,11 +592,7 @@ func writeClusterText(b *strings.Builder, s report.ClusterStatus) {
 			oneLine(w.Value), oneLine(w.Why))
 	}
 	for _, g := range s.Gaps {
-		line := fmt.Sprintf("  gap: %s/%s %s %s=%s", g.Kind, g.Name, placement(g.Node, g.VMID), g.Key, oneLine(g.Value))
-		if g.Note != "" {
-			line += " (" + oneLine(g.Note) + ")"
-		}
-		b.WriteString(line + "\n")
+		b.WriteString("  gap: " + gapDocument(g).text() + "\n")
 	}
 	for _, d := range s.Diagnostics {
 		b.WriteString("  diagnostic: " + oneLine(d.String()) + "\n")

@@ -79,8 +79,12 @@ type line struct {
 	changes                     []plan.Change
 }
 
-func (l line) write(b *strings.Builder) {
-	fmt.Fprintf(b, "  %-12s %-24s %-10s id=%s  %s\n", l.what, l.ref, l.node, l.id, l.reason)
+// minWhatWidth is the width of a line's first column; a plan with a longer verb (mark-template,
+// regenerate-cloudinit) widens it for all its lines, so the columns stay aligned.
+const minWhatWidth = 12
+
+func (l line) write(b *strings.Builder, width int) {
+	fmt.Fprintf(b, "  %-*s %-24s %-10s id=%s  %s\n", width, l.what, l.ref, l.node, l.id, l.reason)
 	for _, c := range l.changes {
 		fmt.Fprintf(b, "      %s: %s → %s\n", c.Field, shown(c.Before), shown(c.After))
 	}
@@ -146,7 +150,8 @@ func PlanText(p plan.Plan) string {
 			create.lines = append(create.lines, opLine(o, false))
 		case o.Action == plan.ActionDelete || (o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
 			del.lines = append(del.lines, opLine(o, false))
-		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate:
+		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
+			o.Action == plan.ActionRegenerateCloudInit:
 			update.lines = append(update.lines, opLine(o, true))
 		default:
 			power.lines = append(power.lines, opLine(o, false))
@@ -185,6 +190,12 @@ func PlanText(p plan.Plan) string {
 	} else {
 		fmt.Fprintf(&b, "plan %s\n", p.ID)
 	}
+	width := minWhatWidth
+	for _, s := range sections {
+		for _, l := range s.lines {
+			width = max(width, len(l.what))
+		}
+	}
 	for _, s := range sections {
 		if len(s.lines) == 0 {
 			continue
@@ -194,7 +205,13 @@ func PlanText(p plan.Plan) string {
 			fmt.Fprintf(&b, "  %s\n", n)
 		}
 		for _, l := range s.lines {
-			l.write(&b)
+			l.write(&b, width)
+		}
+	}
+	if len(p.Gaps) > 0 {
+		fmt.Fprintf(&b, "=== gaps (live settings the manifests do not carry; never written) (%d) ===\n", len(p.Gaps))
+		for _, g := range p.Gaps {
+			b.WriteString("  gap: " + gapDocument(g).text() + "\n")
 		}
 	}
 	return b.String()

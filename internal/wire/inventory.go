@@ -56,17 +56,37 @@ func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
 	}
 	p := &inventoryv1.Guest{
 		Vmid: int64(g.VMID), Type: t, Name: g.Name, Status: g.Status, Qmpstatus: g.QMPStatus, Template: g.Template,
-		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged,
+		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged, CloudinitDrive: g.CloudInitDrive,
 	}
-	for _, e := range g.Config {
-		del, err := int32Of("config "+e.Key+" delete", e.Delete)
+	if p.Config, err = entriesToProto("config", g.Config); err != nil {
+		return nil, err
+	}
+	if p.Cloudinit, err = entriesToProto("cloudinit", g.CloudInit); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func entriesToProto(what string, es []inventory.Entry) ([]*inventoryv1.ConfigEntry, error) {
+	var out []*inventoryv1.ConfigEntry
+	for _, e := range es {
+		del, err := int32Of(what+" "+e.Key+" delete", e.Delete)
 		if err != nil {
 			return nil, err
 		}
-		p.Config = append(p.Config, &inventoryv1.ConfigEntry{Key: e.Key, Value: e.Value, HasValue: e.HasValue,
+		out = append(out, &inventoryv1.ConfigEntry{Key: e.Key, Value: e.Value, HasValue: e.HasValue,
 			Pending: e.Pending, HasPending: e.HasPending, Delete: del})
 	}
-	return p, nil
+	return out, nil
+}
+
+func entriesFromProto(ps []*inventoryv1.ConfigEntry) []inventory.Entry {
+	var out []inventory.Entry
+	for _, e := range ps {
+		out = append(out, inventory.Entry{Key: e.GetKey(), Value: e.GetValue(), HasValue: e.GetHasValue(),
+			Pending: e.GetPending(), HasPending: e.GetHasPending(), Delete: int(e.GetDelete())})
+	}
+	return out
 }
 
 func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) {
@@ -77,11 +97,8 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 	g := inventory.Guest{
 		VMID: int(p.GetVmid()), Type: t, Node: node, Name: p.GetName(), Status: p.GetStatus(),
 		QMPStatus: p.GetQmpstatus(), Template: p.GetTemplate(), Lock: p.GetLock(), Tags: p.GetTags(),
-		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(),
-	}
-	for _, e := range p.GetConfig() {
-		g.Config = append(g.Config, inventory.Entry{Key: e.GetKey(), Value: e.GetValue(), HasValue: e.GetHasValue(),
-			Pending: e.GetPending(), HasPending: e.GetHasPending(), Delete: int(e.GetDelete())})
+		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), CloudInitDrive: p.GetCloudinitDrive(),
+		Config: entriesFromProto(p.GetConfig()), CloudInit: entriesFromProto(p.GetCloudinit()),
 	}
 	return g, nil
 }
@@ -90,6 +107,7 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
+		TagsCaseSensitive: n.Node.TagsCaseSensitive,
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -119,6 +137,7 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	}
 	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
+		TagsCaseSensitive: p.GetTagsCaseSensitive(),
 	}}
 	for _, pg := range p.GetGuests() {
 		g, err := guestFromProto(pg, p.GetNode())

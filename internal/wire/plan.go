@@ -25,6 +25,7 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionDownload, planv1.Action_ACTION_DOWNLOAD},
 	{plan.ActionDelete, planv1.Action_ACTION_DELETE},
 	{plan.ActionClaimTag, planv1.Action_ACTION_CLAIM_TAG},
+	{plan.ActionRegenerateCloudInit, planv1.Action_ACTION_REGENERATE_CLOUDINIT},
 }}
 
 var planGuestTypeEnum = enumMap[inventory.GuestType, planv1.GuestType]{field: "guest type", pairs: []enumPair[inventory.GuestType, planv1.GuestType]{

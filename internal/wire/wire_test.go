@@ -152,12 +152,18 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 						{Key: "memory", Value: "2048", HasValue: true, Pending: "4096", HasPending: true},
 						{Key: "ide2", Value: "none", HasValue: true, Delete: 1},
 						{Key: "net1", Pending: "virtio", HasPending: true},
+					},
+					CloudInitDrive: true,
+					CloudInit: []inventory.Entry{
+						{Key: "ciuser", Value: "root", HasValue: true, Pending: "deploy", HasPending: true},
+						{Key: "nameserver", Delete: 1},
 					}},
 				{VMID: 200, Type: inventory.LXC, Node: "pve1", Name: "dns", Status: "stopped", Template: true},
 			},
-			Storages:       []inventory.Storage{{ID: "local", Type: "dir", Content: []string{"iso", "vztmpl"}, Active: true, Enabled: true, Total: 100, Avail: 50}},
-			Volumes:        []inventory.Volume{{Storage: "local", Volid: "local:iso/debian.iso", Content: "iso", Format: "iso", Size: 123, Parent: ""}, {Storage: "local", Volid: "local:100/vm-100-disk-0.qcow2", Content: "images", VMID: 100}},
-			ListedStorages: []string{"local"},
+			Storages:          []inventory.Storage{{ID: "local", Type: "dir", Content: []string{"iso", "vztmpl"}, Active: true, Enabled: true, Total: 100, Avail: 50}},
+			Volumes:           []inventory.Volume{{Storage: "local", Volid: "local:iso/debian.iso", Content: "iso", Format: "iso", Size: 123, Parent: ""}, {Storage: "local", Volid: "local:100/vm-100-disk-0.qcow2", Content: "images", VMID: 100}},
+			ListedStorages:    []string{"local"},
+			TagsCaseSensitive: true,
 		},
 	}
 	m, err := wire.NodeInventoryToProto(n)

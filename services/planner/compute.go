@@ -13,10 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/proxops/proxops/internal/adopt"
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/diag"
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
@@ -122,6 +124,13 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 			pl.Operations[i].SecretsDigest = store.Digest()
 		}
 	}
+	managed := map[int]manifest.Ref{}
+	for _, res := range c.Resources {
+		if res.Kind.IsGuest() && res.VMID() > 0 {
+			managed[res.VMID()] = res.Ref()
+		}
+	}
+	pl.Gaps = adopt.ManagedGaps(observed, managed)
 	out.plan = pl
 	return out, nil
 }

@@ -196,9 +196,12 @@ type NodeInventory struct {
 	ClusterNodes []string `protobuf:"bytes,11,rep,name=cluster_nodes,json=clusterNodes,proto3" json:"cluster_nodes,omitempty"`
 	// How the failure in error is classified: "retryable" (PVE unreachable, 5xx, lock timeouts) or
 	// "terminal" (refused credentials, TLS verification, parameters); empty when error is.
-	ErrorClass    string `protobuf:"bytes,12,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ErrorClass string `protobuf:"bytes,12,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
+	// The cluster's tag-style says case-sensitive=1 (GET /cluster/options): PVE keeps the case of tags
+	// instead of lower-casing them.
+	TagsCaseSensitive bool `protobuf:"varint,13,opt,name=tags_case_sensitive,json=tagsCaseSensitive,proto3" json:"tags_case_sensitive,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeInventory) Reset() {
@@ -315,6 +318,13 @@ func (x *NodeInventory) GetErrorClass() string {
 	return ""
 }
 
+func (x *NodeInventory) GetTagsCaseSensitive() bool {
+	if x != nil {
+		return x.TagsCaseSensitive
+	}
+	return false
+}
+
 // Guest is one qemu VM or LXC container with its raw config.
 type Guest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -333,8 +343,13 @@ type Guest struct {
 	// sha1 digest of the config, as GET .../pending returns it.
 	Digest string `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
 	// Every config key in PVE's order. sshkeys is carried as a digest and cipassword as present/absent.
-	Config        []*ConfigEntry `protobuf:"bytes,10,rep,name=config,proto3" json:"config,omitempty"`
-	HaManaged     bool           `protobuf:"varint,11,opt,name=ha_managed,json=haManaged,proto3" json:"ha_managed,omitempty"`
+	Config    []*ConfigEntry `protobuf:"bytes,10,rep,name=config,proto3" json:"config,omitempty"`
+	HaManaged bool           `protobuf:"varint,11,opt,name=ha_managed,json=haManaged,proto3" json:"ha_managed,omitempty"`
+	// The VM has a cloud-init drive; cloudinit is then what GET .../cloudinit reports of it.
+	CloudinitDrive bool `protobuf:"varint,12,opt,name=cloudinit_drive,json=cloudinitDrive,proto3" json:"cloudinit_drive,omitempty"`
+	// The cloud-init keys of GET .../cloudinit: value is what the drive was generated with, pending a newer
+	// config value the drive does not hold yet, delete a key removed since. Secrets as in config.
+	Cloudinit     []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,6 +459,20 @@ func (x *Guest) GetHaManaged() bool {
 		return x.HaManaged
 	}
 	return false
+}
+
+func (x *Guest) GetCloudinitDrive() bool {
+	if x != nil {
+		return x.CloudinitDrive
+	}
+	return false
+}
+
+func (x *Guest) GetCloudinit() []*ConfigEntry {
+	if x != nil {
+		return x.Cloudinit
+	}
+	return nil
 }
 
 // ConfigEntry is one key of GET .../pending.
@@ -1016,7 +1045,7 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"allContent\x12\x1d\n" +
 	"\n" +
 	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
-	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\xe7\x03\n" +
+	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\x97\x04\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1034,7 +1063,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	" \x01(\tR\x05error\x12#\n" +
 	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\x12\x1f\n" +
 	"\verror_class\x18\f \x01(\tR\n" +
-	"errorClass\"\xd0\x02\n" +
+	"errorClass\x12.\n" +
+	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\"\xba\x03\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1048,7 +1078,9 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x06config\x18\n" +
 	" \x03(\v2!.proxops.inventory.v1.ConfigEntryR\x06config\x12\x1d\n" +
 	"\n" +
-	"ha_managed\x18\v \x01(\bR\thaManaged\"\xa5\x01\n" +
+	"ha_managed\x18\v \x01(\bR\thaManaged\x12'\n" +
+	"\x0fcloudinit_drive\x18\f \x01(\bR\x0ecloudinitDrive\x12?\n" +
+	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\"\xa5\x01\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1b\n" +
@@ -1135,13 +1167,14 @@ var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
 	6,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
 	0,  // 4: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
 	4,  // 5: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	9,  // 6: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	8,  // 7: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 6: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	9,  // 7: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	8,  // 8: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }

@@ -9,7 +9,8 @@
 package planv1
 
 import (
-	v1 "github.com/proxops/proxops/internal/gen/proxops/repo/v1"
+	v1 "github.com/proxops/proxops/internal/gen/proxops/inventory/v1"
+	v11 "github.com/proxops/proxops/internal/gen/proxops/repo/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -42,6 +43,8 @@ const (
 	Action_ACTION_DOWNLOAD      Action = 10
 	Action_ACTION_DELETE        Action = 11
 	Action_ACTION_CLAIM_TAG     Action = 12
+	// Regenerate a VM's cloud-init drive from its config (PUT .../cloudinit).
+	Action_ACTION_REGENERATE_CLOUDINIT Action = 13
 )
 
 // Enum value maps for Action.
@@ -60,21 +63,23 @@ var (
 		10: "ACTION_DOWNLOAD",
 		11: "ACTION_DELETE",
 		12: "ACTION_CLAIM_TAG",
+		13: "ACTION_REGENERATE_CLOUDINIT",
 	}
 	Action_value = map[string]int32{
-		"ACTION_UNSPECIFIED":   0,
-		"ACTION_CREATE":        1,
-		"ACTION_CLONE":         2,
-		"ACTION_CONFIGURE":     3,
-		"ACTION_RESIZE":        4,
-		"ACTION_START":         5,
-		"ACTION_SHUTDOWN":      6,
-		"ACTION_STOP":          7,
-		"ACTION_RESUME":        8,
-		"ACTION_MARK_TEMPLATE": 9,
-		"ACTION_DOWNLOAD":      10,
-		"ACTION_DELETE":        11,
-		"ACTION_CLAIM_TAG":     12,
+		"ACTION_UNSPECIFIED":          0,
+		"ACTION_CREATE":               1,
+		"ACTION_CLONE":                2,
+		"ACTION_CONFIGURE":            3,
+		"ACTION_RESIZE":               4,
+		"ACTION_START":                5,
+		"ACTION_SHUTDOWN":             6,
+		"ACTION_STOP":                 7,
+		"ACTION_RESUME":               8,
+		"ACTION_MARK_TEMPLATE":        9,
+		"ACTION_DOWNLOAD":             10,
+		"ACTION_DELETE":               11,
+		"ACTION_CLAIM_TAG":            12,
+		"ACTION_REGENERATE_CLOUDINIT": 13,
 	}
 )
 
@@ -1105,7 +1110,10 @@ type Plan struct {
 	// Every request the run answers (request_id and those coalesced into it).
 	RequestIds []string `protobuf:"bytes,18,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
 	// The operator user who asked for a work-tree apply (RepoChanged.requested_by); empty otherwise.
-	RequestedBy   string `protobuf:"bytes,19,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	RequestedBy string `protobuf:"bytes,19,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// The live settings of the declared guests that the manifest model does not carry (what status reports
+	// as gaps), sorted by node, vmid, key; shown with the plan, not part of plan_id.
+	Gaps          []*v1.Gap `protobuf:"bytes,20,rep,name=gaps,proto3" json:"gaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1271,6 +1279,13 @@ func (x *Plan) GetRequestedBy() string {
 		return x.RequestedBy
 	}
 	return ""
+}
+
+func (x *Plan) GetGaps() []*v1.Gap {
+	if x != nil {
+		return x.Gaps
+	}
+	return nil
 }
 
 // OwnedRecord is one guest of the ownership inventory: a guest ProxOps created or claimed, with the identity
@@ -1459,8 +1474,8 @@ type ClusterControl struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	// The newest RepoChanged (not a dry run) that asks to apply this cluster, and its PROXOPS_REPO sequence.
-	Want    *v1.RepoChanged `protobuf:"bytes,2,opt,name=want,proto3" json:"want,omitempty"`
-	WantSeq uint64          `protobuf:"varint,3,opt,name=want_seq,json=wantSeq,proto3" json:"want_seq,omitempty"`
+	Want    *v11.RepoChanged `protobuf:"bytes,2,opt,name=want,proto3" json:"want,omitempty"`
+	WantSeq uint64           `protobuf:"varint,3,opt,name=want_seq,json=wantSeq,proto3" json:"want_seq,omitempty"`
 	// The want_seq of the last event fully handled (planned and rejected, or run to its end).
 	DoneSeq uint64 `protobuf:"varint,4,opt,name=done_seq,json=doneSeq,proto3" json:"done_seq,omitempty"`
 	// The run in progress, the want_seq it serves, and the last PROXOPS_PLANS and PROXOPS_RESULTS
@@ -1533,7 +1548,7 @@ func (x *ClusterControl) GetCluster() string {
 	return ""
 }
 
-func (x *ClusterControl) GetWant() *v1.RepoChanged {
+func (x *ClusterControl) GetWant() *v11.RepoChanged {
 	if x != nil {
 		return x.Want
 	}
@@ -2560,7 +2575,7 @@ var File_proxops_plan_v1_plan_proto protoreflect.FileDescriptor
 
 const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x1aproxops/plan/v1/plan.proto\x12\x0fproxops.plan.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aproxops/repo/v1/repo.proto\"\xc5\x01\n" +
+	"\x1aproxops/plan/v1/plan.proto\x12\x0fproxops.plan.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$proxops/inventory/v1/inventory.proto\x1a\x1aproxops/repo/v1/repo.proto\"\xc5\x01\n" +
 	"\n" +
 	"Diagnostic\x125\n" +
 	"\bseverity\x18\x01 \x01(\x0e2\x19.proxops.plan.v1.SeverityR\bseverity\x12\x12\n" +
@@ -2619,7 +2634,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
 	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xe1\x04\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x90\x05\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
@@ -2646,7 +2661,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"heldPrunes\x12\x1f\n" +
 	"\vrequest_ids\x18\x12 \x03(\tR\n" +
 	"requestIds\x12!\n" +
-	"\frequested_by\x18\x13 \x01(\tR\vrequestedBy\"\x7f\n" +
+	"\frequested_by\x18\x13 \x01(\tR\vrequestedBy\x12-\n" +
+	"\x04gaps\x18\x14 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\"\x7f\n" +
 	"\vOwnedRecord\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
@@ -2785,7 +2801,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\x91\x02\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xb2\x02\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2800,7 +2816,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x0fACTION_DOWNLOAD\x10\n" +
 	"\x12\x11\n" +
 	"\rACTION_DELETE\x10\v\x12\x14\n" +
-	"\x10ACTION_CLAIM_TAG\x10\f*P\n" +
+	"\x10ACTION_CLAIM_TAG\x10\f\x12\x1f\n" +
+	"\x1bACTION_REGENERATE_CLOUDINIT\x10\r*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +
@@ -2876,8 +2893,9 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*OperationOutcome)(nil),      // 21: proxops.plan.v1.OperationOutcome
 	(*OperationResult)(nil),       // 22: proxops.plan.v1.OperationResult
 	(*OperationRecord)(nil),       // 23: proxops.plan.v1.OperationRecord
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*v1.RepoChanged)(nil),        // 25: proxops.repo.v1.RepoChanged
+	(*v1.Gap)(nil),                // 24: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*v11.RepoChanged)(nil),       // 26: proxops.repo.v1.RepoChanged
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -2892,30 +2910,31 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
 	14, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
-	24, // 12: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
-	25, // 13: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
-	24, // 14: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
-	24, // 15: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
-	7,  // 16: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	24, // 17: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 18: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	21, // 19: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	24, // 20: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 21: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 22: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 23: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 24: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 25: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	24, // 26: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 27: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 28: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	24, // 29: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 30: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	24, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
+	25, // 13: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
+	26, // 14: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
+	25, // 15: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
+	25, // 16: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
+	7,  // 17: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	25, // 18: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 19: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	21, // 20: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	25, // 21: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 22: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 23: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 24: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 25: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 26: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	25, // 27: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 28: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 29: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	25, // 30: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 31: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
