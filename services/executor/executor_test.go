@@ -56,7 +56,7 @@ func TestExecutorAppliesAGuestsLifecycleAndReportsResults(t *testing.T) {
 	}
 	// The create was journaled with its task.
 	var m = wire.NewOperationRecord()
-	key, _ := bus.OpKey(create.RunID, create.ID)
+	key, _ := bus.OpKey(cluster, create.Node, create.RunID, create.ID)
 	if _, err := e.bus.GetProto(testContext(t), bus.BucketOps, key, m); err != nil {
 		t.Fatal(err)
 	}

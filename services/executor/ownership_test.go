@@ -157,3 +157,29 @@ func TestClaimIsRefusedWhenTheGuestChangedSinceThePlan(t *testing.T) {
 		e.assertNotOwned(reg, e.dispatch(claim()), "claim_mismatch", `the live guest is named "payroll", the plan observed "web"`, 1)
 	})
 }
+
+// An operation whose record an executor of an earlier release kept under <run>.<op> (the layout before
+// records named their node) is found after the upgrade: delivered again, it is reported from that record and
+// not run a second time.
+func TestOperationRecordOfTheOldKeyLayoutIsFoundAfterAnUpgrade(t *testing.T) {
+	e, _ := ownedEnv(t, "tags: proxops\n")
+	op := plan.Operation{RunID: e.runID, ID: "op-before-upgrade", Cluster: cluster, Node: "pve1", VMID: 100,
+		GuestType: inventory.QEMU, Action: plan.ActionConfigure, Values: kvs("memory", "8192")}
+	m, err := wire.OperationRecordToProto(wire.OperationRecord{RunID: op.RunID, OpID: op.ID, Cluster: cluster, Node: "pve1",
+		VMID: 100, Action: op.Action, Status: plan.StatusSucceeded, Message: "done before the upgrade", Executor: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, _ := bus.LegacyOpKey(op.RunID, op.ID)
+	if _, err := e.bus.PutProto(testContext(t), bus.BucketOps, legacy, m); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.ResetLog()
+	r := e.mustSucceed(e.dispatch(op))
+	if !r.AlreadyDone || r.Message != "done before the upgrade" {
+		t.Fatalf("result %+v, want the recorded outcome reported again", r)
+	}
+	if conf, _ := e.sim.Config(100); conf["memory"] != "2048" || len(e.sim.Requests()) != 0 {
+		t.Fatalf("the operation ran again: memory %s, %d requests", conf["memory"], len(e.sim.Requests()))
+	}
+}

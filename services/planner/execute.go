@@ -288,20 +288,17 @@ func (d *driver) lookUpStale(ctx context.Context, r *plan.Run, pl plan.Plan, run
 			continue
 		}
 		since[id] = time.Now()
-		key, err := bus.OpKey(runID, id)
-		if err != nil {
+		op, ok := r.Operation(id)
+		if !ok {
 			continue
 		}
+		// A run opened before records named their node finds them under their old key.
 		m := wire.NewOperationRecord()
-		if _, err := d.p.bus.GetProto(ctx, bus.BucketOps, key, m); err != nil {
+		if _, err := d.p.bus.GetOpRecord(ctx, d.cluster, op.Node, runID, id, m); err != nil {
 			continue
 		}
 		rec, err := wire.OperationRecordFromProto(m)
 		if err != nil || !rec.Status.Final() {
-			continue
-		}
-		op, ok := r.Operation(id)
-		if !ok {
 			continue
 		}
 		log.Info("outcome taken from the operation journal", "op_id", id, "status", string(rec.Status))
