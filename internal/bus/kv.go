@@ -36,6 +36,25 @@ func (b *Bus) GetProto(ctx context.Context, bucket, key string, m proto.Message)
 	return e.Revision(), nil
 }
 
+// GetOpRecord reads the record the executors of a node keep of an operation (proxops_ops) into m: under its
+// key (OpKey), or else, for a run opened before records named their node, under LegacyOpKey. It returns the
+// key it read, or ErrNotFound when neither holds a record.
+func (b *Bus) GetOpRecord(ctx context.Context, cluster, node, run, op string, m proto.Message) (string, error) {
+	key, err := OpKey(cluster, node, run, op)
+	if err != nil {
+		return "", err
+	}
+	legacy, _ := LegacyOpKey(run, op)
+	for _, k := range []string{key, legacy} {
+		if _, err := b.GetProto(ctx, BucketOps, k, m); err == nil {
+			return k, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("get %s/%s: %w", BucketOps, key, ErrNotFound)
+}
+
 // PutProto writes a key unconditionally and returns the new revision.
 func (b *Bus) PutProto(ctx context.Context, bucket, key string, m proto.Message) (uint64, error) {
 	return b.writeProto(ctx, bucket, key, m, func(ctx context.Context, kv jetstream.KeyValue, data []byte) (uint64, error) {

@@ -193,8 +193,8 @@ func PlannerPermissions() Permissions {
 }
 
 // ExecutorPermissions: one node's executors consume that node's operations only, serve its observe
-// requests, publish its results, inventories and dead letters, keep operation records, and read the
-// clusters' run state and the ownership inventory.
+// requests, publish its results, inventories and dead letters, keep the node's own operation records and
+// guest guards, and read the clusters' run state and the ownership inventory.
 func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	user, err := ExecutorUser(cluster, node)
 	if err != nil {
@@ -218,7 +218,13 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	s.publish("$JS.API.STREAM.INFO."+StreamOps, "$JS.API.STREAM.MSG.GET."+StreamOps, "$JS.API.STREAM.MSG.DELETE."+StreamOps)
 	s.responses = true
 	s.objWrite(ObjectBlobs)
-	s.kvWrite(BucketOps)
+	// Operation records and guest guards: read any (a run opened before records named their node keeps its
+	// records under <run>.<op>), write only the node's own.
+	s.kvRead(BucketOps)
+	own, _ := NodeOpsFilters(cluster, node)
+	for _, f := range own {
+		s.publish("$KV." + BucketOps + "." + f)
+	}
 	// Before running an operation: is its run the cluster's open run, and what does the ownership
 	// inventory record for the guest it writes to.
 	s.kvRead(BucketClusters)

@@ -125,7 +125,7 @@ func KeyValueConfigs(cfg ProvisionConfig) []jetstream.KeyValueConfig {
 	leases.LimitMarkerTTL = max(cfg.LeaseTTL, time.Second)
 	owned := kv(BucketOwned, "ownership inventory: cluster.vmid to the managed guest's identity")
 	owned.History = 5
-	ops := kv(BucketOps, "run.op to intent, task UPID and outcome")
+	ops := kv(BucketOps, "operation records per cluster, node, run and op (intent, task UPID, outcome) and guest guards")
 	ops.TTL = cfg.OpRecordTTL
 	status := kv(BucketStatus, "latest cluster status per cluster")
 	deliveries := kv(BucketDeliveries, "webhook delivery ids already accepted")

@@ -74,7 +74,8 @@ const (
 	BucketLeases = "proxops_leases"
 	// BucketOwned is the ownership inventory: per cluster and vmid, the guest ProxOps created or manages.
 	BucketOwned = "proxops_owned"
-	// BucketOps maps <run>.<op> to the executor's intent, task UPID and outcome.
+	// BucketOps holds the executors' operation records (op.<cluster>.<node>.<run>.<op>: intent, task UPID and
+	// outcome) and guest guards (guard.<cluster>.<node>.<vmid>).
 	BucketOps = "proxops_ops"
 	// BucketStatus holds the latest ClusterStatus per cluster.
 	BucketStatus = "proxops_status"
@@ -382,10 +383,25 @@ func OwnedKey(cluster string, vmid int) (string, error) {
 	return fmt.Sprintf("%s.%d", cluster, vmid), nil
 }
 
-// OpKey is the proxops_ops key of an operation of a run: <run>.<op>. The run id must be a plain token; the
-// operation id is escaped so any id is a valid key: every byte outside [-_/a-zA-Z0-9] (a '.' of a file
-// name, say) becomes '=' and two hex digits. Ids made of plain characters are their own escape.
-func OpKey(run, op string) (string, error) {
+// OpKey is the proxops_ops key of an operation of a run, kept by the executors of the node that runs it:
+// op.<cluster>.<node>.<run>.<op>. Naming the cluster and node lets each node's executors be allowed to write
+// their own records only (NodeOpsFilters). The run id must be a plain token; the operation id is escaped so any
+// id is a valid key: every byte outside [-_/a-zA-Z0-9] (a '.' of a file name, say) becomes '=' and two hex
+// digits. Ids made of plain characters are their own escape.
+func OpKey(cluster, node, run, op string) (string, error) {
+	if err := validateClusterNode(cluster, node); err != nil {
+		return "", err
+	}
+	legacy, err := LegacyOpKey(run, op)
+	if err != nil {
+		return "", err
+	}
+	return opKeyPrefix + "." + cluster + "." + node + "." + legacy, nil
+}
+
+// LegacyOpKey is the key an operation record had before records named their node: <run>.<op>. Readers of a
+// record look there when OpKey holds none, so a run opened before an upgrade finishes after it.
+func LegacyOpKey(run, op string) (string, error) {
 	if err := validateKeyToken("run id", run); err != nil {
 		return "", err
 	}
@@ -394,6 +410,33 @@ func OpKey(run, op string) (string, error) {
 	}
 	return run + "." + escapeKeyToken(op), nil
 }
+
+// GuardKey is the proxops_ops key of a guest's guard, which the executors of the guest's node share:
+// guard.<cluster>.<node>.<vmid>.
+func GuardKey(cluster, node string, vmid int) (string, error) {
+	if err := validateClusterNode(cluster, node); err != nil {
+		return "", err
+	}
+	if vmid <= 0 {
+		return "", fmt.Errorf("vmid %d: must be positive", vmid)
+	}
+	return fmt.Sprintf("%s.%s.%s.%d", guardKeyPrefix, cluster, node, vmid), nil
+}
+
+// NodeOpsFilters are the proxops_ops keys the executors of one node write: their operation records and their
+// guest guards.
+func NodeOpsFilters(cluster, node string) ([]string, error) {
+	if err := validateClusterNode(cluster, node); err != nil {
+		return nil, err
+	}
+	return []string{opKeyPrefix + "." + cluster + "." + node + ".>", guardKeyPrefix + "." + cluster + "." + node + ".>"}, nil
+}
+
+// First tokens of the proxops_ops keys: no run id is either, so they never collide with a legacy <run>.<op>.
+const (
+	opKeyPrefix    = "op"
+	guardKeyPrefix = "guard"
+)
 
 func escapeKeyToken(s string) string {
 	var b strings.Builder

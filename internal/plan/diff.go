@@ -644,6 +644,7 @@ var updateSteps = []func(*differ, *guestUpdate) error{
 	(*differ).findPendingKeys,
 	(*differ).findRestartKeys,
 	(*differ).reportHeldRestarts,
+	(*differ).planClaim,
 	(*differ).planPowerDown,
 	(*differ).planResizes,
 	(*differ).planConfigure,
@@ -827,8 +828,36 @@ func (d *differ) planResizes(s *guestUpdate) error {
 	return nil
 }
 
-// planConfigure writes the config changes in one operation: a claim of the ownership tag when the tag is all
-// that differs on an untagged guest, a configure otherwise.
+// planClaim takes a declared untagged guest (or one carrying only the predecessor's tag) over before anything
+// else is written to it: a claim-tag operation writes its tags alone, and every other operation on the guest
+// depends on it. The executor writes only to guests that carry the tag and whose ownership record matches
+// them; a claim is the one write it allows without either, and only while the guest still has the identity
+// and the name this plan observed (the precondition's Fingerprint and Name). The record is written once the
+// claim succeeded, before any operation that depends on it is dispatched.
+func (d *differ) planClaim(s *guestUpdate) error {
+	if s.tagged {
+		return nil
+	}
+	i := slices.IndexFunc(s.diff.Changes, func(c pvewire.Change) bool { return c.Key == "tags" && !c.Delete })
+	if i < 0 {
+		return nil
+	}
+	c := s.diff.Changes[i]
+	ref, vmid, t := s.ref, s.g.VMID, s.g.Type
+	op := d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionClaimTag, "")), Action: ActionClaimTag,
+		Values:  []KV{{Key: c.Key, Value: c.Value.Value}},
+		Reason:  fmt.Sprintf("%s: claim ownership (add tag %s)", ref, pveformat.OwnershipTag),
+		Changes: []Change{displayChange(c)}})
+	op.Precondition = s.precondition(c.Key)
+	op.Precondition.Fingerprint = s.fp
+	op.Precondition.Name, _ = s.g.Get(nameKey(s.g))
+	s.expect[c.Key] = c.Value.Value
+	s.diff.Changes = slices.Delete(slices.Clone(s.diff.Changes), i, i+1)
+	d.record(s.r, s.g, s.fp, op.ID)
+	return nil
+}
+
+// planConfigure writes the config changes (but a claim's tags) in one operation.
 func (d *differ) planConfigure(s *guestUpdate) error {
 	if len(s.diff.Changes) == 0 {
 		return nil
@@ -852,32 +881,22 @@ func (d *differ) planConfigure(s *guestUpdate) error {
 		changes = append(changes, displayChange(c))
 	}
 	slices.Sort(dels)
-	claim := !s.tagged && s.diff.OnlyTags()
-	action, id := ActionConfigure, guestOpID(t, vmid, ActionConfigure, "")
 	reason := fmt.Sprintf("%s: config drift", ref)
 	switch {
-	case claim:
-		action, id = ActionClaimTag, guestOpID(t, vmid, ActionClaimTag, "")
-		reason = fmt.Sprintf("%s: claim ownership (add tag %s)", ref, pveformat.OwnershipTag)
 	case s.restart || (s.running && s.desiredState == manifest.StateStopped && len(s.restartKeys) > 0):
 		reason += " (stop-required)"
 	case s.running && len(s.restartKeys) > 0:
 		reason += " (pending until restart)"
 	}
-	op := d.add(s, Operation{ID: d.opID(id), Action: action, Values: vals, Delete: dels, Reason: reason, Changes: changes})
+	op := d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionConfigure, "")), Action: ActionConfigure, Values: vals,
+		Delete: dels, Reason: reason, Changes: changes})
 	op.Precondition = s.precondition(keys...)
-	if claim || !s.tagged {
-		op.Precondition.Fingerprint = s.fp
-	}
 	for _, c := range s.diff.Changes {
 		if c.Delete {
 			s.expect[c.Key] = ""
 		} else {
 			s.expect[c.Key] = c.Value.Value
 		}
-	}
-	if !s.tagged {
-		d.record(s.r, s.g, s.fp, op.ID)
 	}
 	return nil
 }

@@ -88,6 +88,9 @@ type Precondition struct {
 	Fingerprint string
 	// ExpectTag: the live guest must carry the ownership tag (delete).
 	ExpectTag bool
+	// Name is, for a claim, the guest's name (qemu name, lxc hostname) as the plan observed it; empty when it
+	// had none. The executor claims only a guest that still has this name and Fingerprint.
+	Name string
 }
 
 // Change is a field-level before → after, for display. Secret values are shown as references.

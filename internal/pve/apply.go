@@ -51,12 +51,24 @@ type SecretResolver interface {
 	Resolve(ctx context.Context, ref string) (string, error)
 }
 
+// Ownership gives Apply the ownership record ProxOps keeps of a guest (KV proxops_owned), as the executor
+// reads it itself: never a fingerprint the operation carries.
+type Ownership interface {
+	// RecordedFingerprint returns the identity fingerprint recorded for a guest of the operation's cluster;
+	// found is false when there is no record.
+	RecordedFingerprint(ctx context.Context, vmid int) (fingerprint string, found bool, err error)
+}
+
 // ApplyOptions are the executor's hooks into one Apply.
 type ApplyOptions struct {
 	Journal  Journal
 	Prior    Prior
 	Progress func(TaskStatus)
 	Secrets  SecretResolver
+	// Ownership, when set, makes every write to an existing guest check ownership on the config read right
+	// before it (see applier.owned). Nil skips the check: for callers that plan and apply in one trusted
+	// process, and tests of the adapter alone.
+	Ownership Ownership
 	// Now is the clock for intents (default time.Now).
 	Now func() time.Time
 }
@@ -294,6 +306,66 @@ func (a *applier) waitSettled(ctx context.Context, nodes []string, vmid int, loc
 		}
 		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
 	}
+}
+
+// owned checks, on a config just read and right before a write to the guest, that ProxOps owns it: the
+// guest carries the ownership tag, and the ownership record the executor reads itself exists and holds the
+// live guest's identity fingerprint. A hand clone of a managed guest (tag copied, new uuid or MACs) fails
+// the second half. A claim is the one write to a guest ProxOps does not own yet: it is checked against what
+// the plan observed instead, the identity fingerprint and the name, so only the guest the plan named is
+// claimed. A refusal is terminal.
+func (a *applier) owned(ctx context.Context, g inventory.Guest) error {
+	if a.opts.Ownership == nil {
+		return nil
+	}
+	fp := inventory.Fingerprint(g)
+	if a.op.Action == plan.ActionClaimTag {
+		pre := a.op.Precondition
+		name, _ := g.Get(nameKey(a.op.GuestType))
+		switch {
+		case pre.Fingerprint == "":
+			return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the identity the plan observed", a.what())
+		case fp != pre.Fingerprint:
+			return refused(RefusalClaimMismatch, "%s: refused: the live guest's identity %q is not %q, which the plan observed; it is not claimed",
+				a.what(), fp, pre.Fingerprint)
+		case name != pre.Name:
+			return refused(RefusalClaimMismatch, "%s: refused: the live guest is named %q, the plan observed %q; it is not claimed",
+				a.what(), name, pre.Name)
+		}
+		return nil
+	}
+	if !pveformat.Owned(g.Tags) {
+		return refused(RefusalNotOwned, "%s: refused: the live guest does not carry the %s tag", a.what(), pveformat.OwnershipTag)
+	}
+	rec, found, err := a.opts.Ownership.RecordedFingerprint(ctx, a.op.VMID)
+	switch {
+	case err != nil:
+		return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: read the ownership record: %w", a.what(), err)}
+	case !found:
+		return refused(RefusalNotOwned, "%s: refused: the guest carries the %s tag, but ProxOps holds no ownership record of vmid %d",
+			a.what(), pveformat.OwnershipTag, a.op.VMID)
+	case rec == "" || rec != fp:
+		return refused(RefusalNotOwned, "%s: refused: the live guest's identity %q is not the one recorded as ProxOps' (%q)",
+			a.what(), fp, rec)
+	}
+	return nil
+}
+
+// readOwned reads the operation's guest and checks that ProxOps owns it (owned).
+func (a *applier) readOwned(ctx context.Context) (inventory.Guest, error) {
+	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	if err != nil {
+		return g, err
+	}
+	return g, a.owned(ctx, g)
+}
+
+// nameKey is the config key of a guest's name.
+func nameKey(t inventory.GuestType) string {
+	if t == inventory.LXC {
+		return "hostname"
+	}
+	return "name"
 }
 
 func (a *applier) finishGuest(ctx context.Context, node string, vmid int) error {
@@ -556,7 +628,7 @@ func (a *applier) configure(ctx context.Context) error {
 	if len(a.op.Values) == 0 && len(a.op.Delete) == 0 {
 		return terminal("%s: nothing to write", a.what())
 	}
-	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	g, err := a.readOwned(ctx)
 	if err != nil {
 		return err
 	}
@@ -744,7 +816,7 @@ func (a *applier) resize(ctx context.Context) error {
 	if err != nil {
 		return terminal("%s: %v", a.what(), err)
 	}
-	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	g, err := a.readOwned(ctx)
 	if err != nil {
 		return err
 	}
@@ -792,6 +864,11 @@ func (a *applier) power(ctx context.Context) error {
 			}
 		}
 	}
+	if a.opts.Ownership != nil {
+		if _, err := a.readOwned(ctx); err != nil {
+			return err
+		}
+	}
 	u, ok, err := a.send(ctx, http.MethodPost, "/nodes/{node}/"+a.typ()+"/{vmid}/status/"+verb, []string{a.op.Node, a.vmid()}, nil, body)
 	if err == nil && ok {
 		err = a.wait(ctx, u)
@@ -827,7 +904,7 @@ func (a *applier) markTemplate(ctx context.Context) error {
 	if err := a.waitRunning(ctx, taskType); err != nil {
 		return err
 	}
-	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	g, err := a.readOwned(ctx)
 	if err != nil {
 		return err
 	}
@@ -1032,6 +1109,9 @@ func (a *applier) delete(ctx context.Context) error {
 		if !ok {
 			a.out.AlreadyDone = attempt == 0
 			return nil
+		}
+		if err := a.owned(ctx, g); err != nil {
+			return err
 		}
 		if !pveformat.Owned(g.Tags) {
 			return conflict("%s: refused: the live guest does not carry the %s tag", a.what(), pveformat.OwnershipTag)

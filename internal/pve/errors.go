@@ -30,7 +30,25 @@ type Error struct {
 	// UPID and TaskLog are set for a failed task.
 	UPID    string
 	TaskLog []string
+	// Refusal is set when the adapter refused to write to a guest ProxOps does not own (RefusalNotOwned) or
+	// that is no longer the guest a claim was planned for (RefusalClaimMismatch): always terminal.
+	Refusal string
 	Err     error
+}
+
+// Refusal reasons of Error.Refusal, also the reason labels of the executor's refused-operations metric.
+const (
+	RefusalNotOwned      = "not_owned"
+	RefusalClaimMismatch = "claim_mismatch"
+)
+
+// RefusalOf returns the refusal reason an error carries, if any.
+func RefusalOf(err error) (string, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Refusal != "" {
+		return e.Refusal, true
+	}
+	return "", false
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -205,6 +223,11 @@ func failed(err error, format string, a ...any) *Error {
 // terminal is a refusal decided by the adapter itself.
 func terminal(format string, a ...any) *Error {
 	return &Error{Class: plan.ErrorTerminal, Err: fmt.Errorf(format, a...)}
+}
+
+// refused is a write to a guest refused for want of ownership (reason: RefusalNotOwned, RefusalClaimMismatch).
+func refused(reason, format string, a ...any) *Error {
+	return &Error{Class: plan.ErrorTerminal, Refusal: reason, Err: fmt.Errorf(format, a...)}
 }
 
 // conflict is a precondition the live guest no longer meets: the plan is stale.

@@ -120,11 +120,6 @@ type Diff struct {
 // Empty reports whether nothing needs writing.
 func (d Diff) Empty() bool { return len(d.Changes) == 0 && len(d.Resizes) == 0 }
 
-// OnlyTags reports whether the only change is the tags key.
-func (d Diff) OnlyTags() bool {
-	return len(d.Resizes) == 0 && len(d.Changes) == 1 && d.Changes[0].Key == "tags" && !d.Changes[0].Delete
-}
-
 // differ accumulates a Diff against a live config.
 type differ struct {
 	live     map[string]string

@@ -70,6 +70,7 @@ type PreconditionJSON struct {
 	Expect       []KVJSON `json:"expect,omitempty"`
 	Fingerprint  string   `json:"fingerprint,omitempty"`
 	ExpectTag    bool     `json:"expect_tag,omitempty"`
+	Name         string   `json:"name,omitempty"`
 }
 
 // ChangeJSON is a field-level before → after.
@@ -139,7 +140,8 @@ func ToJSON(p plan.Plan) PlanJSON {
 			Reason: o.Reason, DependsOn: o.DependsOn, Values: kvsJSON(o.Values), Delete: o.Delete, Params: kvsJSON(o.Params),
 			SourceVMID: o.SourceVMID, Storage: o.Storage,
 			Precondition: PreconditionJSON{ExpectAbsent: o.Precondition.ExpectAbsent, Digest: o.Precondition.Digest,
-				Expect: kvsJSON(o.Precondition.Expect), Fingerprint: o.Precondition.Fingerprint, ExpectTag: o.Precondition.ExpectTag}}
+				Expect: kvsJSON(o.Precondition.Expect), Fingerprint: o.Precondition.Fingerprint, ExpectTag: o.Precondition.ExpectTag,
+				Name: o.Precondition.Name}}
 		for _, c := range o.Changes {
 			j.Changes = append(j.Changes, ChangeJSON(c))
 		}

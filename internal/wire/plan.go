@@ -98,7 +98,7 @@ func operationToProto(o plan.Operation) (*planv1.Operation, error) {
 		Precondition: &planv1.Precondition{
 			ExpectAbsent: o.Precondition.ExpectAbsent, Digest: o.Precondition.Digest,
 			Expect: kvsToProto(o.Precondition.Expect), Fingerprint: o.Precondition.Fingerprint,
-			ExpectTag: o.Precondition.ExpectTag,
+			ExpectTag: o.Precondition.ExpectTag, Name: o.Precondition.Name,
 		},
 	}
 	for _, c := range o.Changes {
@@ -125,7 +125,7 @@ func operationFromProto(p *planv1.Operation) (plan.Operation, error) {
 		SecretsDigest: p.GetSecretsDigest(), BaseURL: p.GetBaseUrl(),
 		Precondition: plan.Precondition{
 			ExpectAbsent: pre.GetExpectAbsent(), Digest: pre.GetDigest(), Expect: kvsFromProto(pre.GetExpect()),
-			Fingerprint: pre.GetFingerprint(), ExpectTag: pre.GetExpectTag(),
+			Fingerprint: pre.GetFingerprint(), ExpectTag: pre.GetExpectTag(), Name: pre.GetName(),
 		},
 		DependsOn: p.GetDependsOn(), Reason: p.GetReason(),
 	}

@@ -172,7 +172,7 @@ func TestShutdownHandsBackAnOperationThatOutlastsTheGrace(t *testing.T) {
 	if got := e.finals(op); len(got) != 0 {
 		t.Fatalf("the stopping replica reported %+v for an operation it did not finish", got)
 	}
-	key, _ := bus.OpKey(op.RunID, op.ID)
+	key, _ := bus.OpKey(cluster, op.Node, op.RunID, op.ID)
 	m := wire.NewOperationRecord()
 	if _, err := e.bus.GetProto(testContext(t), bus.BucketOps, key, m); err != nil {
 		t.Fatalf("operation record: %v", err)

@@ -49,6 +49,7 @@ func TestExecutorUsesTheCredentialsItsSourceHandsOut(t *testing.T) {
 	e.start(cfg)
 	e.mustSucceed(e.dispatch(plan.Operation{Node: "pve1", VMID: 101, GuestType: inventory.QEMU, Action: plan.ActionCreate,
 		Values: kvs("name", "web-01", "memory", "1024", "tags", "proxops"), Precondition: plan.Precondition{ExpectAbsent: true}}))
+	e.own(101)
 
 	const rotated = "5e0c8a7b-3f21-4d6e-9a14-2b7c6d8e0f13"
 	e.sim.SetToken(pvesim.DefaultRootTokenID, rotated)

@@ -70,7 +70,7 @@ func TestOperationOutOfDeliveriesWithNoneSettledIsFailedAndDeadLettered(t *testi
 		t.Errorf("dead letters: %v, want exactly one", err)
 	}
 	rec := wire.NewOperationRecord()
-	key, _ := bus.OpKey(op.RunID, op.ID)
+	key, _ := bus.OpKey(cluster, op.Node, op.RunID, op.ID)
 	if _, err := e.bus.GetProto(testContext(t), bus.BucketOps, key, rec); err != nil {
 		t.Fatalf("operation record: %v", err)
 	}

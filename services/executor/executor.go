@@ -431,7 +431,7 @@ func (h *opRun) run(ctx context.Context) error {
 				return h.d.Term(merr.Error())
 			}
 			out, err = client.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: secrets,
-				Progress: h.progress(ctx)})
+				Progress: h.progress(ctx), Ownership: ownership{b: e.bus, cluster: h.op.Cluster}})
 		} else {
 			err = &pve.Error{Class: plan.ErrorRetryable, Err: err}
 		}
@@ -452,6 +452,13 @@ func (h *opRun) run(ctx context.Context) error {
 				AlreadyDone: out.AlreadyDone, Fingerprint: out.Fingerprint})
 			h.log().Info("operation succeeded", "upid", out.UPID, "already_done", out.AlreadyDone)
 			return h.d.Ack(ctx)
+		}
+		if reason, ok := pve.RefusalOf(err); ok {
+			// Not ProxOps' guest, or not the guest the claim was planned for: nothing was written.
+			if jerr := j.finish(ctx, plan.StatusFailed, err.Error(), ""); jerr != nil {
+				h.log().Warn("record outcome", "err", jerr)
+			}
+			return h.refuse(ctx, reason, err.Error())
 		}
 		if ctx.Err() != nil {
 			// Shutting down: hand the operation back; the journal lets the next delivery re-attach.

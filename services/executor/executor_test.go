@@ -39,6 +39,8 @@ func TestExecutorAppliesAGuestsLifecycleAndReportsResults(t *testing.T) {
 	if !strings.HasPrefix(r.Fingerprint, "uuid=") || r.UPID == "" || r.Executor != "test" || r.Attempt != 1 {
 		t.Fatalf("create result %+v", r)
 	}
+	// As the planner does once the create succeeded, before it dispatches anything that depends on it.
+	e.record(101, r.Fingerprint)
 	e.mustSucceed(e.dispatch(plan.Operation{Node: "pve1", VMID: 101, GuestType: inventory.QEMU, Action: plan.ActionConfigure,
 		Values: kvs("memory", "2048")}))
 	e.mustSucceed(e.dispatch(plan.Operation{Node: "pve1", VMID: 101, GuestType: inventory.QEMU, Action: plan.ActionStart}))
@@ -54,7 +56,7 @@ func TestExecutorAppliesAGuestsLifecycleAndReportsResults(t *testing.T) {
 	}
 	// The create was journaled with its task.
 	var m = wire.NewOperationRecord()
-	key, _ := bus.OpKey(create.RunID, create.ID)
+	key, _ := bus.OpKey(cluster, create.Node, create.RunID, create.ID)
 	if _, err := e.bus.GetProto(testContext(t), bus.BucketOps, key, m); err != nil {
 		t.Fatal(err)
 	}

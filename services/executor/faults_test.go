@@ -244,7 +244,7 @@ func TestOneOperationPerGuestHoldsAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the guard to be released", func() bool {
-		_, err := kv.Get(testContext(t), "guard."+cluster+".100")
+		_, err := kv.Get(testContext(t), "guard."+cluster+".pve1.100")
 		return err != nil
 	})
 }

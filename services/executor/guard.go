@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,23 +11,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/wire"
 )
 
 // The guest guard makes "one operation at a time per guest" hold across the replicas of a node (inside one
-// replica a mutex does it). It is a key of proxops_ops, guard.<cluster>.<vmid> (three tokens, so it never
-// collides with a <run>.<op> record), holding an OperationRecord that names the operation and the replica.
+// replica a mutex does it). It is a key of proxops_ops, guard.<cluster>.<node>.<vmid> (bus.GuardKey: the node's
+// executors may write no other guards), holding an OperationRecord that names the operation and the replica.
 // It is taken by creating the key, renewed by a compare-and-set on its revision every TTL/3 while the
 // operation runs, and released by deleting it at the revision last written. A guard not renewed for a TTL
 // is expired: another replica takes it over with a compare-and-set, so a replica killed mid-operation holds
 // the guest for at most one TTL. Expiry compares the key's server timestamp with the local clock, so the
 // hosts' clocks must agree to well within the TTL (NTP).
-
-// guardKey is the guard's key for a guest.
-func guardKey(cluster string, vmid int) string {
-	return "guard." + cluster + "." + strconv.Itoa(vmid)
-}
 
 // guestGuard is a held guard.
 type guestGuard struct {
@@ -77,7 +72,10 @@ func (e *executor) tryGuard(ctx context.Context, op plan.Operation) (*guestGuard
 	if err != nil {
 		return nil, nil, fmt.Errorf("guest guard: %w", err)
 	}
-	key := guardKey(op.Cluster, op.VMID)
+	key, err := bus.GuardKey(op.Cluster, op.Node, op.VMID)
+	if err != nil {
+		return nil, nil, err
+	}
 	g := &guestGuard{kv: e.ops, key: key, value: value, ttl: e.cfg.GuardTTL, lost: make(chan struct{})}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

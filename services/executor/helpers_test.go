@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
@@ -60,7 +62,52 @@ func newEnv(t *testing.T, spec pvesim.Spec) *env {
 	t.Cleanup(func() { srv.Close(); sim.WaitTasks() })
 	e := &env{t: t, server: server, bus: b, sim: sim, srv: srv}
 	e.openRun("run-test")
+	for _, g := range spec.Guests {
+		if conf, ok := sim.Config(g.VMID); ok && pveformat.Owned(conf["tags"]) {
+			e.own(g.VMID)
+		}
+	}
 	return e
+}
+
+// own records a guest of the simulator in the ownership inventory with its identity as it is now, as a
+// planner records the guests it creates, clones or claims: an executor writes only to the guests recorded so.
+func (e *env) own(vmid int) {
+	e.t.Helper()
+	if fp := e.fingerprint(vmid); fp != "" {
+		e.record(vmid, fp)
+		return
+	}
+	e.t.Fatalf("guest %d has no identity to record", vmid)
+}
+
+// fingerprint is a simulator guest's identity fingerprint (inventory.Fingerprint).
+func (e *env) fingerprint(vmid int) string {
+	e.t.Helper()
+	conf, ok := e.sim.Config(vmid)
+	_, kind, _ := e.sim.NodeOf(vmid)
+	if !ok {
+		e.t.Fatalf("guest %d does not exist", vmid)
+	}
+	g := inventory.Guest{VMID: vmid, Type: inventory.GuestType(kind)}
+	for k, v := range conf {
+		g.Config = append(g.Config, inventory.Entry{Key: k, Value: v, HasValue: true})
+	}
+	return inventory.Fingerprint(g)
+}
+
+// record writes an ownership record of vmid with the given fingerprint.
+func (e *env) record(vmid int, fingerprint string) {
+	e.t.Helper()
+	m, err := wire.OwnedGuestToProto(wire.OwnedGuest{Cluster: cluster, Owned: plan.Owned{VMID: vmid, Ref: fmt.Sprintf("VM/guest-%d", vmid),
+		Node: "pve1", Fingerprint: fingerprint}, RunID: e.runID, RecordedAt: time.Now().UTC()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	key, _ := bus.OwnedKey(cluster, vmid)
+	if _, err := e.bus.PutProto(testContext(e.t), bus.BucketOwned, key, m); err != nil {
+		e.t.Fatalf("record guest %d: %v", vmid, err)
+	}
 }
 
 // openRun records runID as the cluster's run in progress, as a planner does before it dispatches: the

@@ -12,8 +12,10 @@ import (
 	"github.com/proxops/proxops/internal/wire"
 )
 
-// journal is an operation's record in proxops_ops (<run>.<op>): the intent written before a
-// non-idempotent request, the UPID once PVE accepted it, and the outcome. It implements pve.Journal.
+// journal is an operation's record in proxops_ops (op.<cluster>.<node>.<run>.<op>, bus.OpKey): the intent
+// written before a non-idempotent request, the UPID once PVE accepted it, and the outcome. It implements
+// pve.Journal. A record an executor of an earlier release kept under <run>.<op> (bus.LegacyOpKey) is read
+// when the new key holds none, and carried on under the new key.
 type journal struct {
 	b     *bus.Bus
 	key   string
@@ -22,14 +24,14 @@ type journal struct {
 }
 
 func loadJournal(ctx context.Context, b *bus.Bus, op plan.Operation, replica string, fault func(string)) (*journal, error) {
-	key, err := bus.OpKey(op.RunID, op.ID)
+	key, err := bus.OpKey(op.Cluster, op.Node, op.RunID, op.ID)
 	if err != nil {
 		return nil, err
 	}
 	j := &journal{b: b, key: key, fault: fault, rec: wire.OperationRecord{RunID: op.RunID, OpID: op.ID,
 		Cluster: op.Cluster, Node: op.Node, VMID: op.VMID, Action: op.Action, Executor: replica}}
 	m := wire.NewOperationRecord()
-	if _, err := b.GetProto(ctx, bus.BucketOps, key, m); err != nil {
+	if _, err := b.GetOpRecord(ctx, op.Cluster, op.Node, op.RunID, op.ID, m); err != nil {
 		if errors.Is(err, bus.ErrNotFound) {
 			return j, nil
 		}

@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"action", "result"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "proxops_executor_operations_refused_total",
-			Help: "Operations refused before anything was written, by reason (unsigned, unknown_key, bad_signature, run_not_open, not_owned, secret_reference, ...).",
+			Help: "Operations refused before anything was written, by reason (unsigned, unknown_key, bad_signature, run_not_open, not_owned, claim_mismatch, secret_reference, ...).",
 		}, []string{"reason"}),
 	}
 	if reg == nil {

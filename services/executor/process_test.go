@@ -191,7 +191,7 @@ func TestReplicaKilledBeforeRecordingTheUPIDIsReplacedWithoutASecondCreate(t *te
 		t.Fatal("replica a did not die at the fault point")
 	}
 	// The journal holds the intent but no UPID.
-	key, _ := bus.OpKey(op.RunID, op.ID)
+	key, _ := bus.OpKey(cluster, op.Node, op.RunID, op.ID)
 	m := wire.NewOperationRecord()
 	if _, err := e.bus.GetProto(testContext(t), bus.BucketOps, key, m); err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestReplicaKilledBeforeRecordingTheCloneUPIDIsReplacedWithoutASecondClone(t
 	case <-time.After(30 * time.Second):
 		t.Fatal("replica a did not die at the fault point")
 	}
-	key, _ := bus.OpKey(op.RunID, op.ID)
+	key, _ := bus.OpKey(cluster, op.Node, op.RunID, op.ID)
 	m := wire.NewOperationRecord()
 	if _, err := e.bus.GetProto(testContext(t), bus.BucketOps, key, m); err != nil {
 		t.Fatal(err)

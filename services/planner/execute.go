@@ -36,7 +36,10 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 	d.recordsAfter = recordsAfter(pl)
 	for _, rec := range pl.Record {
 		if rec.After == "" {
-			d.recordOwned(ctx, runID, rec.Owned, log)
+			if err := d.recordOwned(ctx, runID, rec.Owned, log); err != nil {
+				// The executors refuse to write to the guest until it is recorded: its operations fail visibly.
+				log.Error("ownership record not written", "vmid", rec.Owned.VMID, "err", err)
+			}
 		}
 	}
 	since := map[string]time.Time{}
@@ -141,14 +144,23 @@ func (d *driver) dispatch(ctx context.Context, planned plan.Planned, op plan.Ope
 	return nil
 }
 
-// take feeds one result of the run to the runner and records what its success makes ProxOps'.
+// take feeds one result of the run to the runner and records what its success makes ProxOps'. The ownership
+// records a success makes (a create's, a clone's, a claim's) are written before the runner learns of it, so
+// before any operation that depends on it is dispatched: executors write only to guests recorded so. When a
+// record cannot be written, the operation counts as failed and its dependants are skipped.
 func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID string, res plan.Result, since map[string]time.Time, log *slog.Logger) {
+	l := log.With("op_id", res.OpID, "vmid", res.VMID, "action", string(res.Action), "node", res.Node)
+	if res.Status == plan.StatusSucceeded && unsettled(r, res.OpID) {
+		if err := d.recordAfter(ctx, pl, runID, res, l); err != nil {
+			l.Error("operation succeeded but its ownership record was not written; it counts as failed", "err", err)
+			res.Status, res.ErrorClass, res.Message = plan.StatusFailed, plan.ErrorRetryable, err.Error()
+		}
+	}
 	if !r.Observe(res) || !res.Status.Final() {
 		return
 	}
 	delete(since, res.OpID)
 	d.p.metrics.results.WithLabelValues(string(res.Status)).Inc()
-	l := log.With("op_id", res.OpID, "vmid", res.VMID, "action", string(res.Action), "node", res.Node)
 	if res.Status != plan.StatusSucceeded {
 		l.Warn("operation did not succeed", "status", string(res.Status), "class", string(res.ErrorClass), "message", res.Message)
 		return
@@ -157,6 +169,17 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
 	}
+}
+
+// unsettled reports whether an operation of the run still waits for its final result.
+func unsettled(r *plan.Run, id string) bool {
+	st, ok := r.State(id)
+	return ok && (st == plan.OpWaiting || st == plan.OpDispatched)
+}
+
+// recordAfter writes the ownership records that a succeeded operation makes, and returns an error naming the
+// first record it could not write.
+func (d *driver) recordAfter(ctx context.Context, pl plan.Plan, runID string, res plan.Result, log *slog.Logger) error {
 	for _, i := range d.recordsAfter[res.OpID] {
 		rec := pl.Record[i]
 		if rec.After != res.OpID {
@@ -167,11 +190,14 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 			o.Fingerprint = res.Fingerprint
 		}
 		if o.Fingerprint == "" {
-			l.Warn("guest not recorded as owned: its result carries no identity fingerprint; it is never pruned until recorded")
-			continue
+			key, _ := bus.OwnedKey(d.cluster, o.VMID)
+			return fmt.Errorf("ownership record %s (%s) not written: the result carries no identity fingerprint", key, bus.BucketOwned)
 		}
-		d.recordOwned(ctx, runID, o, l)
+		if err := d.recordOwned(ctx, runID, o, log); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // recordsAfter indexes a plan's ownership records by the operation whose success writes them, so taking a
@@ -262,20 +288,17 @@ func (d *driver) lookUpStale(ctx context.Context, r *plan.Run, pl plan.Plan, run
 			continue
 		}
 		since[id] = time.Now()
-		key, err := bus.OpKey(runID, id)
-		if err != nil {
+		op, ok := r.Operation(id)
+		if !ok {
 			continue
 		}
+		// A run opened before records named their node finds them under their old key.
 		m := wire.NewOperationRecord()
-		if _, err := d.p.bus.GetProto(ctx, bus.BucketOps, key, m); err != nil {
+		if _, err := d.p.bus.GetOpRecord(ctx, d.cluster, op.Node, runID, id, m); err != nil {
 			continue
 		}
 		rec, err := wire.OperationRecordFromProto(m)
 		if err != nil || !rec.Status.Final() {
-			continue
-		}
-		op, ok := r.Operation(id)
-		if !ok {
 			continue
 		}
 		log.Info("outcome taken from the operation journal", "op_id", id, "status", string(rec.Status))
@@ -321,17 +344,15 @@ func (d *driver) finish(ctx context.Context, planned plan.Planned, f plan.Finish
 	return d.done(ctx, planned.RunID)
 }
 
-// recordOwned stores a guest in the ownership inventory.
-func (d *driver) recordOwned(ctx context.Context, runID string, o plan.Owned, log *slog.Logger) {
+// recordOwned stores a guest in the ownership inventory; the error names the record.
+func (d *driver) recordOwned(ctx context.Context, runID string, o plan.Owned, log *slog.Logger) error {
 	key, err := bus.OwnedKey(d.cluster, o.VMID)
 	if err != nil {
-		log.Warn("ownership record not written", "vmid", o.VMID, "err", err)
-		return
+		return fmt.Errorf("ownership record of vmid %d not written: %w", o.VMID, err)
 	}
 	m, err := wire.OwnedGuestToProto(wire.OwnedGuest{Cluster: d.cluster, Owned: o, RunID: runID, RecordedAt: time.Now().UTC()})
 	if err != nil {
-		log.Warn("ownership record not written", "vmid", o.VMID, "err", err)
-		return
+		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)
 	}
 	for attempt := 0; ; attempt++ {
 		_, err = d.p.bus.PutProto(ctx, bus.BucketOwned, key, m)
@@ -341,10 +362,10 @@ func (d *driver) recordOwned(ctx context.Context, runID string, o plan.Owned, lo
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
 	if err != nil {
-		log.Error("ownership record not written; the guest is never pruned until recorded", "vmid", o.VMID, "err", err)
-		return
+		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)
 	}
 	log.Debug("guest recorded as owned", "vmid", o.VMID, "ref", o.Ref)
+	return nil
 }
 
 // forgetOwned removes a deleted guest from the ownership inventory.

@@ -689,7 +689,9 @@ type Precondition struct {
 	// The identity fingerprint the live guest must carry (delete, claim).
 	Fingerprint string `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	// The live guest must carry the ownership tag (delete).
-	ExpectTag     bool `protobuf:"varint,5,opt,name=expect_tag,json=expectTag,proto3" json:"expect_tag,omitempty"`
+	ExpectTag bool `protobuf:"varint,5,opt,name=expect_tag,json=expectTag,proto3" json:"expect_tag,omitempty"`
+	// For a claim: the guest's name (qemu name, lxc hostname) as the plan observed it; empty when it had none.
+	Name          string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +759,13 @@ func (x *Precondition) GetExpectTag() bool {
 		return x.ExpectTag
 	}
 	return false
+}
+
+func (x *Precondition) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 // Operation is one unit of work for the executors of one node.
@@ -2593,14 +2602,15 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vFieldChange\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
 	"\x06before\x18\x02 \x01(\tR\x06before\x12\x14\n" +
-	"\x05after\x18\x03 \x01(\tR\x05after\"\xbf\x01\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\"\xd3\x01\n" +
 	"\fPrecondition\x12#\n" +
 	"\rexpect_absent\x18\x01 \x01(\bR\fexpectAbsent\x12\x16\n" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\x121\n" +
 	"\x06expect\x18\x03 \x03(\v2\x19.proxops.plan.v1.KeyValueR\x06expect\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x1d\n" +
 	"\n" +
-	"expect_tag\x18\x05 \x01(\bR\texpectTag\"\xf3\x05\n" +
+	"expect_tag\x18\x05 \x01(\bR\texpectTag\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\"\xf3\x05\n" +
 	"\tOperation\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x13\n" +
 	"\x05op_id\x18\x02 \x01(\tR\x04opId\x12\x17\n" +
