@@ -9,12 +9,13 @@ import (
 
 // regenerateCloudInit rebuilds a VM's cloud-init drive from its config: PUT …/qemu/{vmid}/cloudinit
 // (qemu-server cloudinit_update, synchronous). The request is idempotent: a drive already current is
-// written again, nothing else changes. The guest must still be the one the plan saw (its fingerprint).
+// written again, nothing else changes. The guest must be ProxOps' (readOwned) and still the one the plan saw
+// (its fingerprint).
 func (a *applier) regenerateCloudInit(ctx context.Context) error {
 	if a.op.GuestType != inventory.QEMU {
 		return terminal("%s: only a VM has a cloud-init drive", a.what())
 	}
-	g, err := a.readGuest(ctx, a.op.Node, a.op.VMID)
+	g, err := a.readOwned(ctx)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,7 @@ func writes() []plan.Operation {
 		{Action: plan.ActionShutdown, Params: kvs("timeout", "10")},
 		{Action: plan.ActionStop},
 		{Action: plan.ActionMarkTemplate},
+		{Action: plan.ActionRegenerateCloudInit, Precondition: plan.Precondition{Fingerprint: "uuid=6f1b2c3d-0000-4000-8000-000000000100"}},
 		{Action: plan.ActionDelete, Precondition: plan.Precondition{Fingerprint: "uuid=6f1b2c3d-0000-4000-8000-000000000100", ExpectTag: true}},
 	}
 }
