@@ -47,7 +47,7 @@ func TestUpWithAnExternalNATSServerKeepsTheRunThere(t *testing.T) {
 	for _, want := range []string{"created", "unchanged"} {
 		out, code, err := runCLI(t, "provision", "--nats", ci.URL, "--nats-user", ci.User)
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		if code != 0 || err != nil || len(lines) != 18 {
+		if code != 0 || err != nil || len(lines) != 19 {
 			t.Fatalf("provision (want %s): exit %d, err %v\n%s", want, code, err, out)
 		}
 		for _, l := range lines {
