@@ -1,4 +1,4 @@
-package adopter_test
+package adoption_test
 
 import (
 	"context"
