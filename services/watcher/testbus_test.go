@@ -347,15 +347,3 @@ func (r answeringRequests) ConsumeRequests(ctx context.Context, handle func(cont
 
 // waitTimeout bounds every wait for an eventual condition.
 const waitTimeout = 20 * time.Second
-
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
