@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -457,7 +458,7 @@ func contentStorages(c *repo.Cluster) map[string][]string {
 // storage that may be shared, listed more than once), of the storages keep accepts (nil: all).
 func multiNode(content map[string][]string, keep func(storage string) bool) []string {
 	askers := map[string][]string{}
-	for _, n := range sortedKeys(content) {
+	for _, n := range slices.Sorted(maps.Keys(content)) {
 		for _, st := range content[n] {
 			if keep == nil || keep(st) {
 				askers[st] = append(askers[st], n)
@@ -465,7 +466,7 @@ func multiNode(content map[string][]string, keep func(storage string) bool) []st
 		}
 	}
 	var out []string
-	for _, st := range sortedKeys(askers) {
+	for _, st := range slices.Sorted(maps.Keys(askers)) {
 		if len(askers[st]) > 1 {
 			out = append(out, askers[st]...)
 		}
@@ -478,7 +479,7 @@ func multiNode(content map[string][]string, keep func(storage string) bool) []st
 // to list it that holds it as shared. sharedOn maps a storage to the nodes known to hold it as shared.
 func listSharedOnce(content map[string][]string, sharedOn map[string][]string) {
 	holder := map[string]string{}
-	for _, n := range sortedKeys(content) {
+	for _, n := range slices.Sorted(maps.Keys(content)) {
 		for _, st := range content[n] {
 			if _, ok := holder[st]; !ok && slices.Contains(sharedOn[st], n) {
 				holder[st] = n
@@ -537,15 +538,6 @@ func (p *planner) knownStorages(ctx context.Context, cluster string) (seen map[s
 		sharedOn[id] = slices.Compact(sharedOn[id])
 	}
 	return seen, sharedOn
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // seedNodes are the nodes a cluster without an allowlist is known to have: those its resources are placed
