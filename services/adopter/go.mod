@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/proxops/proxops => ../..
 
 require (
-	github.com/prometheus/client_golang v1.25.0
 	github.com/proxops/proxops v0.0.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -96,6 +95,7 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
