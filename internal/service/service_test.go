@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -55,7 +54,7 @@ func TestServeMetricsServesTheBuildInfoAndRefusesAnAddressInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	addr := testkit.FreeAddr(t)
 	stop, err := service.ServeMetrics(addr, reg, log)
 	if err != nil {

@@ -117,12 +117,6 @@ func (b *testBus) getTree(tree string) (watcher.TreeSnapshot, error) {
 	return watcher.GetTree(context.Background(), b.env.Bus, tree)
 }
 
-// putTree stores a snapshot as the watcher stores a commit's.
-func (b *testBus) putTree(snap watcher.TreeSnapshot) error {
-	_, err := b.trees.PutTree(context.Background(), snap)
-	return err
-}
-
 // putPreview stores a snapshot as a client does before it asks for it.
 func (b *testBus) putPreview(snap watcher.TreeSnapshot) error {
 	_, err := treestore.PutPreview(context.Background(), b.env.Bus, snap)
