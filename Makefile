@@ -12,7 +12,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 FUZZTIME ?= 60s
 BENCHTIME ?= 1x
 
-.PHONY: all build test check lint generate check-generate breaking fuzz fuzz-smoke bench demo demo-live clean
+.PHONY: all build test check lint check-modules generate check-generate breaking fuzz fuzz-smoke bench demo demo-live clean
 
 all: build
 
@@ -25,8 +25,14 @@ test:
 	$(GO) test -race -count=1 work
 	cd test/deploy && GOWORK=off $(GO) test -count=1 ./...
 
-# What CI runs: static checks, generated code freshness, wire compatibility, the tests and a short fuzz pass.
-check: lint check-generate breaking test fuzz-smoke
+# What CI runs: static checks, the services' module dependencies, generated code freshness, wire compatibility,
+# the tests and a short fuzz pass.
+check: lint check-modules check-generate breaking test fuzz-smoke
+
+# Each service module's go.mod lists only what its production code needs: fails when a service's tests import
+# another service or a module the service itself does not (such tests belong under test/).
+check-modules:
+	$(GO) run ./scripts/checkmodules
 
 lint:
 	$(GO) vet work

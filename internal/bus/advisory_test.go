@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // A handler that never acknowledges (a replica that hangs or dies on every delivery) lets the deliveries
@@ -64,7 +65,7 @@ func TestMaxDeliveriesAdvisoryNamesAMessageNoHandlerSettled(t *testing.T) {
 	if n := deliveries.Load(); n != 2 {
 		t.Fatalf("%d deliveries, want MaxDeliver = 2", n)
 	}
-	eventually(t, 5*time.Second, "the message to move to the DLQ", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the message to move to the DLQ", func() bool {
 		return streamMsgs(t, env.bus, bus.StreamOps) == 0 && streamMsgs(t, env.bus, bus.StreamDLQ) == 1
 	})
 	m, err := env.bus.LastMessage(ctx, bus.StreamDLQ, dlq)

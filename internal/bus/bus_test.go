@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 func TestSubjectBuildersValidateTokens(t *testing.T) {
@@ -297,7 +298,7 @@ func TestUnacknowledgedMessageIsRedeliveredAfterAckWait(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("message was not redelivered")
 	}
-	eventually(t, 5*time.Second, "the work queue to be empty", func() bool { return streamMsgs(t, env.bus, bus.StreamOps) == 0 })
+	testkit.Eventually(t, 5*time.Second, "the work queue to be empty", func() bool { return streamMsgs(t, env.bus, bus.StreamOps) == 0 })
 }
 
 func drain(b jetstream.MessageBatch) []jetstream.Msg {
@@ -330,12 +331,12 @@ func TestTermStopsRedelivery(t *testing.T) {
 	if _, err := env.bus.Publish(ctx, subject, wrapperspb.String("bad op")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the terminated message to leave the work queue", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the terminated message to leave the work queue", func() bool {
 		return calls.Load() == 1 && streamMsgs(t, env.bus, bus.StreamOps) == 0
 	})
 	// Several ack waits later, still exactly one delivery.
 	cons, _ := env.bus.JetStream().Consumer(ctx, bus.StreamOps, durable)
-	eventually(t, 5*time.Second, "the consumer to have nothing pending", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the consumer to have nothing pending", func() bool {
 		info, err := cons.Info(ctx)
 		return err == nil && info.NumAckPending == 0 && info.NumRedelivered == 0 && info.NumPending == 0
 	})
@@ -365,7 +366,7 @@ func TestNakWithDelayRedeliversAfterTheDelay(t *testing.T) {
 	if gap := second.Sub(first); gap < delay {
 		t.Fatalf("redelivered after %s, want at least %s", gap, delay)
 	}
-	eventually(t, 5*time.Second, "the work queue to be empty", func() bool { return streamMsgs(t, env.bus, bus.StreamOps) == 0 })
+	testkit.Eventually(t, 5*time.Second, "the work queue to be empty", func() bool { return streamMsgs(t, env.bus, bus.StreamOps) == 0 })
 }
 
 func TestConsumeFetchesNoMoreThanItCanWorkOn(t *testing.T) {
@@ -393,7 +394,7 @@ func TestConsumeFetchesNoMoreThanItCanWorkOn(t *testing.T) {
 		return nil
 	})
 	cons, _ := env.bus.JetStream().Consumer(ctx, bus.StreamOps, durable)
-	eventually(t, 5*time.Second, "three handlers to run", func() bool { return running.Load() == 3 })
+	testkit.Eventually(t, 5*time.Second, "three handlers to run", func() bool { return running.Load() == 3 })
 	info, err := cons.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +403,7 @@ func TestConsumeFetchesNoMoreThanItCanWorkOn(t *testing.T) {
 		t.Fatalf("%d messages delivered while 3 handlers work, want 3 (no prefetch)", info.NumAckPending)
 	}
 	close(release)
-	eventually(t, 5*time.Second, "every message to be handled", func() bool { return streamMsgs(t, env.bus, bus.StreamOps) == 0 })
+	testkit.Eventually(t, 5*time.Second, "every message to be handled", func() bool { return streamMsgs(t, env.bus, bus.StreamOps) == 0 })
 	if p := peak.Load(); p != 3 {
 		t.Fatalf("peak concurrency %d, want 3", p)
 	}
@@ -423,7 +424,7 @@ func TestDeadLetterCopiesAndRemovesFromWorkQueue(t *testing.T) {
 	if _, err := env.bus.Publish(ctx, subject, wrapperspb.String("doomed"), bus.WithMsgID("run1.op1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the message to move to the DLQ", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the message to move to the DLQ", func() bool {
 		return streamMsgs(t, env.bus, bus.StreamOps) == 0 && streamMsgs(t, env.bus, bus.StreamDLQ) == 1
 	})
 	m, err := env.bus.LastMessage(ctx, bus.StreamDLQ, dlq)
@@ -737,7 +738,7 @@ func TestLargeMessageRoundTripsThroughRequestReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "request and reply blobs to be dropped", func() bool {
+	testkit.Eventually(t, 5*time.Second, "request and reply blobs to be dropped", func() bool {
 		list, err := obs.List(ctx)
 		return errors.Is(err, jetstream.ErrNoObjectsFound) || (err == nil && len(list) == 0)
 	})

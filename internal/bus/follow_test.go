@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 func TestFollowDeliversStoredAndNewMessagesInOrderFromASequence(t *testing.T) {
@@ -55,7 +56,7 @@ func TestFollowDeliversStoredAndNewMessagesInOrderFromASequence(t *testing.T) {
 	}()
 	publish(planned, "p3")
 	want := []string{"2:p1", "3:c2", "4:p3"}
-	eventually(t, 10*time.Second, "followed messages", func() bool {
+	testkit.Eventually(t, 10*time.Second, "followed messages", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) >= len(want)
@@ -131,13 +132,13 @@ func TestFollowThatFallsSilentIsRestartedWithoutSkippingOrRepeating(t *testing.T
 	time.Sleep(300 * time.Millisecond) // six checks while the handler holds message 1
 	close(release)
 	publish("m4")
-	eventually(t, 10*time.Second, "four messages", func() bool {
+	testkit.Eventually(t, 10*time.Second, "four messages", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) >= 4
 	})
 	publish("m5")
-	eventually(t, 10*time.Second, "the fifth message", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the fifth message", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) >= 5

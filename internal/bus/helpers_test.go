@@ -37,18 +37,6 @@ func startEnv(t testing.TB, cfg bus.ServerConfig, pcfg bus.ProvisionConfig) *tes
 	return &testEnv{dir: cfg.Dir, server: srv, bus: b}
 }
 
-// eventually polls cond every 10 ms until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func testContext(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -83,7 +84,7 @@ func lxcConditional(s *LXCSpec) map[string]string {
 
 // extra reports spec.extra keys that clash with structured fields.
 func (c *checker) extra(field string, extra map[string]string, reserved, prefixes []string, conditional map[string]string) {
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		kf := field + "." + k
 		pos := c.r.Source.Pos(kf)
 		switch {

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"path"
@@ -280,19 +281,10 @@ func (c *checker) slot(field, v string, buses map[string]int, what string) bool 
 
 func slotHint(buses map[string]int) string {
 	var parts []string
-	for _, b := range sortedKeys(buses) {
+	for _, b := range slices.Sorted(maps.Keys(buses)) {
 		parts = append(parts, fmt.Sprintf("%s0-%s%d", b, b, buses[b]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func (c *checker) ip(field, v string) {

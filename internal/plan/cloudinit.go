@@ -144,8 +144,8 @@ func driveChange(g *inventory.Guest, key string, expect, current map[string]stri
 	if !ok {
 		after = current[key]
 	}
-	switch {
-	case key == "cipassword" || key == "sshkeys":
+	switch key {
+	case "cipassword", "sshkeys":
 		c.Before, c.After = "(generated earlier)", "(current)"
 		if after == "" && ok {
 			c.After = ""

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ func (d *differ) link(u *unit) {
 			if d.byRef[u.ref] != nil && d.byRef[u.ref].Kind.IsArtifact() {
 				continue
 			}
-			for _, n := range sortedKeys(byNode) {
+			for _, n := range slices.Sorted(maps.Keys(byNode)) {
 				deps = append(deps, byNode[n])
 			}
 			continue
@@ -166,15 +167,6 @@ func (d *differ) finish() Plan {
 	p.Record = d.records
 	p.ID = d.planID(p)
 	return p
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // planID hashes what the plan is computed from (cluster, tree, the observed state's digests, the ownership

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pveformat"
@@ -301,7 +302,7 @@ func (a *applier) waitSettled(ctx context.Context, nodes []string, vmid int, loc
 		if a.opts.Progress != nil {
 			a.opts.Progress(TaskStatus{Running: true})
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return g, node, false, failed(err, "%s: wait for lock %s", a.what(), g.Lock)
 		}
 		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
@@ -951,7 +952,7 @@ func (a *applier) markTemplate(ctx context.Context) error {
 		if a.opts.Progress != nil {
 			a.opts.Progress(TaskStatus{Running: true})
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return failed(err, "%s: wait for template: 1", a.what())
 		}
 		delay = min(delay*3/2, a.c.cfg.TaskPollMax)

@@ -30,6 +30,7 @@ import (
 
 	proxmox "github.com/luthermonson/go-proxmox"
 
+	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/plan"
 )
 
@@ -419,7 +420,7 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 		if err != nil && !write && transientRead(err) {
 			readTries++
 			if readTries < c.cfg.ReadAttempts {
-				if werr := sleepCtx(ctx, c.cfg.ReadBackoff<<min(readTries-1, 5)); werr != nil {
+				if werr := clock.Sleep(ctx, c.cfg.ReadBackoff<<min(readTries-1, 5)); werr != nil {
 					return nil, err
 				}
 				continue
@@ -465,18 +466,6 @@ func transientRead(err error) bool {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-// sleepCtx waits d unless ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (c *Client) observe(method, tmpl string, err error, start time.Time) {

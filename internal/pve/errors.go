@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	proxmox "github.com/luthermonson/go-proxmox"
@@ -192,7 +194,7 @@ func messageOf(err error) string {
 	var api *proxmox.APIError
 	if errors.As(err, &api) && api.Message != "" {
 		msg := api.Message
-		for _, k := range sortedKeys(api.Errors) {
+		for _, k := range slices.Sorted(maps.Keys(api.Errors)) {
 			msg += fmt.Sprintf("; %s: %s", k, api.Errors[k])
 		}
 		return msg

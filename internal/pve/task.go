@@ -215,12 +215,3 @@ func userOf(principal string) string {
 	u, _, _ := strings.Cut(principal, "!")
 	return u
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

@@ -2,7 +2,9 @@ package pvesim
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -298,7 +300,7 @@ func (s *Sim) checkQemuLinkedOptions(q *qemuClone) error {
 // checkQemuDrives checks every disk can be linked (for a linked clone) and is shared (for another node).
 func (s *Sim) checkQemuDrives(q *qemuClone) error {
 	shared := true
-	for _, k := range sortedKeys(q.oldconf) {
+	for _, k := range slices.Sorted(maps.Keys(q.oldconf)) {
 		if !isDrive(k) {
 			continue
 		}
@@ -370,7 +372,7 @@ func (s *Sim) reloadQemuSource(q *qemuClone, _ taskLog) error {
 // cloned disks.
 func (s *Sim) copyQemuConfig(q *qemuClone, l taskLog) error {
 	q.conf = map[string]string{}
-	for _, k := range sortedKeys(q.oldconf) {
+	for _, k := range slices.Sorted(maps.Keys(q.oldconf)) {
 		v := q.oldconf[k]
 		switch {
 		case qemuCloneSkip[k] || strings.HasPrefix(k, "unused"):
@@ -470,7 +472,7 @@ func (s *Sim) newQemuIdentity(q *qemuClone, _ taskLog) error {
 func (s *Sim) writeQemuClone(q *qemuClone, l taskLog) error {
 	src := q.src
 	if src.file.pending != nil && len(src.file.pending.conf) > 0 && q.snapname == "" {
-		l.printf("found pending changes for '%s', discarding for clone", strings.Join(sortedKeys(src.file.pending.conf), ","))
+		l.printf("found pending changes for '%s', discarding for clone", strings.Join(slices.Sorted(maps.Keys(src.file.pending.conf)), ","))
 	}
 	q.placeholder.file = &configFile{current: &section{conf: q.conf}, snapshots: map[string]*section{}, special: map[string]*section{}}
 	q.placeholder.node = q.dstNode
@@ -546,7 +548,7 @@ func (s *Sim) checkLXCLinkedStorage(q *lxcClone) error {
 func (s *Sim) copyLXCConfig(q *lxcClone) error {
 	shared := true
 	q.newConf = map[string]string{}
-	for _, k := range sortedKeys(q.oldconf) {
+	for _, k := range slices.Sorted(maps.Keys(q.oldconf)) {
 		v := q.oldconf[k]
 		switch {
 		case strings.HasPrefix(k, "unused") || k == "snapshots" || k == "parent" || k == "snaptime" || k == "snapstate" || k == "template" || k == "lock":

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 func cloneCluster(t *testing.T, durations map[string]pvesim.Duration) *testCluster {
@@ -244,7 +245,7 @@ func TestLXCLinkedCloneAndTarget(t *testing.T) {
 	if r := c.do("POST", "/nodes/pve1/lxc/200/template", nil); r.Status != 200 {
 		t.Fatalf("template: %d %s", r.Status, r.Message)
 	}
-	eventually(t, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
+	testkit.Eventually(t, 10*time.Second, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
 	c.mustTask("POST", "/nodes/pve1/lxc/200/clone", form("newid", "201", "hostname", "web-1"))
 	cl := c.config("pve1", "lxc", 201)
 	if cl["rootfs"] != "ceph:base-200-disk-0/vm-201-disk-0,size=2G" || cl["hostname"] != "web-1" {

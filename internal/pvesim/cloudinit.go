@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -56,7 +57,7 @@ func (g *guest) recordCloudInit() {
 	for k := range now {
 		keys[k] = true
 	}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		old, had := before[k]
 		if nv, has := now[k]; had == has && old == nv {
 			continue
@@ -114,7 +115,7 @@ func (s *Sim) handleCloudInitGet(c *call) (any, error) {
 		}
 		out = append(out, item)
 	}
-	for _, k := range sortedKeys(cloudInitKeys(conf)) {
+	for _, k := range slices.Sorted(maps.Keys(cloudInitKeys(conf))) {
 		v := conf[k]
 		if !perlTrue(v) || slices.Contains(added, k) {
 			continue
@@ -127,7 +128,7 @@ func (s *Sim) handleCloudInitGet(c *call) (any, error) {
 		}
 		out = append(out, item)
 	}
-	for _, k := range sortedKeys(ci) {
+	for _, k := range slices.Sorted(maps.Keys(ci)) {
 		if k == ciAddedKey || perlTrue(conf[k]) {
 			continue
 		}

@@ -2,7 +2,9 @@ package pvesim
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -310,7 +312,7 @@ func (s *Sim) handlePools(c *call) (any, error) {
 	if want != "" && !s.pools[want] {
 		return nil, dieErr("pool '%s' does not exist", want)
 	}
-	for _, p := range sortedKeys(s.pools) {
+	for _, p := range slices.Sorted(maps.Keys(s.pools)) {
 		if want != "" && p != want {
 			continue
 		}

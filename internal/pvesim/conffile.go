@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -325,7 +326,7 @@ func renderConfigFile(kind string, cf *configFile) string {
 				b.WriteString("#\n")
 			}
 		}
-		for _, k := range sortedKeys(s.conf) {
+		for _, k := range slices.Sorted(maps.Keys(s.conf)) {
 			if k == "description" {
 				continue
 			}
@@ -345,7 +346,7 @@ func renderConfigFile(kind string, cf *configFile) string {
 		}
 		out += gen(cf.pending, true)
 	}
-	for _, name := range sortedKeys(cf.special) {
+	for _, name := range slices.Sorted(maps.Keys(cf.special)) {
 		if name == "cloudinit" && !cf.hasCloudInit() {
 			continue // write_vm_config drops the section of a VM without a cloud-init drive
 		}
@@ -389,7 +390,7 @@ func pendingDeletes(s string) map[string]bool {
 
 func printPendingDeletes(m map[string]bool) string {
 	var parts []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if m[k] {
 			parts = append(parts, "!"+k)
 		} else {

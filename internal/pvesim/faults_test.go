@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 func faultCluster(t *testing.T, f pvesim.Faults) *testCluster {
@@ -151,7 +152,7 @@ func TestWorkerLimitQueuesRequests(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, "k requests inside and the rest queued", func() bool {
+	testkit.Eventually(t, 10*time.Second, "k requests inside and the rest queued", func() bool {
 		serving, queued := c.sim.Load()
 		return serving == k && queued == n-k && inside.Load() == k
 	})
@@ -267,7 +268,7 @@ faults:
 	if sim.Mirrors()["https://example.com/a.iso"] != "/tmp/a.iso" {
 		t.Fatalf("mirrors %v", sim.Mirrors())
 	}
-	eventually(t, "the long lock", func() bool { cfg, _ := sim.Config(100); return cfg["lock"] == "backup" })
+	testkit.Eventually(t, 10*time.Second, "the long lock", func() bool { cfg, _ := sim.Config(100); return cfg["lock"] == "backup" })
 	if _, err := pvesim.ParseSpec("bad.yaml", []byte("faults: {bogus: 1}\n")); err == nil {
 		t.Fatal("an unknown fault key must be refused")
 	}

@@ -4,8 +4,10 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,7 +136,7 @@ func (s *Sim) handlePending(c *call) (any, error) {
 		keys[k] = true
 	}
 	out := []map[string]any{}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		item := map[string]any{"key": k}
 		if v, ok := cur[k]; ok {
 			item["value"] = mask(k, v)
@@ -334,7 +336,7 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 			}
 			if g.conf()["template"] == "1" {
 				// QemuServer.pm destroy_vm: a base volume backing a linked clone stops the destroy (sic).
-				for _, k := range sortedKeys(g.conf()) {
+				for _, k := range slices.Sorted(maps.Keys(g.conf())) {
 					volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
 					if ok && s.baseInUse(volid) {
 						return fmt.Errorf("base volume '%s' is still in use by linked cloned", volid)
@@ -344,7 +346,7 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 			if g.running && kind == "lxc" {
 				g.running = false
 			}
-			for _, k := range sortedKeys(g.conf()) {
+			for _, k := range slices.Sorted(maps.Keys(g.conf())) {
 				volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
 				if !ok {
 					continue

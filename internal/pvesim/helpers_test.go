@@ -162,18 +162,6 @@ func (c *testCluster) mustTask(method, path string, f url.Values) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // taskOf runs an async request, requires a UPID and returns it with the task's exit status.
 func (c *testCluster) taskOf(method, path string, f url.Values) (string, string) {
 	c.t.Helper()

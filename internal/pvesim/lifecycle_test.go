@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // The LXC template mark answers null and works in a background vztemplate task; polling the config
@@ -23,7 +24,7 @@ func TestLXCTemplateMarkReturnsNull(t *testing.T) {
 	if _, ok := c.config("pve1", "lxc", 200)["template"]; ok {
 		t.Fatal("template: 1 must appear only when the background task is done")
 	}
-	eventually(t, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
+	testkit.Eventually(t, 10*time.Second, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
 	if got := c.config("pve1", "lxc", 200)["rootfs"]; got != "local-lvm:base-200-disk-0,size=2G" {
 		t.Fatalf("rootfs %v", got)
 	}
@@ -198,7 +199,7 @@ func TestLXCTemplateRefusals(t *testing.T) {
 	if r := c.do("POST", "/nodes/pve1/lxc/200/template", nil); r.Status != 200 {
 		t.Fatalf("template: %d %s", r.Status, r.Message)
 	}
-	eventually(t, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
+	testkit.Eventually(t, 10*time.Second, "template: 1", func() bool { return c.config("pve1", "lxc", 200)["template"] == float64(1) })
 	if _, st := c.taskOf("POST", "/nodes/pve1/lxc/200/status/start", nil); st != "you can't start a CT if it's a template" {
 		t.Fatalf("start of a template: %q", st)
 	}

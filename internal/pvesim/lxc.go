@@ -2,7 +2,9 @@ package pvesim
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +79,7 @@ func (s *Sim) checkLXCPerms(c *call, old map[string]string, newConf map[string]s
 		}
 		return nil
 	}
-	for _, k := range sortedKeys(newConf) {
+	for _, k := range slices.Sorted(maps.Keys(newConf)) {
 		if err := check(k, false); err != nil {
 			return err
 		}
@@ -216,7 +218,7 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 		newConf["rootfs"] = defStorage + ":4"
 	}
 	var allocs []*allocation
-	for _, k := range sortedKeys(newConf) {
+	for _, k := range slices.Sorted(maps.Keys(newConf)) {
 		v, a, err := s.prepareLXCValue(g, k, newConf[k], defStorage)
 		if err != nil {
 			return nil, err
@@ -369,7 +371,7 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 			}
 		}
 	}
-	for _, k := range sortedKeys(newConf) {
+	for _, k := range slices.Sorted(maps.Keys(newConf)) {
 		v, a, err := s.prepareLXCValue(g, k, newConf[k], "")
 		if err != nil {
 			return nil, err

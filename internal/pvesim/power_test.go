@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // suspend pauses a VM (qmpstatus paused in status/current and in listings with full=1), a paused VM
@@ -88,12 +89,12 @@ func TestHAStartIsAHastartTask(t *testing.T) {
 	if ha := cur["ha"].(map[string]any); ha["managed"] != float64(1) || ha["state"] != "started" {
 		t.Fatalf("ha %v", cur["ha"])
 	}
-	eventually(t, "the HA manager to start the VM", func() bool { return c.sim.Running(100) })
+	testkit.Eventually(t, 10*time.Second, "the HA manager to start the VM", func() bool { return c.sim.Running(100) })
 	upid, _ = c.taskOf("POST", "/nodes/pve1/qemu/100/status/shutdown", nil)
 	if !strings.Contains(upid, ":hastop:100:") {
 		t.Fatalf("shutdown of an HA guest: %s", upid)
 	}
-	eventually(t, "the HA manager to stop the VM", func() bool { return !c.sim.Running(100) })
+	testkit.Eventually(t, 10*time.Second, "the HA manager to stop the VM", func() bool { return !c.sim.Running(100) })
 	if r := c.do("DELETE", "/nodes/pve1/qemu/100", nil); r.Status != 500 || r.Message != "unable to remove VM 100 - used in HA resources and purge parameter not set.\n" {
 		t.Fatalf("destroy without purge: %d %q", r.Status, r.Message)
 	}
@@ -164,7 +165,7 @@ func TestBackupLockRefusesWritesUntilCleared(t *testing.T) {
 	if _, st := c.taskOf("POST", "/nodes/pve1/qemu/100/status/start", nil); st != "VM 100 is locked (backup)" {
 		t.Fatalf("start of a locked VM: %q", st)
 	}
-	eventually(t, "the backup lock to clear", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the backup lock to clear", func() bool {
 		cfg, _ := c.sim.Config(100)
 		return cfg["lock"] == ""
 	})
@@ -236,7 +237,7 @@ func TestClusterResourcesLagForNewGuests(t *testing.T) {
 	if e := entry(); e["status"] != "unknown" || e["name"] != nil {
 		t.Fatalf("fresh guest %v", e)
 	}
-	eventually(t, "the name to appear", func() bool { return entry()["name"] == "web" })
+	testkit.Eventually(t, 10*time.Second, "the name to appear", func() bool { return entry()["name"] == "web" })
 	if e := entry(); e["status"] != "stopped" {
 		t.Fatalf("after the lag %v", e)
 	}

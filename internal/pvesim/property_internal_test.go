@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func valuePool(t *testing.T, s *Sim, typ, corpus string) map[string][]string {
 			t.Fatal(err)
 		}
 		cf, _ := parseConfigFile(d, 100, string(raw))
-		for _, k := range sortedKeys(cf.current.conf) {
+		for _, k := range slices.Sorted(maps.Keys(cf.current.conf)) {
 			if k != "description" && k != "digest" {
 				add(k, cf.current.conf[k])
 			}
@@ -103,7 +104,7 @@ func TestRandomConfigsFromTheSchemaReprintStablyAndEveryKeyIsModelledOrAGap(t *t
 				t.Fatalf("%s #%d: print → parse → print is not stable:\n%s---\n%s", c.typ, i, printed, twice)
 			}
 			g := inventory.Guest{VMID: 100, Type: c.gtype}
-			for _, k := range sortedKeys(again.current.conf) {
+			for _, k := range slices.Sorted(maps.Keys(again.current.conf)) {
 				g.Config = append(g.Config, inventory.Entry{Key: k, Value: again.current.conf[k], HasValue: true})
 			}
 			for _, e := range again.current.lxc {

@@ -2,7 +2,9 @@ package pvesim
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,7 +61,7 @@ func configKeys(c *call, skip ...string) []string {
 		"background_delay", "start", "storage", "pool", "archive", "unique", "live-restore", "bwlimit",
 		"import-working-storage", "ha-managed"}, skip...)...)
 	var out []string
-	for _, k := range sortedKeys(c.params) {
+	for _, k := range slices.Sorted(maps.Keys(c.params)) {
 		if !skipped[k] {
 			out = append(out, k)
 		}
@@ -191,7 +193,7 @@ func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt 
 }
 
 func cloudinitDrive(conf map[string]string) string {
-	for _, k := range sortedKeys(conf) {
+	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		if isDrive(k) && strings.Contains(conf[k], "cloudinit") && strings.Contains(conf[k], "media=cdrom") {
 			return k
 		}
@@ -538,7 +540,7 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 		}
 		vals[a.key] = printPropertyString(s.qemuDesc.prop(a.key).FormatObject, d)
 	}
-	for _, k := range sortedKeys(vals) {
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
 		if g.file.pending != nil {
 			dels := pendingDeletes(g.file.pending.conf["delete"])
 			if _, ok := dels[k]; ok {
@@ -565,9 +567,9 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 		}
 	}
 	// write_vm_config drops unusedN entries whose volume is used again.
-	for _, k := range sortedKeys(conf) {
+	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		if strings.HasPrefix(k, "unused") {
-			for _, k2 := range sortedKeys(conf) {
+			for _, k2 := range slices.Sorted(maps.Keys(conf)) {
 				if isDrive(k2) && strings.HasPrefix(conf[k2], conf[k]+",") {
 					delete(conf, k)
 				}
@@ -729,7 +731,7 @@ var reMachineVer = regexp.MustCompile(`^pc(?:-(?:i440fx|q35))?-(\d+)\.(\d+)`)
 // fixtures of qemu-server's cfg2cmd tests).
 func (s *Sim) startChecks(g *guest) error {
 	conf := g.conf()
-	for _, k := range sortedKeys(conf) {
+	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		if !isDrive(k) {
 			continue
 		}

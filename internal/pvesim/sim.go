@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -632,7 +634,7 @@ func (s *Sim) addGuest(gs GuestSpec) error {
 // registerGuestVolumes records the volumes a seeded config references on known storages, so storage
 // listings show them.
 func (s *Sim) registerGuestVolumes(g *guest) {
-	for _, k := range sortedKeys(g.conf()) {
+	for _, k := range slices.Sorted(maps.Keys(g.conf())) {
 		volid, size, ok := s.volumeOfKey(g.kind, k, g.conf()[k])
 		if !ok {
 			continue

@@ -2,6 +2,8 @@ package pvesim
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -51,7 +53,7 @@ func (s *Sim) handleQemuTemplate(c *call) (any, error) {
 				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
 			}
 			conf := g.conf()
-			for _, k := range sortedKeys(conf) {
+			for _, k := range slices.Sorted(maps.Keys(conf)) {
 				if !isDrive(k) || (disk != "" && k != disk) {
 					continue
 				}
@@ -96,7 +98,7 @@ func (s *Sim) handleLXCTemplate(c *call) (any, error) {
 	if g.running {
 		return nil, dieErr("you can't convert a CT to template if the CT is running")
 	}
-	for _, k := range sortedKeys(g.conf()) {
+	for _, k := range slices.Sorted(maps.Keys(g.conf())) {
 		if !reLXCMountKey.MatchString(k) {
 			continue
 		}
@@ -118,7 +120,7 @@ func (s *Sim) handleLXCTemplate(c *call) (any, error) {
 				return fmt.Errorf("Configuration file 'nodes/%s/lxc/%d.conf' does not exist", c.str("node"), vmid)
 			}
 			conf := g.conf()
-			for _, k := range sortedKeys(conf) {
+			for _, k := range slices.Sorted(maps.Keys(conf)) {
 				if !reLXCMountKey.MatchString(k) {
 					continue
 				}

@@ -2,8 +2,9 @@ package pvesim
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,19 +29,10 @@ func (e *formatError) Error() string {
 	// PVE::Exception::stringify: the message, then "key: error\n" for every error.
 	var b strings.Builder
 	b.WriteString("format error\n")
-	for _, k := range sortedKeys(e.errors) {
+	for _, k := range slices.Sorted(maps.Keys(e.errors)) {
 		fmt.Fprintf(&b, "%s: %s\n", k, e.errors[k])
 	}
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func addError(errs map[string]string, path, msg string) {
@@ -103,7 +95,7 @@ func validateParams(m *schema.Method, kind string, params map[string]value) map[
 	if m.Parameters != nil && m.Parameters.Properties != nil {
 		props = m.Parameters.Properties
 	}
-	for _, k := range sortedKeys(props) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		p := props[k]
 		if strings.HasSuffix(k, "[n]") {
 			continue
@@ -114,7 +106,7 @@ func validateParams(m *schema.Method, kind string, params map[string]value) map[
 			}
 		}
 	}
-	for _, k := range sortedKeys(params) {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		p := lookupProp(props, kind, k)
 		if p == nil {
 			addError(errs, k, "property is not defined in schema and the schema does not allow additional properties")
@@ -314,7 +306,7 @@ func parsePropertyString(format map[string]*schema.Prop, data, path string) (map
 			if defaultKey != "" {
 				return nil, ferr("duplicate key in comma-separated list property: %s", defaultKey)
 			}
-			for _, k := range sortedKeys(format) {
+			for _, k := range slices.Sorted(maps.Keys(format)) {
 				if format[k].DefaultKey {
 					defaultKey = k
 					if res[k] == "" {
@@ -338,13 +330,13 @@ func parsePropertyString(format map[string]*schema.Prop, data, path string) (map
 		}
 		return path + "." + k
 	}
-	for _, k := range sortedKeys(format) {
+	for _, k := range slices.Sorted(maps.Keys(format)) {
 		p := format[k]
 		if _, ok := res[k]; !ok && !bool(p.Optional) && p.Alias == "" {
 			addError(errs, sub(k), "property is missing and it is not optional")
 		}
 	}
-	for _, k := range sortedKeys(res) {
+	for _, k := range slices.Sorted(maps.Keys(res)) {
 		p := format[k]
 		if p == nil {
 			addError(errs, sub(k), "property is not defined in schema and the schema does not allow additional properties")
@@ -377,7 +369,7 @@ func printPropertyString(format map[string]*schema.Prop, data map[string]string,
 	defaultKey := ""
 	keyAlias := map[string]string{} // e.g. model → macaddr
 	var required []string
-	for _, k := range sortedKeys(format) {
+	for _, k := range slices.Sorted(maps.Keys(format)) {
 		p := format[k]
 		if p.Alias != "" {
 			if p.KeyAlias != "" {
@@ -406,7 +398,7 @@ func printPropertyString(format map[string]*schema.Prop, data map[string]string,
 			done[defaultKey] = true
 		}
 	}
-	for _, ka := range sortedKeys(keyAlias) {
+	for _, ka := range slices.Sorted(maps.Keys(keyAlias)) {
 		a := keyAlias[ka]
 		v, ok1 := data[ka]
 		mac, ok2 := data[a]
@@ -421,7 +413,7 @@ func printPropertyString(format map[string]*schema.Prop, data map[string]string,
 			done[k] = true
 		}
 	}
-	for _, k := range sortedKeys(data) {
+	for _, k := range slices.Sorted(maps.Keys(data)) {
 		if !done[k] {
 			parts = append(parts, k+"="+render(k, data[k]))
 			done[k] = true

@@ -1,6 +1,7 @@
 package pvewire
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -148,7 +149,7 @@ func (x *differ) holdGrowth() {
 // keys returns the live keys, sorted (computed once).
 func (x *differ) keys() []string {
 	if x.sorted == nil {
-		x.sorted = sortedKeys(x.live)
+		x.sorted = slices.Sorted(maps.Keys(x.live))
 	}
 	return x.sorted
 }
@@ -250,7 +251,7 @@ func (x *differ) wordSet(key, field string, want []string) {
 // extra compares spec.extra keys (except those PVE takes only at create) as comma-separated token sets, so
 // a property string PVE re-ordered still matches.
 func (x *differ) extra(extra map[string]string, createOnly []string) {
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if slices.Contains(createOnly, k) {
 			continue
 		}
@@ -263,7 +264,7 @@ func (x *differ) extra(extra map[string]string, createOnly []string) {
 // extraValues lists spec.extra in key order; createOnly keys only when create is true.
 func extraValues(extra map[string]string, createOnly []string, create bool) Values {
 	var out Values
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if !create && slices.Contains(createOnly, k) {
 			continue
 		}

@@ -2,6 +2,7 @@ package pvewire
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -383,9 +384,9 @@ func (g Gap) String() string {
 // prefixes of its indexed keys (scsi for scsi0, scsi1, ...).
 func ModelledKeys(t inventory.GuestType) []string {
 	if t == inventory.LXC {
-		return sortedKeys(lxcModelled)
+		return slices.Sorted(maps.Keys(lxcModelled))
 	}
-	return sortedKeys(qemuModelled)
+	return slices.Sorted(maps.Keys(qemuModelled))
 }
 
 // ModelledPrefixes lists the prefixes of the indexed config keys a guest type's model covers, sorted.
@@ -403,9 +404,9 @@ func ModelledPrefixes(t inventory.GuestType) []string {
 // prefixes of indexed ones (unused0, unused1, ...).
 func BookkeepingKeys(t inventory.GuestType) []string {
 	if t == inventory.LXC {
-		return sortedKeys(lxcBookkeeping)
+		return slices.Sorted(maps.Keys(lxcBookkeeping))
 	}
-	return sortedKeys(qemuBookkeeping)
+	return slices.Sorted(maps.Keys(qemuBookkeeping))
 }
 
 // BookkeepingPrefixes lists the prefixes of indexed bookkeeping keys, sorted.

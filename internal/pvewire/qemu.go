@@ -3,6 +3,7 @@ package pvewire
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -1001,7 +1002,7 @@ func yamlIndex(field string, i int) string { return field + "[" + strconv.Itoa(i
 // disk, the TPM state), sorted: what a full clone inherits.
 func VolumeSlots(config map[string]string) []string {
 	var out []string
-	for _, k := range sortedKeys(config) {
+	for _, k := range slices.Sorted(maps.Keys(config)) {
 		switch {
 		case k == "efidisk0" || k == "tpmstate0":
 			if !ParseDrive(config[k]).IsEmpty() {

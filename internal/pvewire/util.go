@@ -18,15 +18,6 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 
 func itoa[T ~int | ~int64](n T) string { return strconv.FormatInt(int64(n), 10) }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // boolValue reads a PVE boolean value: 1, on, yes, true are true; anything else false.
 func boolValue(v string) bool {
 	switch strings.ToLower(v) {

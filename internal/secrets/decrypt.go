@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func Decrypt(ctx context.Context, file string, data []byte, keys KeySource) (*St
 // encrypted_regex that does not cover them): a credential stored that way is already public.
 func checkEncrypted(file string, enc *document) error {
 	var errs []error
-	for _, path := range sortedKeys(enc.entries) {
+	for _, path := range slices.Sorted(maps.Keys(enc.entries)) {
 		l := enc.entries[path]
 		if l.value != "" && !strings.HasPrefix(l.value, encPrefix) {
 			errs = append(errs, &Error{Class: ClassNotEncrypted, File: file, Line: l.line, Column: l.column, Entry: path,

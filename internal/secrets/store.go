@@ -1,7 +1,6 @@
 package secrets
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -35,7 +34,7 @@ type entry struct {
 // newStore builds a Store from the committed document (positions) and the decrypted one (values).
 func newStore(file string, data []byte, recipients []string, enc, dec *document) (*Store, error) {
 	s := &Store{file: file, digest: contentDigest(data), recipients: recipients, entries: map[string]entry{}}
-	for _, path := range sortedKeys(dec.entries) {
+	for _, path := range slices.Sorted(maps.Keys(dec.entries)) {
 		l := dec.entries[path]
 		pos, ok := enc.entries[path]
 		if !ok {
@@ -192,9 +191,4 @@ func (s *Store) lookup(section, name string) (Value, error) {
 			Message: "the entry is empty; proxops fails closed"}
 	}
 	return e.value, nil
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.SortedFunc(maps.Keys(m), cmp.Compare[string])
 }

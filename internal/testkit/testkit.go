@@ -1,6 +1,6 @@
 // Package testkit holds small helpers the tests of several packages share: a buffer that many goroutines
-// may write (a process's log), a free loopback address, and polling a running command for a condition.
-// Only tests import it.
+// may write (a process's log), a free loopback address, polling for a condition (Eventually) and polling a
+// running command for a condition (WaitUntil). Only tests import it.
 package testkit
 
 import (
@@ -66,6 +66,19 @@ func Get(url string) string {
 		return ""
 	}
 	return string(b)
+}
+
+// Eventually polls cond every 10 ms until it holds; it fails the test, naming what it waited for, when cond
+// still does not hold after timeout.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // WaitUntil polls cond every 20 ms while a command runs; it fails the test when the command exits first (its

@@ -9,13 +9,13 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
-	"sync"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/adopt"
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/observe"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/treestore"
@@ -122,7 +122,7 @@ func (a *adopter) nodesOf(ctx context.Context, c *repo.Cluster, asked []string) 
 	a.mu.Unlock()
 	slices.Sort(seeds)
 	for _, n := range seeds {
-		inv, err := a.observeNode(ctx, c.Name, n, true)
+		inv, err := a.observer().Node(ctx, observeRequest(c.Name, n, true))
 		if err == nil && len(inv.ClusterNodes) > 0 {
 			return inv.ClusterNodes, nil
 		}
@@ -132,54 +132,29 @@ func (a *adopter) nodesOf(ctx context.Context, c *repo.Cluster, asked []string) 
 
 // observe takes an adoption inventory of every node, in parallel.
 func (a *adopter) observe(ctx context.Context, cluster string, nodes []string) (inventory.Cluster, error) {
-	out := inventory.Cluster{Name: cluster}
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() {
-			inv, err := a.observeNode(ctx, cluster, n, false)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("pve inventory read failed: node %s: %w", n, err))
-				return
-			}
-			out.Nodes = append(out.Nodes, inv.Node)
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
+	observed, failures := a.observer().Nodes(ctx, nodes, func(n string) wire.ObserveRequest {
+		return observeRequest(cluster, n, false)
+	})
+	if len(failures) > 0 {
+		var errs []error
+		for n, err := range failures {
+			errs = append(errs, fmt.Errorf("pve inventory read failed: node %s: %w", n, err))
+		}
 		slices.SortFunc(errs, func(x, y error) int { return strings.Compare(x.Error(), y.Error()) })
 		return inventory.Cluster{}, errors.Join(errs...)
 	}
-	slices.SortFunc(out.Nodes, func(x, y inventory.Node) int { return strings.Compare(x.Node, y.Node) })
-	return out, nil
+	return inventory.Cluster{Name: cluster, Nodes: observed}, nil
 }
 
-func (a *adopter) observeNode(ctx context.Context, cluster, node string, listNodes bool) (wire.NodeInventory, error) {
-	subject, err := bus.ObserveSubject(cluster, node)
-	if err != nil {
-		return wire.NodeInventory{}, err
-	}
-	octx, cancel := context.WithTimeout(ctx, a.cfg.ObserveTimeout)
-	defer cancel()
-	req := wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"),
-		AllContent: true, ListNodes: listNodes})
-	inv, err := wire.DecodeNodeInventory(octx, func(ctx context.Context, into proto.Message) error {
-		return a.bus.Request(ctx, subject, req, into)
-	})
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return wire.NodeInventory{}, fmt.Errorf("no answer within %s", a.cfg.ObserveTimeout)
-	case err != nil:
-		return wire.NodeInventory{}, err
-	case inv.Error != "":
-		return wire.NodeInventory{}, errors.New(inv.Error)
-	case inv.Node.Node != node || inv.Node.Cluster != cluster:
-		return wire.NodeInventory{}, fmt.Errorf("answer is for %s/%s", inv.Node.Cluster, inv.Node.Node)
-	}
-	return inv, nil
+// observer asks the cluster's executors for their nodes' inventories within the observe timeout.
+func (a *adopter) observer() observe.Client {
+	return observe.Client{Bus: a.bus, Timeout: a.cfg.ObserveTimeout}
+}
+
+// observeRequest asks one node for everything an adoption needs: every storage's content.
+func observeRequest(cluster, node string, listNodes bool) wire.ObserveRequest {
+	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true,
+		ListNodes: listNodes}
 }
 
 // decrypt reads and decrypts a cluster's secrets file: from the snapshot, or (LocalSecrets) from this host

@@ -31,7 +31,7 @@ func (e *env) redeliver(op plan.Operation, copyName string) {
 		e.t.Fatalf("publish the operation again: %+v (%v)", ack, err)
 	}
 	durable, _ := bus.ExecutorConsumer(cluster, op.Node)
-	eventually(e.t, 15*time.Second, "the redelivered "+op.ID+" to be settled", func() bool {
+	testkit.Eventually(e.t, 15*time.Second, "the redelivered "+op.ID+" to be settled", func() bool {
 		c, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
 		if err != nil {
 			return false
@@ -92,7 +92,7 @@ func TestResizeResumeStopAndMarkTemplateApplyOnceThroughTheWorkQueue(t *testing.
 	}
 	e := newEnv(t, spec)
 	e.simPost("/nodes/pve1/qemu/101/status/suspend")
-	eventually(t, 15*time.Second, "guest 101 to pause", func() bool { return e.qmpStatus(101) == "paused" })
+	testkit.Eventually(t, 15*time.Second, "guest 101 to pause", func() bool { return e.qmpStatus(101) == "paused" })
 	e.start(e.config())
 
 	for _, tc := range []struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // taskGauge counts the PVE tasks running at once in the simulator; each task is held for hold before its
@@ -97,7 +98,7 @@ func TestNodeConcurrencyFollowsTheReplicaStartedLast(t *testing.T) {
 		cfg := e.config()
 		cfg.Replica, cfg.Concurrency = "r"+string(rune('1'+i)), conc
 		e.start(cfg)
-		eventually(t, 20*time.Second, "the node's bound to follow the replica started last", func() bool {
+		testkit.Eventually(t, 20*time.Second, "the node's bound to follow the replica started last", func() bool {
 			return bound() == conc
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -43,7 +44,7 @@ func TestOperationOutOfDeliveriesWithNoneSettledIsFailedAndDeadLettered(t *testi
 	}
 	dlq, _ := bus.DLQSubject(cluster, "pve1")
 	var m *bus.Message
-	eventually(t, 20*time.Second, "the dead letter", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the dead letter", func() bool {
 		var err error
 		m, err = e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq)
 		return err == nil
@@ -55,7 +56,7 @@ func TestOperationOutOfDeliveriesWithNoneSettledIsFailedAndDeadLettered(t *testi
 	if err != nil || dead.RunID != op.RunID || dead.ID != op.ID {
 		t.Fatalf("dead letter holds %s.%s (%v), want %s.%s", dead.RunID, dead.ID, err, op.RunID, op.ID)
 	}
-	eventually(t, 10*time.Second, "work queue drained", func() bool {
+	testkit.Eventually(t, 10*time.Second, "work queue drained", func() bool {
 		s, err := e.bus.JetStream().Stream(testContext(t), bus.StreamOps)
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/plan"
@@ -712,22 +713,10 @@ func (h *opRun) guard(ctx context.Context) (*guestGuard, error) {
 			h.log().Info("guest busy on another replica; waiting", "holder", holder.String())
 			h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "waiting: " + busy.Error()})
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 		delay = min(2*delay, time.Second)
-	}
-}
-
-// sleepCtx waits d unless ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -789,7 +778,7 @@ func (h *opRun) publish(ctx context.Context, r plan.Result) {
 			return
 		}
 		h.log().Info("publish result failed; trying again", "status", string(r.Status), "err", err, "retry_in", delay)
-		if sleepCtx(pctx, delay) != nil {
+		if clock.Sleep(pctx, delay) != nil {
 			h.log().Warn("publish result", "status", string(r.Status), "err", err)
 			return
 		}

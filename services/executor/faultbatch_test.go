@@ -17,6 +17,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // vmConf is a stopped, proxops-tagged qemu guest with its own disk, MAC and smbios1 uuid.
@@ -222,7 +223,7 @@ func TestMixedBatchCompletesThroughInjectedFaults(t *testing.T) {
 	}
 
 	results := map[string]plan.Result{}
-	eventually(t, 3*time.Minute, "final results of the batch", func() bool {
+	testkit.Eventually(t, 3*time.Minute, "final results of the batch", func() bool {
 		for _, r := range e.results() {
 			if r.Status.Final() {
 				results[r.OpID] = r

@@ -10,6 +10,7 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // Operations for another node or cluster, or for a repository endpoint that is not the executor's, are
@@ -88,7 +89,7 @@ func TestExhaustedOperationGoesToTheDeadLetterStream(t *testing.T) {
 	// The result is published before the dead letter is written: wait for it.
 	dlq, _ := bus.DLQSubject(cluster, "pve1")
 	var m *bus.Message
-	eventually(t, 20*time.Second, "the dead letter", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the dead letter", func() bool {
 		var err error
 		m, err = e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq)
 		return err == nil
@@ -96,7 +97,7 @@ func TestExhaustedOperationGoesToTheDeadLetterStream(t *testing.T) {
 	if m.Header.Get(bus.HeaderDeadLetterReason) == "" {
 		t.Errorf("dead letter without a reason: %v", m.Header)
 	}
-	eventually(t, 10*time.Second, "work queue drained", func() bool {
+	testkit.Eventually(t, 10*time.Second, "work queue drained", func() bool {
 		s, err := e.bus.JetStream().Stream(testContext(t), bus.StreamOps)
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})
@@ -178,7 +179,7 @@ func TestConfigFileLockContentionEndsOnceReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure, Values: kvs("memory", "3072")})
-	eventually(t, 30*time.Second, "writes refused for the held flock", func() bool {
+	testkit.Eventually(t, 30*time.Second, "writes refused for the held flock", func() bool {
 		n := 0
 		for _, r := range e.sim.Requests() {
 			if r.Method == "POST" && r.Template == "/nodes/{node}/qemu/{vmid}/config" && r.Status == 500 {
@@ -212,7 +213,7 @@ func TestOneOperationPerGuestHoldsAcrossReplicas(t *testing.T) {
 	one.Replica, one.Concurrency, one.GuardTTL = "r1", 1, 20*time.Second
 	e.start(one)
 	start := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionStart})
-	eventually(t, 30*time.Second, "r1 to start the guest", func() bool {
+	testkit.Eventually(t, 30*time.Second, "r1 to start the guest", func() bool {
 		return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/status/start") == 1
 	})
 	// r1 works on one operation at a time, so r2 is the one that receives the next (r2 raises the node's
@@ -243,7 +244,7 @@ func TestOneOperationPerGuestHoldsAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the guard to be released", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the guard to be released", func() bool {
 		_, err := kv.Get(testContext(t), "guard."+cluster+".pve1.100")
 		return err != nil
 	})

@@ -252,7 +252,7 @@ func (e *env) results() []plan.Result {
 func (e *env) final(op plan.Operation, timeout time.Duration) plan.Result {
 	e.t.Helper()
 	var got plan.Result
-	eventually(e.t, timeout, "final result of "+op.ID, func() bool {
+	testkit.Eventually(e.t, timeout, "final result of "+op.ID, func() bool {
 		for _, r := range e.results() {
 			if r.RunID == op.RunID && r.OpID == op.ID && r.Status.Final() {
 				got = r
@@ -271,18 +271,6 @@ func (e *env) mustSucceed(op plan.Operation) plan.Result {
 		e.t.Fatalf("%s %s: %s (%s): %s", op.ID, op.Action, r.Status, r.ErrorClass, r.Message)
 	}
 	return r
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func kvs(pairs ...string) []plan.KV {

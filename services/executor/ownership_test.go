@@ -12,6 +12,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -42,7 +43,7 @@ func (e *env) assertNotOwned(reg *prometheus.Registry, op plan.Operation, reason
 		e.t.Fatalf("%s: result %s (%s): %q, want failed terminal naming %q", op.Action, r.Status, r.ErrorClass, r.Message, message)
 	}
 	dlq, _ := bus.DLQSubject(cluster, "pve1")
-	eventually(e.t, 20*time.Second, "the dead letter of "+op.ID, func() bool {
+	testkit.Eventually(e.t, 20*time.Second, "the dead letter of "+op.ID, func() bool {
 		m, err := e.bus.LastMessage(testContext(e.t), bus.StreamDLQ, dlq)
 		if err != nil {
 			return false
@@ -50,7 +51,7 @@ func (e *env) assertNotOwned(reg *prometheus.Registry, op plan.Operation, reason
 		dead, err := wire.DecodeOperation(testContext(e.t), m.Decode)
 		return err == nil && dead.ID == op.ID && strings.Contains(m.Header.Get(bus.HeaderDeadLetterReason), message)
 	})
-	eventually(e.t, 10*time.Second, "the refusal counted", func() bool {
+	testkit.Eventually(e.t, 10*time.Second, "the refusal counted", func() bool {
 		return refusedCount(e.t, reg, reason) == refusals
 	})
 	for _, r := range e.sim.Requests() {

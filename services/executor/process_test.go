@@ -119,7 +119,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func (e *env) waitConsumer() {
 	e.t.Helper()
 	durable, _ := bus.ExecutorConsumer(cluster, "pve1")
-	eventually(e.t, 30*time.Second, "executor consumer", func() bool {
+	testkit.Eventually(e.t, 30*time.Second, "executor consumer", func() bool {
 		_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
 		return err == nil
 	})
@@ -142,7 +142,7 @@ func TestReplicaKilledMidTaskIsReplacedWithoutASecondCreate(t *testing.T) {
 	a := e.startReplica("a")
 	e.waitConsumer()
 	op := e.dispatch(createOp(150))
-	eventually(t, 30*time.Second, "replica a to submit the create", func() bool { return e.creates() == 1 })
+	testkit.Eventually(t, 30*time.Second, "replica a to submit the create", func() bool { return e.creates() == 1 })
 	e.startReplica("b")
 	a.kill(t)
 	r := e.final(op, 60*time.Second)

@@ -55,7 +55,7 @@ func (e *env) assertRefused(reg *prometheus.Registry, op plan.Operation, reason,
 	}
 	dlq, _ := bus.DLQSubject(cluster, "pve1")
 	var m *bus.Message
-	eventually(e.t, 20*time.Second, "the dead letter", func() bool {
+	testkit.Eventually(e.t, 20*time.Second, "the dead letter", func() bool {
 		var err error
 		m, err = e.bus.LastMessage(testContext(e.t), bus.StreamDLQ, dlq)
 		return err == nil
@@ -70,7 +70,7 @@ func (e *env) assertRefused(reg *prometheus.Registry, op plan.Operation, reason,
 	if err != nil || dead.RunID != op.RunID || dead.ID != op.ID {
 		e.t.Errorf("dead letter holds %s.%s (%v), want %s.%s", dead.RunID, dead.ID, err, op.RunID, op.ID)
 	}
-	eventually(e.t, 10*time.Second, "the refusal counted", func() bool {
+	testkit.Eventually(e.t, 10*time.Second, "the refusal counted", func() bool {
 		return refusedCount(e.t, reg, reason) == 1
 	})
 	if n := e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/config") + e.sim.Count("PUT", "/nodes/{node}/qemu/{vmid}/config"); n != 0 {

@@ -231,18 +231,6 @@ func unconfinedReport(cluster string) inventory.GapReport {
 
 func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
 
-// waitFor polls cond every 10 ms for up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // counter is proxops_notifications_total of a provider and result, summed over events.
 func counter(t *testing.T, reg *prometheus.Registry, provider, result string) prometheus.Collector {
 	t.Helper()

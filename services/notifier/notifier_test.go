@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,6 +19,7 @@ import (
 	"github.com/proxops/proxops/internal/bustest"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/report"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/notifier"
 )
@@ -158,7 +160,7 @@ func TestNotificationRetriedOn500WithTheSameDeliveryID(t *testing.T) {
 			t.Errorf("attempt %d: delivery id %q, body %s", i+1, g.Header.Get(notifier.HeaderDelivery), g.Body)
 		}
 	}
-	waitFor(t, "the metrics to count the two failures and the send", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the metrics to count the two failures and the send", func() bool {
 		return testutil.ToFloat64(counter(t, reg, "hook", "failed")) == 2 && testutil.ToFloat64(counter(t, reg, "hook", "sent")) == 1
 	})
 	if n := len(hook.requests()); n != 3 {
@@ -219,7 +221,7 @@ func TestNotifSecurityWarningFromTheAdoptersGapReport(t *testing.T) {
 	if !contains(got[2].Body, `"event":"run-failed"`) {
 		t.Fatalf("third notification %s, want only the failed run", got[2].Body)
 	}
-	waitFor(t, "the second gap report to be settled", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the second gap report to be settled", func() bool {
 		data, _, err := env.Bus.GetBytes(context.Background(), bus.BucketNotify, "lab.security")
 		return err == nil && strings.Contains(string(data), `"seq":2`)
 	})
@@ -244,7 +246,7 @@ func TestNotificationFailuresArePublishedForTheStatusAndClearedOnRecovery(t *tes
 		return h, err == nil
 	}
 	publishFinished(t, env.Bus, failedRun("lab", "run-7"))
-	waitFor(t, "the failing provider to be published", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the failing provider to be published", func() bool {
 		h, ok := health()
 		return ok && len(h.Providers) == 1 && h.Providers[0].Failing
 	})
@@ -255,7 +257,7 @@ func TestNotificationFailuresArePublishedForTheStatusAndClearedOnRecovery(t *tes
 		t.Errorf("health %+v", h)
 	}
 	hook.waitRequests(t, 3)
-	waitFor(t, "the provider to show as recovered", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the provider to show as recovered", func() bool {
 		h, ok := health()
 		return ok && len(h.Providers) == 1 && !h.Providers[0].Failing
 	})
@@ -365,7 +367,7 @@ func (s *smtpServer) serve(c net.Conn) {
 func (s *smtpServer) wait(t *testing.T) smtpMessage {
 	t.Helper()
 	var m smtpMessage
-	waitFor(t, "a mail", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a mail", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if len(s.msgs) > 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/notifier"
 )
 
@@ -62,11 +63,11 @@ func TestNotifierRunsWithOnlyItsNATSPermissions(t *testing.T) {
 	}
 	// The failed first attempt, then the recovery, are published for the status service.
 	notify, _ := bus.NotifySubject("lab")
-	waitFor(t, "the delivery health of lab", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the delivery health of lab", func() bool {
 		m, err := admin.LastMessage(ctx, bus.StreamNotify, notify)
 		return err == nil && m.Sequence >= 2
 	})
-	waitFor(t, "the notifier's memory of lab", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the notifier's memory of lab", func() bool {
 		data, _, err := admin.GetBytes(ctx, bus.BucketNotify, "lab")
 		return err == nil && strings.Contains(string(data), `"bad":true`)
 	})

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/proxops/proxops/internal/adopt"
 	"github.com/proxops/proxops/internal/bus"
@@ -19,6 +16,7 @@ import (
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/observe"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
@@ -293,7 +291,7 @@ func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, erro
 func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned) (_ inventory.Cluster, _ diag.List, permanent bool, _ error) {
 	start := time.Now()
 	defer func() { p.metrics.observeSeconds.Observe(time.Since(start).Seconds()) }()
-	content := contentStorages(c)
+	content := plan.ContentStorages(c)
 	var unknown []string
 	if len(multiNode(content, nil)) > 0 {
 		seen, sharedOn := p.knownStorages(ctx, c.Name)
@@ -305,7 +303,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 	var diags diag.List
 	failed := func(n string, err error) {
 		diags = append(diags, p.observeDiag(c, n, err))
-		permanent = permanent || isPermanent(err)
+		permanent = permanent || observe.Permanent(err)
 	}
 	if len(nodes) == 0 {
 		seeds := seedNodes(c, owned)
@@ -313,7 +311,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 			seeds = p.inventoriedNodes(ctx, c.Name)
 		}
 		for _, n := range seeds {
-			inv, err := p.observeNode(ctx, c, n, content[n], true)
+			inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], true))
 			if err != nil {
 				failed(n, err)
 				continue
@@ -333,7 +331,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		// plan): the first of those nodes is observed before the others, and what it lists as shared is not
 		// listed again.
 		n := unknown[i]
-		inv, err := p.observeNode(ctx, c, n, content[n], false)
+		inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], false))
 		if err != nil {
 			failed(n, err)
 			return inventory.Cluster{}, diags, permanent, nil
@@ -343,48 +341,27 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 	if first != nil {
 		listedOnce(content, first.Node)
 	}
-	out := inventory.Cluster{Name: c.Name}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var rest []string
 	for _, n := range nodes {
-		if first != nil && n == first.Node.Node {
-			out.Nodes = append(out.Nodes, first.Node)
-			continue
+		if first == nil || n != first.Node.Node {
+			rest = append(rest, n)
 		}
-		wg.Go(func() {
-			inv, err := p.observeNode(ctx, c, n, content[n], false)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed(n, err)
-				return
-			}
-			out.Nodes = append(out.Nodes, inv.Node)
-		})
 	}
-	wg.Wait()
+	observed, failures := p.observer().Nodes(ctx, rest, func(n string) wire.ObserveRequest {
+		return p.observeRequest(c, n, content[n], false)
+	})
+	for _, n := range slices.Sorted(maps.Keys(failures)) {
+		failed(n, failures[n])
+	}
 	if ctx.Err() != nil {
 		return inventory.Cluster{}, nil, false, ctx.Err()
 	}
+	out := inventory.Cluster{Name: c.Name, Nodes: observed}
+	if first != nil && slices.Contains(nodes, first.Node.Node) {
+		out.Nodes = append(out.Nodes, first.Node)
+	}
 	slices.SortFunc(out.Nodes, func(a, b inventory.Node) int { return strings.Compare(a.Node, b.Node) })
 	return out, diags.Sorted(), permanent, nil
-}
-
-// nodeFailure is an executor's answer that it could not observe its node: PVE's answer, and whether the
-// executor classified it as terminal (refused credentials, TLS verification, parameters).
-type nodeFailure struct {
-	msg      string
-	terminal bool
-}
-
-func (f *nodeFailure) Error() string { return f.msg }
-
-// isPermanent reports whether an observe failure will not go away by itself. A node nothing answers for,
-// a timeout and a failure the executor classified as retryable (PVE unreachable, 5xx, lock timeouts) are
-// transient; an executor's terminal answer or a refusal of the request is not.
-func isPermanent(err error) bool {
-	var f *nodeFailure
-	return errors.As(err, &f) && f.terminal
 }
 
 func (p *planner) observeDiag(c *repo.Cluster, node string, err error) diag.Diagnostic {
@@ -394,70 +371,23 @@ func (p *planner) observeDiag(c *repo.Cluster, node string, err error) diag.Diag
 		Message: fmt.Sprintf("pve inventory read failed: node %s: %v", node, err)}
 }
 
-// observeNode asks one node's executors for its inventory within the observe timeout. The request names
-// the cluster's base-url, which an executor with its own endpoint checks against it.
-func (p *planner) observeNode(ctx context.Context, c *repo.Cluster, node string, content []string, listNodes bool) (wire.NodeInventory, error) {
-	cluster := c.Name
-	subject, err := bus.ObserveSubject(cluster, node)
-	if err != nil {
-		return wire.NodeInventory{}, err
-	}
-	octx, cancel := context.WithTimeout(ctx, p.cfg.ObserveTimeout)
-	defer cancel()
-	req := wire.ObserveRequestToProto(wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("obs"),
-		ContentStorages: content, ListNodes: listNodes, BaseURL: c.Config.BaseURL})
-	inv, err := wire.DecodeNodeInventory(octx, func(ctx context.Context, into proto.Message) error {
-		return p.bus.Request(ctx, subject, req, into)
-	})
-	if err != nil {
-		switch {
-		case errors.Is(err, nats.ErrNoResponders):
-			return wire.NodeInventory{}, fmt.Errorf("no executor of node %s is running (nothing answers on %s); "+
-				"start one for cluster %s node %s, or see why it did not start", node, subject, cluster, node)
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			return wire.NodeInventory{}, fmt.Errorf("the executor of node %s did not answer within %s", node, p.cfg.ObserveTimeout)
-		}
-		var remote *bus.RemoteError
-		if errors.As(err, &remote) {
-			// The executor refused the request (another cluster or node, a base-url it does not serve).
-			return wire.NodeInventory{}, &nodeFailure{msg: remote.Message, terminal: true}
-		}
-		return wire.NodeInventory{}, err
-	}
-	if inv.Error != "" {
-		return wire.NodeInventory{}, &nodeFailure{msg: inv.Error, terminal: inv.ErrorClass == string(plan.ErrorTerminal)}
-	}
-	if inv.Node.Node != node || inv.Node.Cluster != cluster {
-		return wire.NodeInventory{}, fmt.Errorf("answer is for %s/%s", inv.Node.Cluster, inv.Node.Node)
-	}
-	return inv, nil
+// observer asks the cluster's executors for their nodes' inventories within the observe timeout.
+func (p *planner) observer() observe.Client {
+	return observe.Client{Bus: p.bus, Timeout: p.cfg.ObserveTimeout}
 }
 
-// contentStorages maps each node to the storages whose content its artifacts need listed.
-func contentStorages(c *repo.Cluster) map[string][]string {
-	out := map[string][]string{}
-	for _, r := range c.Resources {
-		a := r.Artifact()
-		if a == nil {
-			continue
-		}
-		for _, n := range a.PlacementNodes() {
-			if !slices.Contains(out[n], a.Storage) {
-				out[n] = append(out[n], a.Storage)
-			}
-		}
-	}
-	for n := range out {
-		slices.Sort(out[n])
-	}
-	return out
+// observeRequest asks one node for its inventory. It names the cluster's base-url, which an executor with its
+// own endpoint checks against it.
+func (p *planner) observeRequest(c *repo.Cluster, node string, content []string, listNodes bool) wire.ObserveRequest {
+	return wire.ObserveRequest{Cluster: c.Name, Node: node, RequestID: newID("obs"), ContentStorages: content,
+		ListNodes: listNodes, BaseURL: c.Config.BaseURL}
 }
 
 // multiNode returns, sorted, the nodes asked to list a storage that other nodes are asked to list too (a
 // storage that may be shared, listed more than once), of the storages keep accepts (nil: all).
 func multiNode(content map[string][]string, keep func(storage string) bool) []string {
 	askers := map[string][]string{}
-	for _, n := range sortedKeys(content) {
+	for _, n := range slices.Sorted(maps.Keys(content)) {
 		for _, st := range content[n] {
 			if keep == nil || keep(st) {
 				askers[st] = append(askers[st], n)
@@ -465,7 +395,7 @@ func multiNode(content map[string][]string, keep func(storage string) bool) []st
 		}
 	}
 	var out []string
-	for _, st := range sortedKeys(askers) {
+	for _, st := range slices.Sorted(maps.Keys(askers)) {
 		if len(askers[st]) > 1 {
 			out = append(out, askers[st]...)
 		}
@@ -478,7 +408,7 @@ func multiNode(content map[string][]string, keep func(storage string) bool) []st
 // to list it that holds it as shared. sharedOn maps a storage to the nodes known to hold it as shared.
 func listSharedOnce(content map[string][]string, sharedOn map[string][]string) {
 	holder := map[string]string{}
-	for _, n := range sortedKeys(content) {
+	for _, n := range slices.Sorted(maps.Keys(content)) {
 		for _, st := range content[n] {
 			if _, ok := holder[st]; !ok && slices.Contains(sharedOn[st], n) {
 				holder[st] = n
@@ -537,15 +467,6 @@ func (p *planner) knownStorages(ctx context.Context, cluster string) (seen map[s
 		sharedOn[id] = slices.Compact(sharedOn[id])
 	}
 	return seen, sharedOn
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // seedNodes are the nodes a cluster without an allowlist is known to have: those its resources are placed

@@ -22,6 +22,7 @@ import (
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/status"
 )
@@ -96,7 +97,7 @@ func (s *system) startService() {
 	s.mu.Lock()
 	s.url, s.stop, s.stopped = "http://"+ln.Addr().String(), cancel, done
 	s.mu.Unlock()
-	eventually(s.t, 20*time.Second, "the service to be ready", func() bool {
+	testkit.Eventually(s.t, 20*time.Second, "the service to be ready", func() bool {
 		code, _ := s.get("/readyz")
 		return code == http.StatusOK
 	})
@@ -212,7 +213,7 @@ func (s *system) status() statusDoc {
 func (s *system) settle() statusDoc {
 	s.t.Helper()
 	var d statusDoc
-	eventually(s.t, 20*time.Second, "the service to read every published event", func() bool {
+	testkit.Eventually(s.t, 20*time.Second, "the service to read every published event", func() bool {
 		d = s.status()
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -249,17 +250,6 @@ func (d statusDoc) deterministic() string {
 		out += string(c.Report) + "\n"
 	}
 	return out
-}
-
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // publisher publishes what the watcher, planner, executors and adopter would.

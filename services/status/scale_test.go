@@ -10,6 +10,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/status"
 )
 
@@ -46,7 +47,7 @@ func TestStatusOfTenThousandGuestsIsStoredAndServed(t *testing.T) {
 
 	ctx := testContext(t)
 	var stored int64
-	eventually(t, 20*time.Second, "the last report to be stored", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the last report to be stored", func() bool {
 		st, parts, err := status.ReadStored(ctx, sys.bus, "lab")
 		if err != nil {
 			t.Fatal(err)

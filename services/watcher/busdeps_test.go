@@ -9,6 +9,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/bustest"
 	"github.com/proxops/proxops/internal/event"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/watcher"
 )
@@ -54,7 +55,7 @@ func TestWatcherAnnouncesTreesOverNATS(t *testing.T) {
 	})
 
 	var startup event.RepoChanged
-	waitFor(t, "the startup event on the stream", func() bool {
+	testkit.Eventually(t, waitTimeout, "the startup event on the stream", func() bool {
 		for _, ev := range repoEvents(t, env.Bus) {
 			if ev.Commit == first && ev.Trigger == event.TriggerStartup {
 				startup = ev
@@ -79,7 +80,7 @@ func TestWatcherAnnouncesTreesOverNATS(t *testing.T) {
 	if _, err := env.Bus.Publish(context.Background(), bus.SubjectReconcileRequest, wire.ReconcileRequestToProto(req)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the manual event", func() bool {
+	testkit.Eventually(t, waitTimeout, "the manual event", func() bool {
 		for _, ev := range repoEvents(t, env.Bus) {
 			if ev.RequestID == "req-1" && ev.Trigger == event.TriggerManual && ev.Tree == startup.Tree {
 				return ev.EventID == event.ManualEventID(startup.Repo, first, "req-1")

@@ -11,7 +11,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/proxops/proxops v0.0.0-00010101000000-000000000000
 	golang.org/x/crypto v0.58.0
-	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -48,5 +47,6 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 )

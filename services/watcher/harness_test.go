@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -76,7 +77,7 @@ func startWatcher(t testing.TB, cfg watcher.Config, bus *testBus) *running {
 	r := &running{t: t, w: w, bus: bus, reg: reg, logs: logs, cancel: cancel, disconnect: disconnect, done: make(chan error, 1)}
 	go func() { r.done <- w.Run(ctx) }()
 	t.Cleanup(func() { r.stop() })
-	waitFor(t, "the watcher's http server", func() bool { return w.ListenAddr() != "" })
+	testkit.Eventually(t, waitTimeout, "the watcher's http server", func() bool { return w.ListenAddr() != "" })
 	return r
 }
 
@@ -102,7 +103,7 @@ func (r *running) stop() {
 func (r *running) waitEvent(what string, keep func(watcher.RepoChanged) bool) watcher.RepoChanged {
 	r.t.Helper()
 	var found watcher.RepoChanged
-	waitFor(r.t, what, func() bool {
+	testkit.Eventually(r.t, waitTimeout, what, func() bool {
 		evs := r.bus.storedMatching(keep)
 		if len(evs) == 0 {
 			return false
@@ -127,7 +128,7 @@ func (r *running) waitCall(commit string, trigger watcher.Trigger) watcher.RepoC
 	r.t.Helper()
 	keep := func(ev watcher.RepoChanged) bool { return ev.Commit == commit && ev.Trigger == trigger }
 	var found watcher.RepoChanged
-	waitFor(r.t, fmt.Sprintf("a %s publish for %s", trigger, commit), func() bool {
+	testkit.Eventually(r.t, waitTimeout, fmt.Sprintf("a %s publish for %s", trigger, commit), func() bool {
 		evs := r.bus.pub.matching(keep)
 		if len(evs) == 0 {
 			return false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -76,7 +77,7 @@ func TestLocalRepositoryIsReadFromCommitsWithoutBeingTouched(t *testing.T) {
 		}
 	}
 	lists := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "list"})
-	waitFor(t, "more polls", func() bool {
+	testkit.Eventually(t, waitTimeout, "more polls", func() bool {
 		return r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "list"}) >= lists+5
 	})
 	if diff := cmp.Diff(before, fingerprint(t, repo.dir)); diff != "" {
@@ -165,7 +166,7 @@ func TestHTTPSWithTokenAndCAFile(t *testing.T) {
 			cfg.DataDir = t.TempDir()
 			tc.edit(&cfg)
 			r := startWatcher(t, cfg, newTestBus(t))
-			waitFor(t, "failures", func() bool { return r.w.Status().ConsecutiveFailures >= 2 })
+			testkit.Eventually(t, waitTimeout, "failures", func() bool { return r.w.Status().ConsecutiveFailures >= 2 })
 			st := r.w.Status()
 			if !strings.Contains(st.LastError, tc.error) {
 				t.Errorf("last error %q does not mention %q", st.LastError, tc.error)
@@ -219,7 +220,7 @@ func TestSSHWithKeyAndKnownHosts(t *testing.T) {
 		line := strings.Replace(other.knownHostsLine(), knownhostsAddr(other.addr), knownhostsAddr(srv.addr), 1)
 		cfg.KnownHostsFile = writeFile(t, "known_hosts", line+"\n")
 		r := startWatcher(t, cfg, newTestBus(t))
-		waitFor(t, "failures", func() bool { return r.w.Status().ConsecutiveFailures >= 2 })
+		testkit.Eventually(t, waitTimeout, "failures", func() bool { return r.w.Status().ConsecutiveFailures >= 2 })
 		if st := r.w.Status(); !strings.Contains(st.LastError, "key mismatch") {
 			t.Errorf("last error %q, want a host key mismatch", st.LastError)
 		}

@@ -117,12 +117,6 @@ func (b *testBus) getTree(tree string) (watcher.TreeSnapshot, error) {
 	return watcher.GetTree(context.Background(), b.env.Bus, tree)
 }
 
-// putTree stores a snapshot as the watcher stores a commit's.
-func (b *testBus) putTree(snap watcher.TreeSnapshot) error {
-	_, err := b.trees.PutTree(context.Background(), snap)
-	return err
-}
-
 // putPreview stores a snapshot as a client does before it asks for it.
 func (b *testBus) putPreview(snap watcher.TreeSnapshot) error {
 	_, err := treestore.PutPreview(context.Background(), b.env.Bus, snap)
@@ -347,15 +341,3 @@ func (r answeringRequests) ConsumeRequests(ctx context.Context, handle func(cont
 
 // waitTimeout bounds every wait for an eventual condition.
 const waitTimeout = 20 * time.Second
-
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	natsbus "github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/watcher"
 )
@@ -88,7 +89,7 @@ func TestStartupAnnouncesTheCurrentCommitAtOnce(t *testing.T) {
 		t.Errorf("snapshot names commit %s tree %s, want %s %s", snap.Commit, snap.Tree, s.first, ev.Tree)
 	}
 	// The status follows once the publish returned.
-	waitFor(t, "the status to name the first commit", func() bool {
+	testkit.Eventually(t, waitTimeout, "the status to name the first commit", func() bool {
 		st := r.w.Status()
 		return st.Commit == s.first && !st.Stale
 	})
@@ -114,7 +115,7 @@ func TestPollingPicksUpAPush(t *testing.T) {
 	if got := fileContent(snap, "vm/base/db.yaml"); got != "kind: VM\nmetadata:\n  name: db\n" {
 		t.Errorf("vm/base/db.yaml in the snapshot = %q", got)
 	}
-	waitFor(t, "the revision metric of "+second, func() bool {
+	testkit.Eventually(t, waitTimeout, "the revision metric of "+second, func() bool {
 		return r.metric("proxops_watcher_revision_info", map[string]string{"commit": second}) == 1
 	})
 }
@@ -127,7 +128,7 @@ func TestPollWithoutChangeDoesNotFetch(t *testing.T) {
 
 	fetches := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "fetch"})
 	lists := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "list"})
-	waitFor(t, "five more polls", func() bool {
+	testkit.Eventually(t, waitTimeout, "five more polls", func() bool {
 		return r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "list"}) >= lists+5
 	})
 	if got := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "fetch"}); got != fetches {
@@ -160,7 +161,7 @@ func TestPollAndWebhookForTheSameCommitPublishOneEvent(t *testing.T) {
 			t.Fatalf("webhook: %d %s", code, body)
 		}
 		n := lists(r)
-		waitFor(t, "the webhook's look and more polls", func() bool { return lists(r) >= n+3 })
+		testkit.Eventually(t, waitTimeout, "the webhook's look and more polls", func() bool { return lists(r) >= n+3 })
 		if evs := plainEvents(r, second); len(evs) != 1 || evs[0].EventID != s.server.url("repo.git")+"@"+second {
 			t.Errorf("events for %s = %+v, want one with id <repo>@<commit>", second, evs)
 		}
@@ -173,14 +174,14 @@ func TestPollAndWebhookForTheSameCommitPublishOneEvent(t *testing.T) {
 
 		// Push and deliver right after a poll, so the webhook is seen well before the next one.
 		n := lists(r)
-		waitFor(t, "a poll", func() bool { return lists(r) > n })
+		testkit.Eventually(t, waitTimeout, "a poll", func() bool { return lists(r) > n })
 		second := s.repo.commitAndPush("second")
 		if code, body := r.send(pushHook(watcher.ProviderGitHub, second)); code != http.StatusAccepted {
 			t.Fatalf("webhook: %d %s", code, body)
 		}
 		r.waitEvent("the second commit", func(ev watcher.RepoChanged) bool { return ev.Commit == second })
 		n = lists(r)
-		waitFor(t, "two more polls", func() bool { return lists(r) >= n+2 })
+		testkit.Eventually(t, waitTimeout, "two more polls", func() bool { return lists(r) >= n+2 })
 		evs := plainEvents(r, second)
 		if len(evs) != 1 || evs[0].EventID != s.server.url("repo.git")+"@"+second {
 			t.Fatalf("events for %s = %+v, want one with id <repo>@<commit>", second, evs)
@@ -199,7 +200,7 @@ func TestPollAndWebhookForTheSameCommitPublishOneEvent(t *testing.T) {
 		polling.DataDir = t.TempDir()
 		polling.PollInterval = 20 * time.Millisecond
 		poller := startWatcher(t, polling, bus)
-		waitFor(t, "both startup events", func() bool { return len(bus.pub.forCommit(s.first)) == 2 })
+		testkit.Eventually(t, waitTimeout, "both startup events", func() bool { return len(bus.pub.forCommit(s.first)) == 2 })
 
 		second := s.repo.commitAndPush("second")
 		if code, body := hooked.send(pushHook(watcher.ProviderGitLab, second)); code != http.StatusAccepted {
@@ -353,7 +354,7 @@ func TestWebhookIgnoresOtherBranchesAndOtherEvents(t *testing.T) {
 	}
 	// Polls of main go on and never see the feature branch.
 	lists := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "list"})
-	waitFor(t, "more polls", func() bool {
+	testkit.Eventually(t, waitTimeout, "more polls", func() bool {
 		return r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "list"}) >= lists+3
 	})
 	if evs := r.bus.pub.forCommit(feature); len(evs) != 0 {
@@ -432,11 +433,11 @@ func TestForcePushIsFollowed(t *testing.T) {
 	// Force-push back to a commit the mirror already holds.
 	runGit(t, s.repo.dir, "reset", "-q", "--hard", second)
 	s.repo.push("main", true)
-	waitFor(t, "the rollback to the second commit", func() bool {
+	testkit.Eventually(t, waitTimeout, "the rollback to the second commit", func() bool {
 		evs := r.bus.pub.forCommit(second)
 		return len(evs) == 2
 	})
-	waitFor(t, "the status to name the second commit", func() bool { return r.w.Status().Commit == second })
+	testkit.Eventually(t, waitTimeout, "the status to name the second commit", func() bool { return r.w.Status().Commit == second })
 }
 
 func TestTreeIsStoredOnceHoweverManyTriggersFire(t *testing.T) {
@@ -483,7 +484,7 @@ func TestDriftScheduleReannouncesWithADriftID(t *testing.T) {
 	r.waitCommit(s.first, watcher.TriggerStartup)
 
 	var drifts []watcher.RepoChanged
-	waitFor(t, "two drift ticks", func() bool {
+	testkit.Eventually(t, waitTimeout, "two drift ticks", func() bool {
 		drifts = r.bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerDrift })
 		return len(drifts) >= 2
 	})
@@ -532,7 +533,7 @@ func TestDryRunRequestsDoNotHoldBackDriftTicks(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "two drift ticks among the requests", func() bool {
+	testkit.Eventually(t, waitTimeout, "two drift ticks among the requests", func() bool {
 		return len(bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerDrift })) >= 2
 	})
 	close(stop)
@@ -548,7 +549,7 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 
 	s.server.down.Store(true)
 	second := s.repo.commitAndPush("second")
-	waitFor(t, "repeated failures", func() bool { return r.w.Status().ConsecutiveFailures >= 3 })
+	testkit.Eventually(t, waitTimeout, "repeated failures", func() bool { return r.w.Status().ConsecutiveFailures >= 3 })
 	st := r.w.Status()
 	if !st.Stale || st.Commit != s.first || st.LastError == "" {
 		t.Errorf("status while failing = %+v, want stale on %s with an error", st, s.first)
@@ -565,7 +566,7 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 	if got := r.metric("proxops_git_fetch_duration_seconds", map[string]string{"result": "error"}); got < 3 {
 		t.Errorf("failed git reads observed = %v, want ≥ 3", got)
 	}
-	waitFor(t, "the last-read age to grow", func() bool { return r.metric("proxops_git_last_fetch_age_seconds", nil) >= 0.2 })
+	testkit.Eventually(t, waitTimeout, "the last-read age to grow", func() bool { return r.metric("proxops_git_last_fetch_age_seconds", nil) >= 0.2 })
 	if code, _ := r.get("/healthz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/healthz while stale = %d, want 503", code)
 	}
@@ -579,8 +580,8 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 
 	s.server.down.Store(false)
 	r.waitCommit(second, watcher.TriggerPoll)
-	waitFor(t, "recovery", func() bool { return !r.w.Status().Stale })
-	waitFor(t, "a healthy report", func() bool { return len(bus.healthReports()) == 3 })
+	testkit.Eventually(t, waitTimeout, "recovery", func() bool { return !r.w.Status().Stale })
+	testkit.Eventually(t, waitTimeout, "a healthy report", func() bool { return len(bus.healthReports()) == 3 })
 	if h := bus.healthReports()[2]; h.Stale || h.LastError != "" || h.Failures != 0 {
 		t.Errorf("health report after recovery: %+v", h)
 	}
@@ -591,7 +592,7 @@ func TestFetchFailureKeepsTheLastGoodTreeAndRetries(t *testing.T) {
 		t.Errorf("proxops_desired_stale = %v after recovery, want 0", got)
 	}
 	// The age grew past 0.2 s while the remote was down; polls every 20 ms reset it.
-	waitFor(t, "the last-read age to reset", func() bool {
+	testkit.Eventually(t, waitTimeout, "the last-read age to reset", func() bool {
 		age := r.metric("proxops_git_last_fetch_age_seconds", nil)
 		return age >= 0 && age < 0.1
 	})
@@ -605,9 +606,9 @@ func TestOversizedCommitKeepsTheLastGoodTreeUntilTheBranchMoves(t *testing.T) {
 
 	s.repo.write("vm/base/huge.yaml", strings.Repeat("x", watcher.MaxSnapshotFileSize+1))
 	huge := s.repo.commitAndPush("a file too large")
-	waitFor(t, "the refusal", func() bool { return strings.Contains(r.w.Status().LastError, "too large") })
+	testkit.Eventually(t, waitTimeout, "the refusal", func() bool { return strings.Contains(r.w.Status().LastError, "too large") })
 	fetches := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "fetch"})
-	waitFor(t, "more failed polls", func() bool { return r.w.Status().ConsecutiveFailures >= 4 })
+	testkit.Eventually(t, waitTimeout, "more failed polls", func() bool { return r.w.Status().ConsecutiveFailures >= 4 })
 	if got := r.metric("proxops_watcher_git_duration_seconds", map[string]string{"operation": "fetch"}); got != fetches {
 		t.Errorf("the refused commit was fetched again (%v fetches, then %v)", fetches, got)
 	}
@@ -633,7 +634,7 @@ func TestCommitWithALinkLeavingTheRepositoryIsNotAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := s.repo.commitAndPush("a link out of the repository")
-	waitFor(t, "the refusal", func() bool {
+	testkit.Eventually(t, waitTimeout, "the refusal", func() bool {
 		return strings.Contains(r.w.Status().LastError, "symbolic link vm/base/passwd.yaml leads outside the repository")
 	})
 	if st := r.w.Status(); st.Commit != s.first || !st.Stale {
@@ -657,7 +658,7 @@ func TestStartupWhenTheRemoteIsDownAnnouncesTheLastGoodTree(t *testing.T) {
 
 	s.server.down.Store(true)
 	r2 := startWatcher(t, s.cfg, bus)
-	waitFor(t, "a second startup event", func() bool {
+	testkit.Eventually(t, waitTimeout, "a second startup event", func() bool {
 		return len(bus.pub.matching(func(ev watcher.RepoChanged) bool {
 			return ev.Trigger == watcher.TriggerStartup && ev.Commit == s.first
 		})) == 2
@@ -697,7 +698,7 @@ func TestLastGoodCommitRecordedUnderAGitTreeHashIsAnnouncedUnderItsContentName(t
 
 	s.server.down.Store(true)
 	startWatcher(t, s.cfg, bus)
-	waitFor(t, "a second startup event", func() bool {
+	testkit.Eventually(t, waitTimeout, "a second startup event", func() bool {
 		return len(bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerStartup })) == 2
 	})
 	startups := bus.pub.matching(func(ev watcher.RepoChanged) bool { return ev.Trigger == watcher.TriggerStartup })
@@ -711,7 +712,7 @@ func TestPublishFailureIsRetried(t *testing.T) {
 	bus := newTestBus(t)
 	bus.pub.setFail(errors.New("bus unavailable"))
 	r := startWatcher(t, s.cfg, bus)
-	waitFor(t, "failed publishes", func() bool { return r.metric("proxops_watcher_publish_failures_total", nil) >= 2 })
+	testkit.Eventually(t, waitTimeout, "failed publishes", func() bool { return r.metric("proxops_watcher_publish_failures_total", nil) >= 2 })
 	bus.pub.setFail(nil)
 	r.waitCommit(s.first, watcher.TriggerStartup)
 }
@@ -783,7 +784,7 @@ func TestReconcileRequests(t *testing.T) {
 			}
 		}
 		// Refused requests are terminated, not handed back for another delivery.
-		waitFor(t, "every request settled", bus.requestsSettled)
+		testkit.Eventually(t, waitTimeout, "every request settled", bus.requestsSettled)
 	})
 }
 

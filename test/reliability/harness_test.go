@@ -400,18 +400,6 @@ func (e *env) liveFingerprint(vmid int) string {
 	return inventory.Fingerprint(g)
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // guestWrites are the requests that create or remove a guest: POST create and clone, DELETE guest.
 func isCreate(r pvesim.RequestLogEntry) bool {
 	return r.Method == "POST" && (r.Template == "/nodes/{node}/qemu" || r.Template == "/nodes/{node}/lxc")

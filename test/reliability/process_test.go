@@ -317,7 +317,7 @@ func (e *processEnv) startExecutorProcess(node, replica string, concurrency int)
 func (e *env) waitConsumer(node string) {
 	e.t.Helper()
 	durable, _ := bus.ExecutorConsumer(cluster, node)
-	eventually(e.t, time.Minute, "the consumer of "+node, func() bool {
+	testkit.Eventually(e.t, time.Minute, "the consumer of "+node, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := e.bus.JetStream().Consumer(ctx, bus.StreamOps, durable)

@@ -12,6 +12,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // r1Guests is the size of R1's plan: 200 creates, or PROXOPS_R1_GUESTS.
@@ -97,7 +98,7 @@ func TestApplySurvivesKilledExecutorsAKilledPlannerAndALostNATSServer(t *testing
 		}},
 		{0.45, "kill the planner driving the run", func() string {
 			var holder string
-			eventually(t, time.Minute, "a lease holder", func() bool {
+			testkit.Eventually(t, time.Minute, "a lease holder", func() bool {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				h, held, err := b.LeaseHolder(ctx, leaseKey)
@@ -115,7 +116,7 @@ func TestApplySurvivesKilledExecutorsAKilledPlannerAndALostNATSServer(t *testing
 	for _, s := range steps {
 		at := max(int(s.share*float64(guests)), last+guests/20)
 		// The run's floor is under 15 s: a minute without progress is a stuck run.
-		eventually(t, time.Minute, fmt.Sprintf("%d creates before: %s", at, s.what), func() bool { return creates() >= at })
+		testkit.Eventually(t, time.Minute, fmt.Sprintf("%d creates before: %s", at, s.what), func() bool { return creates() >= at })
 		if creates() >= guests {
 			t.Fatalf("the apply ended before: %s", s.what)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/planner"
 )
 
@@ -66,7 +67,7 @@ func (e *env) pveRequest(method, path string, form url.Values) {
 // settled waits until a guest exists (or not) and carries no lock.
 func (e *env) settled(vmid int, exists bool) {
 	e.t.Helper()
-	eventually(e.t, 30*time.Second, fmt.Sprintf("guest %d to settle", vmid), func() bool {
+	testkit.Eventually(e.t, 30*time.Second, fmt.Sprintf("guest %d to settle", vmid), func() bool {
 		cfg, ok := e.sim.Config(vmid)
 		return ok == exists && cfg["lock"] == ""
 	})
@@ -225,7 +226,7 @@ func runR4(t *testing.T, seed uint64) {
 		node, _, _ := e.sim.NodeOf(vmid)
 		if e.sim.Running(vmid) {
 			e.pveRequest("POST", fmt.Sprintf("/nodes/%s/qemu/%d/status/stop", node, vmid), url.Values{})
-			eventually(t, 30*time.Second, "the stop", func() bool { return !e.sim.Running(vmid) })
+			testkit.Eventually(t, 30*time.Second, "the stop", func() bool { return !e.sim.Running(vmid) })
 		}
 		e.pveRequest("DELETE", fmt.Sprintf("/nodes/%s/qemu/%d", node, vmid), nil)
 		e.settled(vmid, false)

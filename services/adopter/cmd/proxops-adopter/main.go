@@ -10,17 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/proxops/proxops/internal/httpserver"
-	"github.com/proxops/proxops/internal/metrics"
+	"github.com/proxops/proxops/internal/service"
 	"github.com/proxops/proxops/services/adopter"
 )
 
@@ -28,7 +20,7 @@ import (
 const DefaultMetricsListen = "127.0.0.1:9497"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.SignalContext()
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -45,28 +37,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintf(stderr, "proxops-adopter: %v\n", err)
 		return 2
 	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).With("service", "adopter")
-	reg := prometheus.NewRegistry()
-	if err := metrics.RegisterProcess(reg, metrics.BuildInfo{}); err != nil {
+	cfg.Logger = service.Logger(stderr, level, "adopter")
+	reg, err := service.Registry(service.BuildInfo("", ""))
+	if err != nil {
 		cfg.Logger.Error("adopter", "err", err)
 		return 1
 	}
 	if metricsListen != "" {
-		ln, err := net.Listen("tcp", metricsListen)
+		stopMetrics, err := service.ServeMetrics(metricsListen, reg, cfg.Logger)
 		if err != nil {
-			cfg.Logger.Error("metrics server", "err", fmt.Errorf("listen on %s: %w", metricsListen, err))
+			cfg.Logger.Error("metrics server", "err", err)
 			return 1
 		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := httpserver.New(mux, httpserver.Limits{})
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				cfg.Logger.Error("metrics server", "err", err)
-			}
-		}()
-		defer func() { _ = srv.Close() }()
-		cfg.Logger.Info("metrics server listening", "addr", ln.Addr().String())
+		defer stopMetrics()
 	}
 	// A failure after the context ended (a signal, or the caller stopping it) is the shutdown's own doing,
 	// for example setting up a consumer that the cancelled context cut short.
@@ -93,9 +76,9 @@ func configure(args []string, getenv func(string) string) (adopter.Config, strin
 	if fs.NArg() > 0 {
 		return cfg, "", 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*levelName)); err != nil {
-		return cfg, "", 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *levelName)
+	level, err := service.ParseLevel(*levelName)
+	if err != nil {
+		return cfg, "", 0, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, "", 0, err

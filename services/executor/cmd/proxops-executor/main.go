@@ -8,26 +8,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/proxops/proxops/internal/httpserver"
-	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/internal/service"
 	"github.com/proxops/proxops/services/executor"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.SignalContext()
 	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -36,7 +31,7 @@ func main() {
 // run runs the executor until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
 // cannot run. Its /metrics carries the cluster and node on every ProxOps series, as in proxops up.
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log := service.Logger(stderr, slog.LevelInfo, "executor")
 	cfg, metricsListen, err := configure(ctx, args, lookup)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -46,26 +41,19 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return 2
 	}
 	cfg.Logger = log
-	reg := prometheus.NewRegistry()
-	if err := metrics.RegisterProcess(reg, metrics.BuildInfo{}); err != nil {
+	reg, err := service.Registry(service.BuildInfo("", ""))
+	if err != nil {
 		log.Error("executor", "err", err)
 		return 1
 	}
 	cfg.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.Cluster, "node": cfg.Node}, reg)
 	if metricsListen != "" {
-		ln, err := net.Listen("tcp", metricsListen)
+		stopMetrics, err := service.ServeMetrics(metricsListen, reg, log)
 		if err != nil {
-			log.Error("metrics server", "err", fmt.Errorf("listen on %s: %w", metricsListen, err))
+			log.Error("metrics server", "err", err)
 			return 1
 		}
-		srv := httpserver.New(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), httpserver.Limits{})
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "err", err)
-			}
-		}()
-		defer func() { _ = srv.Close() }()
-		log.Info("metrics server listening", "addr", ln.Addr().String())
+		defer stopMetrics()
 	}
 	if err := executor.Run(ctx, cfg); err != nil {
 		log.Error("executor", "err", err)

@@ -14,20 +14,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/proxops/proxops/internal/bus"
-	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
+	"github.com/proxops/proxops/internal/service"
 	"github.com/proxops/proxops/services/notifier"
 )
 
@@ -47,21 +40,16 @@ type options struct {
 }
 
 func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
+	env := &service.Env{Getenv: getenv}
 	var o options
 	fs := flag.NewFlagSet("proxops-notifier", flag.ContinueOnError)
 	fs.SetOutput(out)
 	o.nats.RegisterFlags(fs, getenv)
 	fs.StringVar(&o.config, "config", getenv("PROXOPS_CONFIG"),
 		"configuration file (proxops.yaml format) whose notifications section names the providers [PROXOPS_CONFIG]")
-	fs.StringVar(&o.metricsListen, "metrics-listen", env("PROXOPS_NOTIFIER_METRICS_LISTEN", DefaultMetricsListen),
+	fs.StringVar(&o.metricsListen, "metrics-listen", env.String("PROXOPS_NOTIFIER_METRICS_LISTEN", DefaultMetricsListen),
 		"address of the /metrics endpoint, empty for off [PROXOPS_NOTIFIER_METRICS_LISTEN]")
-	level := env("PROXOPS_LOG_LEVEL", "info")
+	level := env.String("PROXOPS_LOG_LEVEL", "info")
 	fs.StringVar(&level, "log-level", level, "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -79,8 +67,9 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	if o.nats.User == "" && o.nats.CredsFile == "" && o.nats.NKeySeedFile == "" && o.nats.Password != "" {
 		o.nats.User = string(bus.RoleNotifier)
 	}
-	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
-		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	var err error
+	if o.logLevel, err = service.ParseLevel(level); err != nil {
+		errs = append(errs, err)
 	}
 	o.nats.Name = "proxops-notifier"
 	return o, errors.Join(errs...)
@@ -123,7 +112,7 @@ func loadNotifications(ctx context.Context, file string, lookup func(string) (st
 }
 
 func run(args []string, getenv func(string) string, lookup func(string) (string, bool), stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.SignalContext()
 	defer stop()
 	return runContext(ctx, args, getenv, lookup, stderr)
 }
@@ -138,27 +127,27 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, "proxops-notifier:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).With("service", "notifier")
+	log := service.Logger(stderr, o.logLevel, "notifier")
 	ncfg, store, err := loadNotifications(ctx, o.config, lookup)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxops-notifier:", err)
 		return 2
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := notifier.RegisterMetrics(reg); err != nil {
+	reg, err := service.Registry(service.BuildInfo("", ""))
+	if err == nil {
+		err = notifier.RegisterMetrics(reg)
+	}
+	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
 	if o.metricsListen != "" {
-		srv := httpserver.New(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), httpserver.Limits{})
-		srv.Addr = o.metricsListen
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "err", err)
-			}
-		}()
-		defer func() { _ = srv.Close() }()
+		stopMetrics, err := service.ServeMetrics(o.metricsListen, reg, log)
+		if err != nil {
+			log.Error("cannot start", "err", err)
+			return 1
+		}
+		defer stopMetrics()
 	}
 	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
 	if err != nil {

@@ -4,22 +4,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/opsign"
+	"github.com/proxops/proxops/internal/service"
 	"github.com/proxops/proxops/services/planner"
 )
 
@@ -29,22 +20,23 @@ func main() {
 		fmt.Fprintf(os.Stderr, "proxops-planner: %v\n", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := service.Logger(os.Stderr, level, "planner")
 	cfg.Logger = log
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.SignalContext()
 	defer stop()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg, err := service.Registry(service.BuildInfo("", ""))
+	if err != nil {
+		log.Error("planner", "err", err)
+		os.Exit(1)
+	}
 	cfg.Registry = reg
 	if metricsListen != "" {
-		srv := httpserver.New(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), httpserver.Limits{})
-		srv.Addr = metricsListen
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "err", err)
-			}
-		}()
-		defer func() { _ = srv.Close() }()
+		stopMetrics, err := service.ServeMetrics(metricsListen, reg, log)
+		if err != nil {
+			log.Error("planner", "err", err)
+			os.Exit(1)
+		}
+		defer stopMetrics()
 	}
 	if err := planner.Run(ctx, cfg); err != nil {
 		log.Error("planner", "err", err)
@@ -72,9 +64,9 @@ func configure(args []string, getenv func(string) string) (planner.Config, strin
 	if fs.NArg() > 0 {
 		return cfg, "", 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*levelName)); err != nil {
-		return cfg, "", 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *levelName)
+	level, err := service.ParseLevel(*levelName)
+	if err != nil {
+		return cfg, "", 0, err
 	}
 	if *signingKey != "" {
 		signer, err := opsign.LoadSigner(*signingKey)

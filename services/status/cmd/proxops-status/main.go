@@ -7,22 +7,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"runtime/debug"
-	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/proxops/proxops/internal/bus"
-	"github.com/proxops/proxops/internal/metrics"
+	"github.com/proxops/proxops/internal/service"
 	"github.com/proxops/proxops/services/status"
 )
 
@@ -46,37 +40,21 @@ type options struct {
 }
 
 func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	var errs []error
-	envDuration := func(name string, def time.Duration) time.Duration {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
-		}
-		return d
-	}
+	env := &service.Env{Getenv: getenv}
 	var o options
 	fs := flag.NewFlagSet("proxops-status", flag.ContinueOnError)
 	fs.SetOutput(out)
 	o.nats.RegisterFlags(fs, getenv)
-	fs.StringVar(&o.listen, "listen", env("PROXOPS_STATUS_LISTEN", status.DefaultListen), "HTTP address [PROXOPS_STATUS_LISTEN]")
-	fs.DurationVar(&o.staleAfter, "stale-after", envDuration("PROXOPS_STATUS_STALE_AFTER", status.DefaultStaleAfter),
+	fs.StringVar(&o.listen, "listen", env.String("PROXOPS_STATUS_LISTEN", status.DefaultListen), "HTTP address [PROXOPS_STATUS_LISTEN]")
+	fs.DurationVar(&o.staleAfter, "stale-after", env.Duration("PROXOPS_STATUS_STALE_AFTER", status.DefaultStaleAfter),
 		"/healthz reports stale when a cluster's planner has not answered for longer; twice the drift interval [PROXOPS_STATUS_STALE_AFTER]")
-	fs.DurationVar(&o.refresh, "refresh", envDuration("PROXOPS_STATUS_REFRESH", status.DefaultRefresh), "how often the status page reloads itself [PROXOPS_STATUS_REFRESH]")
-	level := env("PROXOPS_LOG_LEVEL", "info")
+	fs.DurationVar(&o.refresh, "refresh", env.Duration("PROXOPS_STATUS_REFRESH", status.DefaultRefresh), "how often the status page reloads itself [PROXOPS_STATUS_REFRESH]")
+	level := env.String("PROXOPS_LOG_LEVEL", "info")
 	fs.StringVar(&level, "log-level", level, "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	errs := []error{env.Err()}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
@@ -86,21 +64,12 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	if o.nats.User == "" && o.nats.CredsFile == "" && o.nats.NKeySeedFile == "" && o.nats.Password != "" {
 		o.nats.User = string(bus.RoleStatus)
 	}
-	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
-		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	var err error
+	if o.logLevel, err = service.ParseLevel(level); err != nil {
+		errs = append(errs, err)
 	}
 	o.nats.Name = "proxops-status"
 	return o, errors.Join(errs...)
-}
-
-func buildInfo() metrics.BuildInfo {
-	b := metrics.BuildInfo{Version: version, Commit: commit}
-	if b.Version == "" {
-		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			b.Version = info.Main.Version
-		}
-	}
-	return b
 }
 
 func run(args []string, getenv func(string) string, stderr io.Writer) int {
@@ -112,8 +81,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "proxops-status:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel})).With("service", "status")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	log := service.Logger(stderr, o.logLevel, "status")
+	ctx, stop := service.SignalContext()
 	defer stop()
 	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
 	if err != nil {
@@ -121,8 +90,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return 1
 	}
 	defer func() { _ = b.Close() }()
-	reg := prometheus.NewRegistry()
-	if err := metrics.RegisterProcess(reg, buildInfo()); err != nil {
+	reg, err := service.Registry(service.BuildInfo(version, commit))
+	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}

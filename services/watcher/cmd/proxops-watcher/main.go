@@ -16,17 +16,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/service"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -34,7 +28,7 @@ import (
 const DefaultMetricsListen = "127.0.0.1:9498"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := service.SignalContext()
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -59,7 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "proxops-watcher:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel})).With("service", "watcher")
+	log := service.Logger(stderr, opts.logLevel, "watcher")
 	if err := opts.watcher.Validate(); err != nil {
 		log.Error("invalid configuration", "err", err)
 		return 2
@@ -70,8 +64,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	defer func() { _ = b.Close() }()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg, err := service.Registry(service.BuildInfo("", ""))
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
 	deps := watcher.BusDeps(b, reg, log)
 
 	if err := watcher.Run(ctx, opts.watcher, deps); err != nil {
@@ -84,35 +81,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 // parseOptions reads flags, with environment variables as their defaults.
 func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	var errs []error
-	envDuration := func(name string, def time.Duration) time.Duration {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
-		}
-		return d
-	}
-	envBool := func(name string) bool {
-		v := getenv(name)
-		if v == "" {
-			return false
-		}
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
-		}
-		return b
-	}
+	e := &service.Env{Getenv: getenv}
+	env, envDuration, envBool := e.String, e.Duration, e.Bool
 
 	fs := flag.NewFlagSet("proxops-watcher", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -138,11 +108,13 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
+	errs := []error{e.Err()}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
-	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		errs = append(errs, fmt.Errorf("log-level %q: debug, info, warn or error", *level))
+	var err error
+	if o.logLevel, err = service.ParseLevel(*level); err != nil {
+		errs = append(errs, err)
 	}
 	c.Token = getenv("PROXOPS_GIT_TOKEN")
 	c.SSHKeyPassphrase = getenv("PROXOPS_GIT_SSH_PASSPHRASE")

@@ -1,4 +1,4 @@
-package planner_test
+package pipeline_test
 
 import (
 	"os"
@@ -105,7 +105,7 @@ func TestPlannerKilledMidApplyIsReplacedByTheOtherPlanner(t *testing.T) {
 	files := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "d": 104, "e": 105})
 	chain(files, "a", "b", "c", "d", "e")
 	ev := e.announce(files, false)
-	eventually(t, time.Minute, "planner a to create the second guest", func() bool { return e.creates() >= 2 })
+	testkit.Eventually(t, time.Minute, "planner a to create the second guest", func() bool { return e.creates() >= 2 })
 	key, _ := bus.LeaseKey(cluster)
 	if holder, held, err := e.bus.LeaseHolder(testContext(t), key); err != nil || !held || holder != "a" {
 		t.Fatalf("lease: %q %v %v", holder, held, err)
@@ -139,7 +139,7 @@ func TestExecutorReplicaKilledMidTaskLeavesTheRunWhole(t *testing.T) {
 	e.startExecutors("pve2", "pve3")
 	a := e.startExecutorProcess("pve1", "a")
 	durable, _ := bus.ExecutorConsumer(cluster, "pve1")
-	eventually(t, 30*time.Second, "replica a's consumer", func() bool {
+	testkit.Eventually(t, 30*time.Second, "replica a's consumer", func() bool {
 		_, err := e.bus.JetStream().Consumer(testContext(t), bus.StreamOps, durable)
 		return err == nil
 	})
@@ -148,7 +148,7 @@ func TestExecutorReplicaKilledMidTaskLeavesTheRunWhole(t *testing.T) {
 		"clusters/lab/resources.yaml": "resources:\n  - ../../vm/lab/x.yaml\n  - ../../vm/lab/y.yaml\n  - ../../vm/lab/z.yaml\n",
 		"vm/lab/x.yaml":               vm("x", 111, "pve1"), "vm/lab/y.yaml": vm("y", 112, "pve1"), "vm/lab/z.yaml": vm("z", 113, "pve2")}
 	ev := e.announce(files, false)
-	eventually(t, time.Minute, "replica a to submit a create", func() bool {
+	testkit.Eventually(t, time.Minute, "replica a to submit a create", func() bool {
 		return strings.Contains(a.log.String(), "qmcreate") || e.sim.Count("POST", "/nodes/{node}/qemu") >= 1
 	})
 	e.startExecutorProcess("pve1", "b")

@@ -1,4 +1,4 @@
-package planner_test
+package pipeline_test
 
 import (
 	"context"
@@ -156,7 +156,7 @@ func (e *env) startExecutor(cluster, n string, b *bus.Bus, opts ...func(*executo
 	}
 	e.run("executor "+n, func(ctx context.Context) error { return executor.Run(ctx, cfg) })
 	durable, _ := bus.ExecutorConsumer(cluster, n)
-	eventually(e.t, 20*time.Second, "executor consumer of "+n, func() bool {
+	testkit.Eventually(e.t, 20*time.Second, "executor consumer of "+n, func() bool {
 		_, err := e.bus.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
 		return err == nil
 	})
@@ -293,7 +293,7 @@ func (e *env) wait(ev event.RepoChanged, timeout time.Duration) outcome {
 func (e *env) waitOf(cluster string, ev event.RepoChanged, timeout time.Duration) outcome {
 	e.t.Helper()
 	var o outcome
-	eventually(e.t, timeout, "the plan of "+cluster+" for "+ev.EventID+" to finish", func() bool {
+	testkit.Eventually(e.t, timeout, "the plan of "+cluster+" for "+ev.EventID+" to finish", func() bool {
 		o = e.eventsOf(cluster, ev.EventID)
 		return o.done()
 	})
@@ -340,18 +340,6 @@ func (e *env) creates() int {
 		}
 	}
 	return n
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 func vm(name string, vmid int, node string) string {
@@ -410,7 +398,7 @@ func (e *env) handClone(node string, vmid, newID int) {
 	if res.StatusCode != http.StatusOK {
 		e.t.Fatalf("hand clone: %s: %s", res.Status, body)
 	}
-	eventually(e.t, 30*time.Second, "the hand-made clone", func() bool {
+	testkit.Eventually(e.t, 30*time.Second, "the hand-made clone", func() bool {
 		cfg, ok := e.sim.Config(newID)
 		return ok && cfg["lock"] == ""
 	})

@@ -1,4 +1,4 @@
-package adopter_test
+package adoption_test
 
 import (
 	"context"
@@ -62,18 +62,6 @@ func testLogger(t testing.TB) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-// eventually polls cond until it holds or the time is up.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // env is a provisioned NATS server, the simulator behind loopback HTTP, and services started on them. With
@@ -155,7 +143,7 @@ func (e *env) startExecutor(node string) {
 		TrustedPlannerKeys: []string{testkit.PlannerKey(e.t).PublicKey()}, Logger: testLogger(e.t).With("executor", node)}
 	e.run("executor "+node, func(ctx context.Context) error { return executor.Run(ctx, cfg) })
 	durable, _ := bus.ExecutorConsumer(cluster, node)
-	eventually(e.t, 20*time.Second, "executor of "+node, func() bool {
+	testkit.Eventually(e.t, 20*time.Second, "executor of "+node, func() bool {
 		_, err := e.admin.JetStream().Consumer(testContext(e.t), bus.StreamOps, durable)
 		return err == nil
 	})
@@ -164,7 +152,7 @@ func (e *env) startExecutor(node string) {
 func (e *env) startAdopter(keys secrets.KeySource) (stop func()) {
 	cfg := adopter.Config{Bus: e.connect("adopter"), Keys: keys, ObserveTimeout: 20 * time.Second, Logger: testLogger(e.t)}
 	stop = e.run("adopter", func(ctx context.Context) error { return adopter.Run(ctx, cfg) })
-	eventually(e.t, 20*time.Second, "the adopter serving", func() bool {
+	testkit.Eventually(e.t, 20*time.Second, "the adopter serving", func() bool {
 		// An empty request is refused with an error reply: the adopter is there.
 		subject, _ := bus.AdoptSubject(cluster)
 		_, err := e.admin.Conn().Request(subject, nil, 200*time.Millisecond)
@@ -198,7 +186,7 @@ func (e *env) observe(node string) {
 // inventoriesHandled waits until the adopter has handled every inventory on the stream.
 func (e *env) inventoriesHandled() {
 	e.t.Helper()
-	eventually(e.t, 20*time.Second, "the adopter to handle every inventory", func() bool {
+	testkit.Eventually(e.t, 20*time.Second, "the adopter to handle every inventory", func() bool {
 		c, err := e.admin.JetStream().Consumer(testContext(e.t), bus.StreamInventory, bus.ConsumerAdopterInventory)
 		if err != nil {
 			return false
@@ -294,14 +282,14 @@ func TestGapReportsFollowInventoriesIntoTheStatusReport(t *testing.T) {
 		"101 VM/ci-runner args=-no-hpet",
 	}
 	var seq uint64
-	eventually(t, 20*time.Second, "a gap report of both nodes", func() bool {
+	testkit.Eventually(t, 20*time.Second, "a gap report of both nodes", func() bool {
 		rep, s, ok := e.gapReport()
 		seq = s
 		return ok && slices.Equal(gapKeys(rep), want)
 	})
 
 	// The status service shows the gaps.
-	eventually(t, 20*time.Second, "the gaps in /status/lab", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the gaps in /status/lab", func() bool {
 		resp, err := http.Get("http://" + ln.Addr().String() + "/status/" + cluster)
 		if err != nil {
 			return false
@@ -334,7 +322,7 @@ func TestGapReportsFollowInventoriesIntoTheStatusReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.observe("pve2")
-	eventually(t, 20*time.Second, "the new gap", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the new gap", func() bool {
 		rep, _, _ := e.gapReport()
 		return slices.Contains(gapKeys(rep), "102 VM/stray hookscript=local:snippets/hook.pl")
 	})
@@ -359,7 +347,7 @@ func TestUnconfinedContainerIsASecurityWarningInStatusAndMetrics(t *testing.T) {
 	e.run("status", func(ctx context.Context) error { return status.Run(ctx, statusCfg) })
 	e.observe("pve1")
 	e.observe("pve2")
-	eventually(t, 20*time.Second, "the raw key as a gap", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the raw key as a gap", func() bool {
 		rep, _, ok := e.gapReport()
 		return ok && slices.Contains(gapKeys(rep), "200 LXC/cache lxc.apparmor.profile=unconfined") && len(rep.Security) == 2
 	})
@@ -385,7 +373,7 @@ func TestUnconfinedContainerIsASecurityWarningInStatusAndMetrics(t *testing.T) {
 			} `json:"security_warnings"`
 		} `json:"report"`
 	}
-	eventually(t, 20*time.Second, "the security warnings in /status/lab", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the security warnings in /status/lab", func() bool {
 		return json.Unmarshal([]byte(get("/status/"+cluster)), &doc) == nil && doc.Report.Counters.SecurityWarnings == 2
 	})
 	w := doc.Report.SecurityWarnings
@@ -516,7 +504,7 @@ func TestAdoptionOverNATSReadsOnlyAndNeverCarriesSecrets(t *testing.T) {
 	// Let the gap reports settle, then read every stream back.
 	e.observe("pve1")
 	e.observe("pve2")
-	eventually(t, 20*time.Second, "a gap report", func() bool { _, _, ok := e.gapReport(); return ok })
+	testkit.Eventually(t, 20*time.Second, "a gap report", func() bool { _, _, ok := e.gapReport(); return ok })
 	var all strings.Builder
 	for _, m := range res.Manifests {
 		all.Write(m.Content)
@@ -560,7 +548,7 @@ func TestAdopterWorksUnderItsOwnNATSPermissions(t *testing.T) {
 	e.observe("pve1")
 	e.observe("pve2")
 	var seq uint64
-	eventually(t, 20*time.Second, "a gap report of both nodes", func() bool {
+	testkit.Eventually(t, 20*time.Second, "a gap report of both nodes", func() bool {
 		rep, s, ok := e.gapReport()
 		seq = s
 		return ok && len(rep.Gaps) == 3

@@ -1,4 +1,4 @@
-package planner_test
+package pipeline_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 )
 
@@ -86,7 +87,7 @@ func TestReplayedSignedOperationIsRefused(t *testing.T) {
 	op, _ := decodeOp(t, configure)
 	dlq, _ := bus.DLQSubject(cluster, "pve1")
 	var dead *bus.Message
-	eventually(t, 30*time.Second, "the replayed operation dead-lettered", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the replayed operation dead-lettered", func() bool {
 		m, err := e.bus.LastMessage(testContext(t), bus.StreamDLQ, dlq)
 		dead = m
 		return err == nil
@@ -96,7 +97,7 @@ func TestReplayedSignedOperationIsRefused(t *testing.T) {
 	}
 	var refused plan.Result
 	filter, _ := bus.ResultFilter(cluster)
-	eventually(t, 10*time.Second, "the refusal reported", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the refusal reported", func() bool {
 		found := false
 		_ = e.bus.ReadStream(testContext(t), bus.StreamResults, filter, 0, func(m *bus.Message) error {
 			r, err := wire.DecodeResult(testContext(t), m.Decode)

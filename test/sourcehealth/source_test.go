@@ -1,11 +1,10 @@
-package status_test
+package sourcehealth_test
 
 import (
 	"bytes"
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,34 +13,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
-	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/render"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/status"
 	"github.com/proxops/proxops/services/watcher"
 )
-
-// git runs git in dir with a fixed identity and no user or system configuration.
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=ops", "GIT_AUTHOR_EMAIL=ops@example.com", "GIT_COMMITTER_NAME=ops", "GIT_COMMITTER_EMAIL=ops@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // A watcher whose repository cannot be read tells the status service over NATS: the desired state is
 // flagged stale on /status, /healthz and the page while the failure lasts, and cleared by the next success.
 func TestAWatcherThatCannotReadItsRepositoryMarksTheDesiredStateStale(t *testing.T) {
 	t.Parallel()
 	sys := startSystem(t)
-	p := sys.publisher()
-	converge(p, p.repoChanged("3f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f", event.TriggerWebhook))
-	sys.settle()
+	sys.converge("3f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f")
 
 	repoDir := filepath.Join(t.TempDir(), "infra")
 	if err := os.MkdirAll(filepath.Join(repoDir, "clusters", "alpha"), 0o755); err != nil {
@@ -61,7 +44,7 @@ func TestAWatcherThatCannotReadItsRepositoryMarksTheDesiredStateStale(t *testing
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	w, err := watcher.New(watcher.Config{Path: repoDir, DataDir: t.TempDir(), PollInterval: 30 * time.Millisecond,
-		RetryMax: 60 * time.Millisecond, DriftInterval: -1}, watcher.BusDeps(conn, prometheus.NewRegistry(), testLogger(t)))
+		RetryMax: 60 * time.Millisecond, DriftInterval: -1}, watcher.BusDeps(conn, prometheus.NewRegistry(), testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +66,7 @@ func TestAWatcherThatCannotReadItsRepositoryMarksTheDesiredStateStale(t *testing
 		stale, _ := d.LastCycle["desired_stale"].(bool)
 		return d.Sources[0], stale, true
 	}
-	eventually(t, 20*time.Second, "the watcher's first report", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the watcher's first report", func() bool {
 		s, stale, ok := source()
 		return ok && !s.Stale && !stale && s.Commit == commit
 	})
@@ -93,7 +76,7 @@ func TestAWatcherThatCannotReadItsRepositoryMarksTheDesiredStateStale(t *testing
 		t.Fatal(err)
 	}
 	var s sourceDoc
-	eventually(t, 20*time.Second, "desired_stale after the repository became unreadable", func() bool {
+	testkit.Eventually(t, 20*time.Second, "desired_stale after the repository became unreadable", func() bool {
 		var stale, ok bool
 		s, stale, ok = source()
 		return ok && s.Stale && stale
@@ -126,7 +109,7 @@ func TestAWatcherThatCannotReadItsRepositoryMarksTheDesiredStateStale(t *testing
 	if err := os.Rename(moved, repoDir); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "desired_stale cleared by the next successful read", func() bool {
+	testkit.Eventually(t, 20*time.Second, "desired_stale cleared by the next successful read", func() bool {
 		s, stale, ok := source()
 		return ok && !s.Stale && !stale && s.LastError == ""
 	})

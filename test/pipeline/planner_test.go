@@ -1,4 +1,4 @@
-package planner_test
+package pipeline_test
 
 import (
 	"slices"
@@ -10,6 +10,7 @@ import (
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/testcorpus"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/planner"
 )
 
@@ -129,7 +130,7 @@ func TestMassPruneIsHeldUntilItsOwnPlanIsConfirmed(t *testing.T) {
 
 	ev := e.announce(e.vms(map[string]int{"a-01": 101}), false)
 	var o outcome
-	eventually(t, time.Minute, "the prune plan to be held", func() bool {
+	testkit.Eventually(t, time.Minute, "the prune plan to be held", func() bool {
 		o = e.events(ev.EventID)
 		return len(o.held) == 1
 	})
@@ -182,7 +183,7 @@ func TestNewerCommitSupersedesARunningPlanAndWins(t *testing.T) {
 	// Each VM waits for the previous one: most operations are not dispatched when the next commit comes.
 	chain(first, "a", "b", "c", "d", "e", "f")
 	ev1 := e.announce(first, false)
-	eventually(t, time.Minute, "the first plan's first create to reach PVE", func() bool { return e.creates() == 1 })
+	testkit.Eventually(t, time.Minute, "the first plan's first create to reach PVE", func() bool { return e.creates() == 1 })
 	second := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "g": 107})
 	for p, c := range second {
 		second[p] = strings.Replace(c, "memory: 512MiB", "memory: 1GiB", 1)
@@ -242,7 +243,7 @@ func TestAnotherPlannerCarriesOnTheRunOfOneThatStopped(t *testing.T) {
 	files := e.vms(map[string]int{"a": 101, "b": 102, "c": 103, "d": 104})
 	chain(files, "a", "b", "c", "d")
 	ev := e.announce(files, false)
-	eventually(t, time.Minute, "the second create to reach PVE", func() bool { return e.creates() == 2 })
+	testkit.Eventually(t, time.Minute, "the second create to reach PVE", func() bool { return e.creates() == 2 })
 	e.startPlanner(e.plannerConfig("b"))
 	stopA()
 	o := e.wait(ev, time.Minute)
@@ -283,7 +284,7 @@ func TestResumedRunPublishesNoOperationAgain(t *testing.T) {
 	chain(files, "a", "b", "c", "d")
 	ev := e.announce(files, false)
 	// The second create reaching PVE means the first one succeeded.
-	eventually(t, time.Minute, "the second create to reach PVE", func() bool { return e.creates() == 2 })
+	testkit.Eventually(t, time.Minute, "the second create to reach PVE", func() bool { return e.creates() == 2 })
 	stopA()
 	e.startPlanner(e.plannerConfig("b"))
 	o := e.wait(ev, time.Minute)
@@ -449,7 +450,7 @@ func TestPlanOnlyPlannerRecordsAppliesButNeverDrives(t *testing.T) {
 		t.Fatalf("dry run: %+v", dry.last())
 	}
 	ev := e.announce(files, false)
-	eventually(t, time.Minute, "the apply request to be recorded", func() bool {
+	testkit.Eventually(t, time.Minute, "the apply request to be recorded", func() bool {
 		ctl, err := planner.Control(testContext(t), e.bus, cluster)
 		return err == nil && ctl.Pending()
 	})

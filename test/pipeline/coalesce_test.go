@@ -1,4 +1,4 @@
-package planner_test
+package pipeline_test
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/executor"
 	"github.com/proxops/proxops/services/planner"
@@ -96,7 +97,7 @@ func TestEqualEventsCoalesceAndNeverSupersede(t *testing.T) {
 	commit := strings.Repeat("c", 40)
 
 	e.publishEvent(trigger(tree, commit, event.TriggerManual, 1, "req-apply"))
-	eventually(t, time.Minute, "the first create to reach PVE", func() bool { return e.creates() >= 1 })
+	testkit.Eventually(t, time.Minute, "the first create to reach PVE", func() bool { return e.creates() >= 1 })
 	// The poll sees the same commit; two operators ask to apply it while it runs.
 	e.publishEvent(trigger(tree, commit, event.TriggerPoll, 2, ""))
 	e.publishEvent(trigger(tree, commit, event.TriggerManual, 3, "req-second"))
@@ -104,7 +105,7 @@ func TestEqualEventsCoalesceAndNeverSupersede(t *testing.T) {
 	e.publishEvent(trigger(tree, commit, event.TriggerPoll, 5, ""))
 
 	var o outcome
-	eventually(t, time.Minute, "every request to be answered", func() bool {
+	testkit.Eventually(t, time.Minute, "every request to be answered", func() bool {
 		o = e.allEvents()
 		for _, id := range []string{"req-apply", "req-second", "req-third"} {
 			if _, f := o.runOf(id); f == nil {
@@ -152,7 +153,7 @@ func TestTransientRejectionIsRetriedWithBackoff(t *testing.T) {
 
 	ctx := testContext(t)
 	var ctl wire.ClusterControl
-	eventually(t, time.Minute, "a second rejection in a row", func() bool {
+	testkit.Eventually(t, time.Minute, "a second rejection in a row", func() bool {
 		var err error
 		ctl, err = planner.Control(ctx, e.bus, cluster)
 		return err == nil && ctl.RetryAttempt >= 2
@@ -175,7 +176,7 @@ func TestTransientRejectionIsRetriedWithBackoff(t *testing.T) {
 		}
 	}
 	e.sim.ClearFaults()
-	eventually(t, time.Minute, "the retried plan to apply", func() bool {
+	testkit.Eventually(t, time.Minute, "the retried plan to apply", func() bool {
 		o = e.events(ev.EventID)
 		return len(o.finished) > 0
 	})
@@ -232,7 +233,7 @@ func TestMissingExecutorIsNamedAndRetried(t *testing.T) {
 		t.Fatalf("rejection (transient %v): %q", r.Transient, msg)
 	}
 	e.startExecutors("pve2")
-	eventually(t, time.Minute, "the retried plan to apply once the executor runs", func() bool {
+	testkit.Eventually(t, time.Minute, "the retried plan to apply once the executor runs", func() bool {
 		o = e.events(ev.EventID)
 		return len(o.finished) > 0
 	})

@@ -1,4 +1,4 @@
-package planner_test
+package pipeline_test
 
 import (
 	"crypto/sha256"
