@@ -329,3 +329,25 @@ func TestDemoSecretsGiveTheSimulatorToken(t *testing.T) {
 		t.Errorf("demo password: %v", err)
 	}
 }
+
+// The recipients of a key set name what it decrypts with public keys only: one per identity, in order, and
+// none of the key material.
+func TestAgeKeysRecipientsArePublicKeysOnly(t *testing.T) {
+	both := keysFrom(t, "both")
+	rs := both.Recipients()
+	if len(rs) != 2 || rs[0] == rs[1] {
+		t.Fatalf("recipients of two identities: %v", rs)
+	}
+	for _, r := range rs {
+		if !strings.HasPrefix(r, "age1") || strings.Contains(strings.ToUpper(r), "AGE-SECRET-KEY") {
+			t.Fatalf("recipient %q is not a public key", r)
+		}
+	}
+	lab := keysFrom(t, "lab").Recipients()
+	if len(lab) != 1 || (lab[0] != rs[0] && lab[0] != rs[1]) {
+		t.Fatalf("the lab key %v is not one of both's %v", lab, rs)
+	}
+	if (*secrets.AgeKeys)(nil).Recipients() != nil {
+		t.Fatal("a nil set has recipients")
+	}
+}

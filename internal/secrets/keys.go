@@ -72,6 +72,21 @@ func (k *AgeKeys) Origins() []string {
 	return append([]string(nil), k.origins...)
 }
 
+// Recipients returns the public keys (age1...) of the set's identities, in order: what a set can decrypt,
+// without key material, e.g. to notice that a key file changed.
+func (k *AgeKeys) Recipients() []string {
+	if k == nil {
+		return nil
+	}
+	out := make([]string, 0, len(k.ids))
+	for _, id := range k.ids {
+		if x, ok := id.(*age.X25519Identity); ok {
+			out = append(out, x.Recipient().String())
+		}
+	}
+	return out
+}
+
 // AgeKeys implements KeySource: a parsed set is a fixed key source (the form tests inject).
 func (k *AgeKeys) AgeKeys() (*AgeKeys, error) { return k, nil }
 
