@@ -351,3 +351,23 @@ func TestAgeKeysRecipientsArePublicKeysOnly(t *testing.T) {
 		t.Fatal("a nil set has recipients")
 	}
 }
+
+// The key files of an environment are the ones its key source reads: SOPS_AGE_KEY_FILE, else the sops
+// default file unless SOPS_AGE_KEY holds the keys.
+func TestKeyFilesAreTheFilesTheEnvironmentSourceReads(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"SOPS_AGE_KEY_FILE": "/etc/proxops/age.key", "XDG_CONFIG_HOME": "/cfg"}, []string{"/etc/proxops/age.key"}},
+		{map[string]string{"XDG_CONFIG_HOME": "/cfg"}, []string{"/cfg/sops/age/keys.txt"}},
+		{map[string]string{"HOME": "/home/ops"}, []string{"/home/ops/.config/sops/age/keys.txt"}},
+		{map[string]string{"SOPS_AGE_KEY": "AGE-SECRET-KEY-1X", "HOME": "/home/ops"}, nil},
+		{map[string]string{}, nil},
+	} {
+		got := secrets.KeyFiles(func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("key files of %v: %v, want %v", tt.env, got, tt.want)
+		}
+	}
+}

@@ -167,6 +167,23 @@ func (e envSource) AgeKeys() (*AgeKeys, error) {
 	return keys, nil
 }
 
+// KeyFiles returns the files FromEnvironment reads age identities from with this environment: the file
+// SOPS_AGE_KEY_FILE names, or, when neither variable is set, the sops default key file (which may not exist).
+// A process that watches its inputs watches these.
+func KeyFiles(lookup func(string) (string, bool)) []string {
+	e := envSource{lookup: lookup}
+	if path, ok := lookup(EnvAgeKeyFile); ok && path != "" {
+		return []string{path}
+	}
+	if text, ok := lookup(EnvAgeKey); ok && strings.TrimSpace(text) != "" {
+		return nil
+	}
+	if path := e.defaultKeyFile(); path != "" {
+		return []string{path}
+	}
+	return nil
+}
+
 // defaultKeyFile returns the sops default key file path, or "" when no config directory is known.
 func (e envSource) defaultKeyFile() string {
 	if dir, ok := e.lookup("XDG_CONFIG_HOME"); ok && dir != "" {
