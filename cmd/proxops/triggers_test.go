@@ -166,7 +166,9 @@ func TestUpPlansARejectedClusterAgainWhenItsSecretsFileChanges(t *testing.T) {
 	e.edit("clusters/demo/config.yaml", func(s string) string {
 		return strings.Replace(s, "secrets-file: secrets.sops.yaml", "secrets-file: "+host, 1)
 	})
-	e.edit("proxops.yaml", func(s string) string { return strings.Replace(s, "reconcile:\n", "reconcile:\n  drift-interval: 1s\n", 1) })
+	e.edit("proxops.yaml", func(s string) string {
+		return strings.Replace(s, "reconcile:\n", "reconcile:\n  drift-interval: 1s\n", 1)
+	})
 	e.commit("the demo cluster's secrets live on the host; drift every second")
 	head := e.head()
 	u := e.startUp()

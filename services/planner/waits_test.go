@@ -1,11 +1,9 @@
 package planner_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +16,6 @@ import (
 	"github.com/proxops/proxops/services/executor"
 	"github.com/proxops/proxops/services/planner"
 )
-
-// rotatable is a credential source whose token an operator replaces at run time, as a rotated secrets file.
-type rotatable struct {
-	mu     sync.Mutex
-	secret string
-}
-
-func (r *rotatable) Current(context.Context) (executor.Credentials, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return executor.Credentials{TokenID: pvesim.DefaultRootTokenID, TokenSecret: r.secret}, nil
-}
-
-func (r *rotatable) set(secret string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.secret = secret
-}
 
 // publishTicks publishes n drift ticks of a tree, as the watcher's drift schedule would, and returns the
 // PROXOPS_REPO sequence of the last one.
@@ -69,16 +49,53 @@ func (e *env) waitSeen(seq uint64) wire.ClusterControl {
 	return ctl
 }
 
-// A plan rejected because PVE refuses the executors' credentials is not planned again by drift ticks of the
-// same commit: the cluster's state says what it waits for and why. Once the executors' credentials are
-// rotated to good ones, the executors read their nodes again and the cluster is planned at once and applied,
+// demoSecrets reads the demo's SOPS files (the token the simulator knows, and a rotated one it does not)
+// and the age key that decrypts them.
+func demoSecrets(t *testing.T) (good, rotated []byte, keys *secrets.AgeKeys) {
+	t.Helper()
+	demo := filepath.Join("..", "..", "internal", "secrets", "testdata", "demo")
+	read := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join(demo, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	keys, err := secrets.ParseAgeKeys("demo.agekey", read("demo.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read("secrets.sops.yaml"), read("rotated.sops.yaml"), keys
+}
+
+// A plan rejected because PVE refuses the token in the executors' own secrets files is not planned again by
+// drift ticks of the same commit: the cluster's state says what it waits for and why. Once the files hold a
+// token PVE accepts, the executors read their nodes with it, and the cluster is planned at once and applied,
 // without a new commit or an operator's request.
-func TestRejectedCredentialsWaitForTheExecutorsCredentialsToChange(t *testing.T) {
-	e := newEnv(t, pvesim.DefaultSpec())
-	src := &rotatable{secret: "00000000-0000-0000-0000-000000000000"}
+func TestAnExecutorsChangedSecretsFilePlansTheRejectedClusterAgain(t *testing.T) {
+	good, rotated, keys := demoSecrets(t)
+	spec := pvesim.DefaultSpec()
+	spec.Tokens = append(spec.Tokens, pvesim.TokenSpec{ID: "proxops@pve!proxops", Secret: "0b6f2d4e-8a31-4c57-9e02-d1c3a5f7b9e4"})
+	e := newEnv(t, spec)
+	path := filepath.Join(t.TempDir(), "lab.sops.yaml")
+	if err := os.WriteFile(path, rotated, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	source := &executor.SecretsFile{Path: path, Decryptor: secrets.NewDecryptor(keys),
+		Credentials: func(store *secrets.Store) (executor.Credentials, error) {
+			var v [3]string
+			for i, name := range []string{"proxops-user", "proxops-token-id", "proxops-token"} {
+				s, err := store.Secret(name)
+				if err != nil {
+					return executor.Credentials{}, err
+				}
+				v[i] = s.Reveal()
+			}
+			return executor.Credentials{TokenID: v[0] + "!" + v[1], TokenSecret: v[2]}, nil
+		}}
 	for _, n := range []string{"pve1", "pve2", "pve3"} {
 		e.startExecutor(cluster, n, e.connect(), func(c *executor.Config) {
-			c.Credentials, c.CredentialsCheck = src, 100*time.Millisecond
+			c.Credentials, c.CredentialsCheck = source, 100*time.Millisecond
 		})
 	}
 	e.startPlanner(e.plannerConfig("a"))
@@ -101,8 +118,10 @@ func TestRejectedCredentialsWaitForTheExecutorsCredentialsToChange(t *testing.T)
 		t.Fatalf("control state of the waiting cluster: %+v", ctl)
 	}
 
-	src.set(pvesim.DefaultRootTokenSecret)
-	eventually(t, time.Minute, "the cluster planned and applied with the rotated credentials", func() bool {
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the cluster planned and applied with the rotated secrets file", func() bool {
 		o = e.allEvents()
 		return len(o.finished) > 0
 	})
@@ -122,19 +141,7 @@ func TestRejectedCredentialsWaitForTheExecutorsCredentialsToChange(t *testing.T)
 // by drift ticks; an operator's request plans it (and is rejected the same way, with its own answer); once
 // the file is in place the cluster is planned again by itself and applied.
 func TestRejectedSecretsWaitForTheHostSecretsFileToChange(t *testing.T) {
-	demo := filepath.Join("..", "..", "internal", "secrets", "testdata", "demo")
-	sops, err := os.ReadFile(filepath.Join(demo, "secrets.sops.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyText, err := os.ReadFile(filepath.Join(demo, "demo.agekey"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := secrets.ParseAgeKeys("demo.agekey", keyText)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sops, _, keys := demoSecrets(t)
 	path := filepath.Join(t.TempDir(), "lab.sops.yaml")
 
 	e := newEnv(t, pvesim.DefaultSpec())
