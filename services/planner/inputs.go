@@ -65,14 +65,15 @@ func fileDigest(path string) string {
 }
 
 // waitsForChange reports whether an event is one a permanent rejection waits out: a trigger nobody waits on,
-// for the tree the cluster's plan was rejected against, while nothing else is wanted or running, and with
+// for the commit and tree the cluster's plan was rejected against, while nothing else is wanted or running, and with
 // the same inputs from outside the repository. inputs computes the digest (called at most once by the caller).
 func waitsForChange(ctl wire.ClusterControl, ev event.RepoChanged, inputs func() string) bool {
 	b := ctl.Blocked
 	if !b.Waiting() || ev.RequestID != "" || ctl.RunID != "" || ctl.Pending() {
 		return false
 	}
-	if !equalEvent(ctl.Want.Repo, b.Tree, b.Commit, ev) {
+	// A new commit is a change even when its tree is the same: only the very event planned again waits.
+	if ev.Repo != ctl.Want.Repo || ev.Tree != b.Tree || ev.Commit != b.Commit {
 		return false
 	}
 	return inputs() == b.Inputs
