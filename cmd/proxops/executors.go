@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -63,6 +65,11 @@ type clusterSetup struct {
 	concurrency        int
 	storageConcurrency int
 	lockWait           time.Duration
+	// hostFiles are the files of this host the setup read (a CA file, a secrets file outside the
+	// repository): a change of one may change what the cluster's plans find.
+	hostFiles []string
+	// caSum is the digest of the CA file's content ("" without one): an executor is restarted when it changes.
+	caSum string
 }
 
 // specs are the cluster's executors: with the credentials of the setup, or from source when it is set.
@@ -71,7 +78,7 @@ func (c clusterSetup) specs(source executor.CredentialSource) []executorSpec {
 	for _, n := range c.nodes {
 		spec := executorSpec{Cluster: c.name, Node: n, AllowedNodes: c.allowed, PVE: c.creds.Apply(c.endpoint),
 			RepoBaseURL: c.baseURL, Secrets: c.creds.Secrets, Concurrency: c.concurrency,
-			StorageConcurrency: c.storageConcurrency, LockWait: c.lockWait, Credentials: source}
+			StorageConcurrency: c.storageConcurrency, LockWait: c.lockWait, Credentials: source, CASum: c.caSum}
 		out = append(out, spec)
 	}
 	return out
@@ -100,9 +107,14 @@ func setupCluster(ctx context.Context, r *repo.Repository, fsys fs.FS, root, nam
 			cs.problem = fmt.Errorf("ca-file: %w", err)
 			return cs, true
 		}
-		cs.endpoint.CAFile = p
+		cs.endpoint.CAFile, cs.hostFiles, cs.caSum = p, append(cs.hostFiles, p), contentSum(p)
 	}
 	var store *secrets.Store
+	if cc.SecretsFile != "" && secrets.IsHostPath(cc.SecretsPath()) {
+		if p, err := secrets.ExpandHome(cc.SecretsPath()); err == nil {
+			cs.hostFiles = append(cs.hostFiles, p)
+		}
+	}
 	if cc.SecretsFile != "" {
 		s, err := decryptor.ReadClusterFile(ctx, fsys, cc.SecretsPath(), secrets.HostDisk)
 		if err != nil {
@@ -159,6 +171,16 @@ func credentialInput(cfg *repo.Config, cc *repo.ClusterConfig, store *secrets.St
 			Password: cc.Secrets.PVE.Password}
 	}
 	return in
+}
+
+// contentSum is the hex SHA-256 of a file's content, or why it cannot be read.
+func contentSum(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // localPath expands ~ and makes a relative path relative to the repository root.

@@ -79,14 +79,14 @@ func TestStatusPrintsThePredecessorsTextFromTheLocalSystem(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("status: code %d, err %v\n%s", code, err, out)
 	}
-	want := `last cycle: ABORTED (beta: unknown_node: 1 error; nothing was applied) (commit 3f9a1c2e)
+	want := `last cycle: ABORTED (beta: unknown_node: 1 error; nothing was applied; planned again when something changes: a new commit, the secrets or configuration, or an operator's request (proxops apply)) (commit 3f9a1c2e)
 objects=2 actions_ok=0 actions_err=1 pruned=0 prune_deferred=0 skipped=0 anomalies=1 gaps=1
 [alpha] phase=failed commit=3f9a1c2e applied=-: 1 operation failed; the next plan retries
   ISO debian-12 - anomalous checksum differs; not re-downloaded
   VM web-01 101 failed VM/web-01: not on PVE; will create err: storage 'fast' does not exist
   finding: anomaly ISO/debian-12 pve1 checksum differs; not re-downloaded
   gap: VM/web-01 pve1/101 args=-cpu host
-[beta] phase=rejected commit=3f9a1c2e applied=-: unknown_node: 1 error; nothing was applied
+[beta] phase=rejected commit=3f9a1c2e applied=-: unknown_node: 1 error; nothing was applied; planned again when something changes: a new commit, the secrets or configuration, or an operator's request (proxops apply)
   (no recorded objects)
   diagnostic: vm/beta/db.yaml:4:9: VM/db: spec.node: node "pve9" is not in the allowlist
 `

@@ -117,6 +117,8 @@ type executorSpec struct {
 	LockWait           time.Duration
 	// Credentials, when set, gives the executor its credentials and secret resolver afresh (proxops up).
 	Credentials executor.CredentialSource
+	// CASum is the digest of the CA file's content: proxops up restarts an executor whose CA file changed.
+	CASum string
 }
 
 // system is ProxOps running in this process.

@@ -276,6 +276,12 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 		// The executors of the committed head, before the planner carries on a run an earlier up left open.
 		set.prepare(ctx, *uc.head, nil, true)
 	}
+	// The inputs from outside the repository: a change plans again the clusters rejected for a cause that
+	// stays, once it is in effect.
+	inputs := newUpInputs(opts, uc.src, set, log.With("component", "inputs"))
+	inputs.learn()
+	sys.cfg.Planner.CurrentProcess, sys.cfg.Planner.Inputs = inputs.currentProcess, inputs.digest
+	sys.wg.Go(func() { inputs.run(sys.rctx, inputsCheckInterval) })
 	if err := sys.startAdopter(adopter.Config{Keys: secretsKeys(), LocalSecrets: true, Process: uc.src.Process}); err != nil {
 		_ = ln.Close()
 		return err
@@ -297,7 +303,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 			return err
 		}
 	}
-	pub := &upPublisher{bus: sys.bus, set: set, startup: make(chan startupReport, 1), log: log}
+	pub := &upPublisher{bus: sys.bus, set: set, inputs: inputs, startup: make(chan startupReport, 1), log: log}
 	if err := sys.startWatcher(uc.watcherConfig(), func(watcher.Publisher) watcher.Publisher { return pub }); err != nil {
 		return err
 	}
@@ -471,7 +477,7 @@ func startupReconcile(ctx context.Context, sys *system, pub *upPublisher, log *s
 		return firstReconcile{}, fmt.Errorf("read the announced tree: %w", err)
 	}
 	var names []string
-	for _, n := range repo.LoadWith(snap.FS(), repo.LoadOptions{Process: pub.set.process}).ClusterNames() {
+	for _, n := range repo.LoadWith(snap.FS(), repo.LoadOptions{Process: pub.set.currentProcess()}).ClusterNames() {
 		if bus.ValidateCluster(n) == nil {
 			names = append(names, n)
 		}

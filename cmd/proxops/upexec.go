@@ -40,15 +40,57 @@ type executorSet struct {
 	mu      sync.Mutex
 	running map[string]*runningExecutor
 	creds   map[string]*credentialHolder
-	// prepared is the last tree prepared for an applied event (a preview never changes credentials).
+	// prepared is the last tree prepared for an applied event (a preview never changes credentials), last
+	// its snapshot.
 	prepared string
+	last     *event.TreeSnapshot
+	// hostFiles are, per cluster, the files of this host its setup read (CA file, host secrets file).
+	hostFiles map[string][]string
+}
+
+// currentProcess is the process configuration laid over every tree now.
+func (s *executorSet) currentProcess() *repo.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.process
+}
+
+// setProcess replaces the process configuration (a reloaded --config file); the next prepare uses it.
+func (s *executorSet) setProcess(p *repo.Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.process = p
+}
+
+// files returns, per cluster, the files of this host the last setups read.
+func (s *executorSet) files() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]string, len(s.hostFiles))
+	for c, fs := range s.hostFiles {
+		out[c] = slices.Clone(fs)
+	}
+	return out
+}
+
+// refresh prepares the last applied tree again, whether or not it changed: the configuration, a secrets
+// file or a CA file on this host did. Credentials are read again and executors whose settings changed are
+// restarted.
+func (s *executorSet) refresh(ctx context.Context) {
+	s.mu.Lock()
+	snap := s.last
+	s.prepared = ""
+	s.mu.Unlock()
+	if snap != nil {
+		s.prepare(ctx, *snap, nil, true)
+	}
 }
 
 func newExecutorSet(sys *system, root string, process *repo.Config, flags pveFlags, log *slog.Logger) *executorSet {
 	return &executorSet{sys: sys, root: root, process: process, flags: flags, log: log,
 		decryptor: secrets.NewDecryptor(secretsKeys()),
 		env:       func() map[string]string { return secrets.PVEEnvironment(os.LookupEnv) },
-		running:   map[string]*runningExecutor{}, creds: map[string]*credentialHolder{}}
+		running:   map[string]*runningExecutor{}, creds: map[string]*credentialHolder{}, hostFiles: map[string][]string{}}
 }
 
 // credentialHolder is one cluster's current credentials: what its executors are given before each observe
@@ -82,6 +124,9 @@ func (s *executorSet) prepare(ctx context.Context, snap event.TreeSnapshot, clus
 	if applied && snap.Tree == s.prepared {
 		return
 	}
+	if applied {
+		s.last = &snap
+	}
 	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: s.process})
 	names := clusters
 	if len(names) == 0 {
@@ -96,6 +141,9 @@ func (s *executorSet) prepare(ctx context.Context, snap event.TreeSnapshot, clus
 		cs, ok := setupCluster(ctx, r, snap.FS(), s.root, name, s.flags, s.decryptor, env)
 		if !ok {
 			continue
+		}
+		if applied || s.hostFiles[name] == nil {
+			s.hostFiles[name] = append([]string{}, cs.hostFiles...)
 		}
 		holder, known := s.creds[name]
 		if !known {
@@ -151,7 +199,7 @@ func (s *executorSet) ensure(ctx context.Context, spec executorSpec) {
 // place).
 func sameExecutor(a, b executorSpec) bool {
 	ea, eb := a.PVE, b.PVE
-	return ea.BaseURL == eb.BaseURL && ea.CAFile == eb.CAFile && ea.Insecure == eb.Insecure && ea.TaskTimeout == eb.TaskTimeout &&
+	return ea.BaseURL == eb.BaseURL && ea.CAFile == eb.CAFile && a.CASum == b.CASum && ea.Insecure == eb.Insecure && ea.TaskTimeout == eb.TaskTimeout &&
 		a.RepoBaseURL == b.RepoBaseURL && slices.Equal(a.AllowedNodes, b.AllowedNodes) && a.Concurrency == b.Concurrency &&
 		a.StorageConcurrency == b.StorageConcurrency && a.LockWait == b.LockWait
 }
@@ -168,6 +216,7 @@ type startupReport struct {
 type upPublisher struct {
 	bus     *bus.Bus
 	set     *executorSet
+	inputs  *upInputs
 	startup chan startupReport
 	once    sync.Once
 	log     *slog.Logger
@@ -182,6 +231,9 @@ func (p *upPublisher) PublishRepoChanged(ctx context.Context, ev event.RepoChang
 		p.log.Warn("cannot read the announced tree to prepare the executors", "tree", ev.Tree, "err", err)
 	} else {
 		p.set.prepare(pctx, snap, ev.Clusters, !ev.DryRun && ev.Commit != "")
+		if p.inputs != nil {
+			p.inputs.learn()
+		}
 	}
 	cancel()
 	if ctx.Err() != nil {

@@ -179,7 +179,11 @@ func Apply(s ClusterStatus, e Event) (ClusterStatus, bool) {
 }
 
 func (s *ClusterStatus) foldRepo(e event.RepoChanged, at time.Time) {
-	s.Tracking.SeenEventID = e.EventID
+	// A trigger nobody waits on for the tree of a permanent rejection is skipped by the planners while
+	// nothing changes: it awaits no plan, and the rejection stays the news.
+	if e.RequestID != "" || e.Tree == "" || e.Tree != s.Tracking.BlockedTree {
+		s.Tracking.SeenEventID = e.EventID
+	}
 	s.LastCommitSeen = e.Commit
 	if !at.IsZero() {
 		s.Timing.LastTriggerAt = at
@@ -194,8 +198,15 @@ func (s *ClusterStatus) answered(info plan.RunInfo, at time.Time) {
 	}
 }
 
+// WaitsForChange ends the reason of a cluster whose plan was rejected for a cause that stays: what plans it
+// again.
+const WaitsForChange = "planned again when something changes: a new commit, the secrets or configuration, or an operator's request (proxops apply)"
+
 func (s *ClusterStatus) foldPlanned(e plan.Planned, at time.Time) {
 	s.answered(e.RunInfo, at)
+	if !e.DryRun {
+		s.Tracking.BlockedTree = ""
+	}
 	s.Counters.Plans++
 	notApplied := e.DryRun || e.Suspended || e.RunID == ""
 	if notApplied && s.Tracking.RunOpen {
@@ -282,8 +293,13 @@ func (s *ClusterStatus) foldRejected(e plan.Rejected, at time.Time) {
 		reason += " (" + s.Diagnostics[0].Message + ")"
 	}
 	reason += "; nothing was applied"
-	if e.Rejection.Transient && !e.Rejection.RetryAt.IsZero() {
+	s.Tracking.BlockedTree = ""
+	switch {
+	case e.Rejection.Transient && !e.Rejection.RetryAt.IsZero():
 		reason += "; planned again at " + e.Rejection.RetryAt.UTC().Format(time.RFC3339)
+	case !e.Rejection.Transient && !e.DryRun:
+		reason += "; " + WaitsForChange
+		s.Tracking.BlockedTree = e.Tree
 	}
 	s.settle(PhaseRejected, reason)
 }

@@ -137,7 +137,7 @@ func TestApplyFoldsHistoriesIntoPhasesAndResourceStates(t *testing.T) {
 						diag.Diagnostic{Severity: diag.Error, File: "clusters/alpha/resources.yaml", Line: 2, Column: 5, Message: "unknown file ../../vm/alpha/gone.yaml"}),
 				}
 			},
-			want: want{phase: report.PhaseRejected, reason: "parse_error: 2 errors; nothing was applied", seen: "c2", applied: "c1",
+			want: want{phase: report.PhaseRejected, reason: "parse_error: 2 errors; nothing was applied; " + report.WaitsForChange, seen: "c2", applied: "c1",
 				resources: []resourceRow{
 					{"ISO/debian-12", report.StateConverged, "", ""},
 					{"LXC/cache", report.StateConverged, "", ""},
@@ -714,5 +714,41 @@ func TestNotificationHealthKeepsOnlyFailingProvidersAndChangesNoPhase(t *testing
 	}
 	if _, again := report.Apply(s, health(2, chat)); again {
 		t.Error("a health already folded was folded again")
+	}
+}
+
+// After a rejection for a cause that stays, the drift ticks of the same commit, which the planners skip,
+// leave the rejection as the news; an operator's request for it, or a rejection that may pass, is awaited
+// as usual.
+func TestAPermanentRejectionStaysTheNewsThroughTheTicksThePlannersSkip(t *testing.T) {
+	h := newHistory()
+	e := h.repo("c1", event.TriggerWebhook)
+	r := runInfo("alpha", "c1", "run-1", e)
+	rejected := h.rejected(r, plan.RejectObserve, diag.Diagnostic{Severity: diag.Error,
+		Message: "pve inventory read failed: node pve1: GET /version: 401 authentication failure"})
+	s := fold("alpha", e, rejected)
+	if s.Report.Phase != report.PhaseRejected || !strings.HasSuffix(s.Report.Reason, report.WaitsForChange) {
+		t.Fatalf("after the rejection: %s, %q", s.Report.Phase, s.Report.Reason)
+	}
+	for range 3 {
+		s, _ = report.Apply(s, h.repo("c1", event.TriggerDrift))
+	}
+	if s.Report.Phase != report.PhaseRejected || !strings.Contains(s.Report.Reason, "401 authentication failure") {
+		t.Fatalf("after drift ticks of the rejected commit: %s, %q", s.Report.Phase, s.Report.Reason)
+	}
+	req := h.repo("c1", event.TriggerManual)
+	req.Repo.RequestID, req.Repo.EventID = "req-1", event.ManualEventID(req.Repo.Repo, "c1", "req-1")
+	if asked, _ := report.Apply(s, req); asked.Report.Phase != report.PhasePlanning {
+		t.Fatalf("after an operator's request: %s, want %s", asked.Report.Phase, report.PhasePlanning)
+	}
+	if next, _ := report.Apply(s, h.repo("c2", event.TriggerWebhook)); next.Report.Phase != report.PhasePlanning {
+		t.Fatalf("after a new commit: %s, want %s", next.Report.Phase, report.PhasePlanning)
+	}
+
+	transient := h.rejected(r, plan.RejectObserve)
+	transient.Rejected.Rejection.Transient = true
+	s, _ = report.Apply(s, transient)
+	if s, _ = report.Apply(s, h.repo("c1", event.TriggerDrift)); s.Report.Phase != report.PhasePlanning {
+		t.Fatalf("a drift tick after a rejection that may pass: %s, want %s", s.Report.Phase, report.PhasePlanning)
 	}
 }

@@ -261,6 +261,9 @@ type Tracking struct {
 	SettledReason string
 	// Operations of the last plan, in plan order.
 	Operations []OpTrack
+	// BlockedTree is the tree of the last plan rejected for a permanent cause: the planners skip triggers
+	// nobody waits on for it until something changes, so such a trigger awaits no plan.
+	BlockedTree string
 }
 
 // Seq returns the last sequence folded from a stream.

@@ -329,3 +329,45 @@ func TestDemoSecretsGiveTheSimulatorToken(t *testing.T) {
 		t.Errorf("demo password: %v", err)
 	}
 }
+
+// The recipients of a key set name what it decrypts with public keys only: one per identity, in order, and
+// none of the key material.
+func TestAgeKeysRecipientsArePublicKeysOnly(t *testing.T) {
+	both := keysFrom(t, "both")
+	rs := both.Recipients()
+	if len(rs) != 2 || rs[0] == rs[1] {
+		t.Fatalf("recipients of two identities: %v", rs)
+	}
+	for _, r := range rs {
+		if !strings.HasPrefix(r, "age1") || strings.Contains(strings.ToUpper(r), "AGE-SECRET-KEY") {
+			t.Fatalf("recipient %q is not a public key", r)
+		}
+	}
+	lab := keysFrom(t, "lab").Recipients()
+	if len(lab) != 1 || (lab[0] != rs[0] && lab[0] != rs[1]) {
+		t.Fatalf("the lab key %v is not one of both's %v", lab, rs)
+	}
+	if (*secrets.AgeKeys)(nil).Recipients() != nil {
+		t.Fatal("a nil set has recipients")
+	}
+}
+
+// The key files of an environment are the ones its key source reads: SOPS_AGE_KEY_FILE, else the sops
+// default file unless SOPS_AGE_KEY holds the keys.
+func TestKeyFilesAreTheFilesTheEnvironmentSourceReads(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"SOPS_AGE_KEY_FILE": "/etc/proxops/age.key", "XDG_CONFIG_HOME": "/cfg"}, []string{"/etc/proxops/age.key"}},
+		{map[string]string{"XDG_CONFIG_HOME": "/cfg"}, []string{"/cfg/sops/age/keys.txt"}},
+		{map[string]string{"HOME": "/home/ops"}, []string{"/home/ops/.config/sops/age/keys.txt"}},
+		{map[string]string{"SOPS_AGE_KEY": "AGE-SECRET-KEY-1X", "HOME": "/home/ops"}, nil},
+		{map[string]string{}, nil},
+	} {
+		got := secrets.KeyFiles(func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("key files of %v: %v, want %v", tt.env, got, tt.want)
+		}
+	}
+}

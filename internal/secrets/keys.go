@@ -72,6 +72,21 @@ func (k *AgeKeys) Origins() []string {
 	return append([]string(nil), k.origins...)
 }
 
+// Recipients returns the public keys (age1...) of the set's identities, in order: what a set can decrypt,
+// without key material, e.g. to notice that a key file changed.
+func (k *AgeKeys) Recipients() []string {
+	if k == nil {
+		return nil
+	}
+	out := make([]string, 0, len(k.ids))
+	for _, id := range k.ids {
+		if x, ok := id.(*age.X25519Identity); ok {
+			out = append(out, x.Recipient().String())
+		}
+	}
+	return out
+}
+
 // AgeKeys implements KeySource: a parsed set is a fixed key source (the form tests inject).
 func (k *AgeKeys) AgeKeys() (*AgeKeys, error) { return k, nil }
 
@@ -150,6 +165,23 @@ func (e envSource) AgeKeys() (*AgeKeys, error) {
 		return nil, errors.Join(errs...)
 	}
 	return keys, nil
+}
+
+// KeyFiles returns the files FromEnvironment reads age identities from with this environment: the file
+// SOPS_AGE_KEY_FILE names, or, when neither variable is set, the sops default key file (which may not exist).
+// A process that watches its inputs watches these.
+func KeyFiles(lookup func(string) (string, bool)) []string {
+	e := envSource{lookup: lookup}
+	if path, ok := lookup(EnvAgeKeyFile); ok && path != "" {
+		return []string{path}
+	}
+	if text, ok := lookup(EnvAgeKey); ok && strings.TrimSpace(text) != "" {
+		return nil
+	}
+	if path := e.defaultKeyFile(); path != "" {
+		return []string{path}
+	}
+	return nil
 }
 
 // defaultKeyFile returns the sops default key file path, or "" when no config directory is known.

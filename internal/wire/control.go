@@ -101,7 +101,30 @@ type ClusterControl struct {
 	RetryAt      time.Time
 	RetryAttempt uint32
 	RetryReason  string
+	// Blocked is set while a plan rejected for a permanent cause waits for a change (zero: nothing waits).
+	Blocked Blocked
 }
+
+// Blocked is what a plan rejected for a permanent cause was rejected against: triggers nobody waits on for
+// the same tree are skipped until the tree, the inputs from outside the repository or a blocked node's
+// executor changes, or an operator asks.
+type Blocked struct {
+	// Tree and Commit are what the rejected plan planned.
+	Tree   string
+	Commit string
+	// Inputs is the digest of the inputs from outside the repository the plan was made with.
+	Inputs string
+	// Reason is the cause (the rejection's reason and first diagnostic); At when it was rejected.
+	Reason string
+	At     time.Time
+	// Nodes are the nodes whose executors refused to observe for a permanent cause; InventorySeq the last
+	// PROXOPS_INVENTORY sequence of the cluster before the plan.
+	Nodes        []string
+	InventorySeq uint64
+}
+
+// Waiting reports whether a permanent rejection waits for a change.
+func (b Blocked) Waiting() bool { return b.Tree != "" || b.Commit != "" }
 
 // Answers reports whether the control state holds a request: coalesced into the wanted event, or answered
 // by the run in progress.
@@ -118,9 +141,14 @@ func ClusterControlToProto(c ClusterControl) (proto.Message, error) {
 	p := &planv1.ClusterControl{Cluster: c.Cluster, WantSeq: c.WantSeq, DoneSeq: c.DoneSeq, RunId: c.RunID,
 		RunWantSeq: c.RunWantSeq, RunPlansSeq: c.RunPlansSeq, RunResultsSeq: c.RunResultsSeq, Suspended: c.Suspended,
 		SuspendedBy: c.SuspendedBy, WantRequestIds: c.WantRequests, RunRequestIds: c.RunRequests, RunPublished: c.RunPublished,
-		RunTree: c.RunTree, RunCommit: c.RunCommit, SeenSeq: c.SeenSeq, RetryAttempt: c.RetryAttempt, RetryReason: c.RetryReason}
+		RunTree: c.RunTree, RunCommit: c.RunCommit, SeenSeq: c.SeenSeq, RetryAttempt: c.RetryAttempt, RetryReason: c.RetryReason,
+		BlockedTree: c.Blocked.Tree, BlockedCommit: c.Blocked.Commit, BlockedInputs: c.Blocked.Inputs, BlockedReason: c.Blocked.Reason,
+		BlockedNodes: c.Blocked.Nodes, BlockedInventorySeq: c.Blocked.InventorySeq}
 	if !c.RetryAt.IsZero() {
 		p.RetryAt = timeToProto(c.RetryAt)
+	}
+	if !c.Blocked.At.IsZero() {
+		p.BlockedAt = timeToProto(c.Blocked.At)
 	}
 	if c.WantSeq > 0 {
 		m, err := RepoChangedToProto(c.Want)
@@ -145,7 +173,14 @@ func ClusterControlFromProto(m proto.Message) (ClusterControl, error) {
 		RunWantSeq: p.GetRunWantSeq(), RunPlansSeq: p.GetRunPlansSeq(), RunResultsSeq: p.GetRunResultsSeq(),
 		Suspended: p.GetSuspended(), SuspendedBy: p.GetSuspendedBy(), WantRequests: p.GetWantRequestIds(),
 		RunRequests: p.GetRunRequestIds(), RunPublished: p.GetRunPublished(), RunTree: p.GetRunTree(), RunCommit: p.GetRunCommit(),
-		SeenSeq: p.GetSeenSeq(), RetryAttempt: p.GetRetryAttempt(), RetryReason: p.GetRetryReason()}
+		SeenSeq: p.GetSeenSeq(), RetryAttempt: p.GetRetryAttempt(), RetryReason: p.GetRetryReason(),
+		Blocked: Blocked{Tree: p.GetBlockedTree(), Commit: p.GetBlockedCommit(), Inputs: p.GetBlockedInputs(),
+			Reason: p.GetBlockedReason(), Nodes: p.GetBlockedNodes(), InventorySeq: p.GetBlockedInventorySeq()}}
+	if p.GetBlockedAt() != nil {
+		if c.Blocked.At, err = timeFromProto(p.GetBlockedAt()); err != nil {
+			return ClusterControl{}, fmt.Errorf("cluster control %s: blocked at: %w", c.Cluster, err)
+		}
+	}
 	if p.GetRetryAt() != nil {
 		if c.RetryAt, err = timeFromProto(p.GetRetryAt()); err != nil {
 			return ClusterControl{}, fmt.Errorf("cluster control %s: retry at: %w", c.Cluster, err)

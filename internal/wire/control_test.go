@@ -58,6 +58,10 @@ func TestClusterControlRoundTrips(t *testing.T) {
 			RunPublished: true, RunRequests: []string{"cli-1", "cli-2"}, WantRequests: []string{"cli-3"},
 			Want:    event.RepoChanged{Repo: "/srv/ops", Commit: "beef", Tree: "7ree2", Trigger: event.TriggerManual, EventID: "m1", RequestID: "cli-4"},
 			RetryAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC), RetryAttempt: 3, RetryReason: "observe_failed: node pve1: connection refused"},
+		{Cluster: "lab", WantSeq: 15, DoneSeq: 15, SeenSeq: 18,
+			Want: event.RepoChanged{Repo: "/srv/ops", Commit: "beef", Tree: "7ree2", Trigger: event.TriggerPoll, EventID: "p1"},
+			Blocked: wire.Blocked{Tree: "7ree2", Commit: "beef", Inputs: "sha256:1234", Reason: "observe_failed: node pve1: 401",
+				At: time.Date(2026, 1, 2, 3, 4, 7, 0, time.UTC), Nodes: []string{"pve1"}, InventorySeq: 41}},
 	} {
 		m, err := wire.ClusterControlToProto(in)
 		if err != nil {

@@ -139,6 +139,7 @@ func trackingToProto(t report.Tracking) (*statusv1.Tracking, error) {
 		DlqSequence: t.DLQSeq, NotifySequence: t.NotifySeq,
 		RunId: t.RunID, RunOpen: t.RunOpen, RunCompleted: t.RunCompleted, NotApplied: t.NotApplied,
 		SeenEventId: t.SeenEventID, AnsweredEventId: t.AnsweredEventID, SettledPhase: settled, SettledReason: t.SettledReason,
+		BlockedTree: t.BlockedTree,
 	}
 	for _, o := range t.Operations {
 		action, err := actionEnum.toProto(o.Action)
@@ -165,7 +166,7 @@ func trackingFromProto(p *statusv1.Tracking) (report.Tracking, error) {
 		DLQSeq: p.GetDlqSequence(), NotifySeq: p.GetNotifySequence(),
 		RunID: p.GetRunId(), RunOpen: p.GetRunOpen(), RunCompleted: p.GetRunCompleted(), NotApplied: p.GetNotApplied(),
 		SeenEventID: p.GetSeenEventId(), AnsweredEventID: p.GetAnsweredEventId(), SettledPhase: settled,
-		SettledReason: p.GetSettledReason(),
+		SettledReason: p.GetSettledReason(), BlockedTree: p.GetBlockedTree(),
 	}
 	for _, o := range p.GetOperations() {
 		action, err := actionEnum.fromProto(o.GetAction())

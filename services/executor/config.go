@@ -50,6 +50,11 @@ type Config struct {
 	// executor with a credential source serves even when it cannot connect at start: each observe and
 	// operation connects again and reports what failed.
 	Credentials CredentialSource
+	// CredentialsCheck is how often the credential source is asked whether the credentials changed (default
+	// 10 s; only with Credentials). On a change the executor observes its node with the new credentials and
+	// publishes the inventory: the planners learn that a node that refused reads PVE again, and plan a
+	// cluster rejected for it without waiting for a new commit.
+	CredentialsCheck time.Duration
 
 	// TrustedPlannerKeys are the public nkeys (U…) of the planners whose operations this executor runs;
 	// an operation unsigned, badly signed or signed by another key is refused, dead-lettered and reported
@@ -130,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TaskRetries == 0 {
 		c.TaskRetries = 1
+	}
+	if c.CredentialsCheck <= 0 {
+		c.CredentialsCheck = 10 * time.Second
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 20 * time.Second

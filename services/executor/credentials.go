@@ -2,12 +2,15 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/wire"
 )
 
 // Credentials are the PVE credentials and the secret resolver an executor uses at one moment. Exactly one
@@ -144,4 +147,71 @@ func (p *pveClients) connect(ctx context.Context, secrets pve.SecretResolver) (*
 	p.client, p.creds, p.secrets = client, credentialsOf(p.cfg, secrets), secrets
 	p.mu.Unlock()
 	return client, nil
+}
+
+// watchCredentials asks the credential source every CredentialsCheck whether the credentials changed. On a
+// change it observes the node with them and publishes the inventory, so the planners learn that a node
+// which refused (rejected credentials) reads PVE again and plan a cluster rejected for it. Credentials PVE
+// still refuses, and a source that cannot be read, are logged once per change.
+func (e *executor) watchCredentials(ctx context.Context) {
+	src := e.cfg.Credentials
+	last, err := src.Current(ctx)
+	lastErr := ""
+	if err != nil {
+		lastErr = err.Error()
+	}
+	t := time.NewTicker(e.cfg.CredentialsCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		creds, err := src.Current(ctx)
+		if err != nil {
+			if msg := err.Error(); msg != lastErr && ctx.Err() == nil {
+				e.log.Warn("pve credentials cannot be read", "err", err)
+				lastErr = msg
+			}
+			continue
+		}
+		lastErr = ""
+		if creds.sameAuth(last) {
+			continue
+		}
+		last = creds
+		e.log.Info("pve credentials changed; observing the node with them", "credentials", creds)
+		if err := e.observeSelf(ctx); err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("the node cannot be read with the new pve credentials", "credentials", creds, "err", err)
+			}
+			continue
+		}
+		e.log.Info("the node reads with the new pve credentials; inventory published")
+	}
+}
+
+// observeSelf observes the node with the current credentials, unasked, and publishes the inventory.
+func (e *executor) observeSelf(ctx context.Context) error {
+	if msg := e.refusal(e.cfg.Cluster, e.cfg.Node, ""); msg != "" {
+		return errors.New(msg)
+	}
+	client, _, err := e.pve.current(ctx)
+	if err != nil {
+		return err
+	}
+	n, err := client.Observe(ctx, pve.ObserveRequest{Cluster: e.cfg.Cluster, Node: e.cfg.Node})
+	if err != nil {
+		return err
+	}
+	n.Cluster, n.Node = e.cfg.Cluster, e.cfg.Node
+	now := time.Now().UTC()
+	msg, err := wire.NodeInventoryToProto(wire.NodeInventory{Node: n, ObservedAt: now,
+		RequestID: fmt.Sprintf("credentials-%s-%d", e.cfg.Replica, now.UnixNano())})
+	if err != nil {
+		return err
+	}
+	e.metrics.pveRead(now)
+	return e.publishInventory(ctx, msg)
 }

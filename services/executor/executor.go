@@ -117,6 +117,13 @@ func (e *executor) run(ctx context.Context) error {
 		return err
 	}
 	defer svc.Stop()
+	if e.cfg.Credentials != nil {
+		var wg sync.WaitGroup
+		wctx, cancel := context.WithCancel(ctx)
+		wg.Go(func() { e.watchCredentials(wctx) })
+		defer wg.Wait()
+		defer cancel()
+	}
 	if e.cfg.ObserveOnly {
 		e.log.Info("executor ready (observe only: no operation is applied)", "pve_version", e.version)
 		if e.cfg.OnReady != nil {
@@ -212,12 +219,18 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	}
 	if err == nil {
 		e.metrics.pveRead(time.Now())
-		subject, _ := bus.InventorySubject(e.cfg.Cluster, e.cfg.Node)
-		if _, perr := e.bus.Publish(ctx, subject, msg); perr != nil {
+		if perr := e.publishInventory(ctx, msg); perr != nil {
 			e.log.Warn("publish inventory", "err", perr)
 		}
 	}
 	return msg, nil
+}
+
+// publishInventory publishes an inventory of the node on its inventory subject.
+func (e *executor) publishInventory(ctx context.Context, msg proto.Message) error {
+	subject, _ := bus.InventorySubject(e.cfg.Cluster, e.cfg.Node)
+	_, err := e.bus.Publish(ctx, subject, msg)
+	return err
 }
 
 // warnConcurrencyChange logs when the node's consumer exists with another concurrency than this replica's.

@@ -30,6 +30,8 @@ type computed struct {
 	rejection *plan.Rejection
 	// suspended: the cluster's config says suspend: true.
 	suspended bool
+	// refused are the nodes whose executors could not observe for a permanent cause.
+	refused []string
 }
 
 // errTransient marks a failure of the infrastructure (NATS, the object store) rather than of the cluster:
@@ -83,13 +85,13 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	if err != nil {
 		return computed{}, transient(err)
 	}
-	observed, diags, permanent, err := p.observe(ctx, c, owned)
+	observed, diags, refused, err := p.observe(ctx, c, owned)
 	if err != nil {
 		return computed{}, transient(err)
 	}
 	if len(diags) > 0 {
 		out := rejected(cluster, plan.RejectObserve, diags)
-		out.rejection.Transient = !permanent
+		out.rejection.Transient, out.refused = len(refused) == 0, refused
 		return out, nil
 	}
 	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
@@ -146,27 +148,42 @@ func hasSecretRefs(op plan.Operation) bool {
 // repository loads the repository of a tree snapshot, checked against its name (cached by tree: the name is
 // the hash of the content).
 func (p *planner) repository(ctx context.Context, tree string) (*repo.Repository, error) {
+	process := p.process()
 	p.treeMu.Lock()
-	if r, ok := p.trees[tree]; ok {
+	if t, ok := p.trees[tree]; ok && t.process == process {
 		p.treeMu.Unlock()
-		return r, nil
+		return t.repo, nil
 	}
 	p.treeMu.Unlock()
 	snap, err := treestore.Get(ctx, p.bus, tree)
 	if err != nil {
 		return nil, err
 	}
-	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: p.cfg.Process})
+	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: process})
 	p.treeMu.Lock()
 	defer p.treeMu.Unlock()
-	if len(p.trees) >= 8 {
+	if _, ok := p.trees[tree]; !ok && len(p.trees) >= 8 {
 		for k := range p.trees {
 			delete(p.trees, k)
 			break
 		}
 	}
-	p.trees[tree] = r
+	p.trees[tree] = loadedTree{repo: r, process: process}
 	return r, nil
+}
+
+// loadedTree is a tree loaded with a process configuration.
+type loadedTree struct {
+	repo    *repo.Repository
+	process *repo.Config
+}
+
+// process is the process configuration laid over every tree now.
+func (p *planner) process() *repo.Config {
+	if p.cfg.CurrentProcess != nil {
+		return p.cfg.CurrentProcess()
+	}
+	return p.cfg.Process
 }
 
 // clusterNames returns the clusters an event covers: its own list, or every cluster of the tree.
@@ -287,8 +304,9 @@ func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, erro
 // does not answer, or answers with an error, gives a diagnostic (the plan is then rejected: fail closed).
 // With an empty allowlist the nodes are those PVE lists, learned through the executor of a node the
 // repository or the ownership inventory names (ObserveRequest.ListNodes). permanent reports that a node's
-// failure will not go away by itself (refused credentials, TLS verification, a refusal of the request).
-func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned) (_ inventory.Cluster, _ diag.List, permanent bool, _ error) {
+// failure will not go away by itself (refused credentials, TLS verification, a refusal of the request):
+// refused lists those nodes, sorted.
+func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned) (_ inventory.Cluster, _ diag.List, refused []string, _ error) {
 	start := time.Now()
 	defer func() { p.metrics.observeSeconds.Observe(time.Since(start).Seconds()) }()
 	content := plan.ContentStorages(c)
@@ -303,7 +321,9 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 	var diags diag.List
 	failed := func(n string, err error) {
 		diags = append(diags, p.observeDiag(c, n, err))
-		permanent = permanent || observe.Permanent(err)
+		if observe.Permanent(err) {
+			refused = append(refused, n)
+		}
 	}
 	if len(nodes) == 0 {
 		seeds := seedNodes(c, owned)
@@ -320,11 +340,12 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 				failed(n, errors.New("the executor did not report the cluster's nodes"))
 				continue
 			}
-			first, nodes, diags, permanent = &inv, inv.ClusterNodes, nil, false
+			first, nodes, diags, refused = &inv, inv.ClusterNodes, nil, nil
 			break
 		}
 		if len(diags) > 0 {
-			return inventory.Cluster{}, diags.Sorted(), permanent, nil
+			slices.Sort(refused)
+			return inventory.Cluster{}, diags.Sorted(), refused, nil
 		}
 	} else if i := slices.IndexFunc(unknown, func(n string) bool { return slices.Contains(nodes, n) }); i >= 0 {
 		// No inventory says whether a storage several nodes are asked to list is shared (the cluster's first
@@ -334,7 +355,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], false))
 		if err != nil {
 			failed(n, err)
-			return inventory.Cluster{}, diags, permanent, nil
+			return inventory.Cluster{}, diags, refused, nil
 		}
 		first = &inv
 	}
@@ -354,14 +375,15 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		failed(n, failures[n])
 	}
 	if ctx.Err() != nil {
-		return inventory.Cluster{}, nil, false, ctx.Err()
+		return inventory.Cluster{}, nil, nil, ctx.Err()
 	}
 	out := inventory.Cluster{Name: c.Name, Nodes: observed}
 	if first != nil && slices.Contains(nodes, first.Node.Node) {
 		out.Nodes = append(out.Nodes, first.Node)
 	}
 	slices.SortFunc(out.Nodes, func(a, b inventory.Node) int { return strings.Compare(a.Node, b.Node) })
-	return out, diags.Sorted(), permanent, nil
+	slices.Sort(refused)
+	return out, diags.Sorted(), refused, nil
 }
 
 func (p *planner) observeDiag(c *repo.Cluster, node string, err error) diag.Diagnostic {

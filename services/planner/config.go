@@ -51,9 +51,18 @@ type Config struct {
 	// command-line flags), laid over every tree's proxops.yaml; its inline clusters replace the trees'
 	// cluster files (repo.LoadOptions). Nil for a planner that reads its trees only.
 	Process *repo.Config
+	// CurrentProcess, when set, is read at each plan instead of Process: a process that reloads its
+	// configuration (proxops up when its --config file changes) hands the new one over this way.
+	CurrentProcess func() *repo.Config
 	// LocalSecrets lets a secrets-file outside the repository (an absolute or ~ path) be read from this
 	// host's disk. A deployed planner leaves it off: its secrets come from the tree only.
 	LocalSecrets bool
+	// Inputs, when set, is the digest of a cluster's inputs from outside the repository, kept by the process
+	// that embeds the planner (proxops up digests its --config file, the host secrets files, CA files and age
+	// key file, and changes the digest once a change is in effect). Without it the planner digests what it
+	// reads itself: its age keys and, with LocalSecrets, a host secrets file. A plan rejected for a permanent
+	// cause is planned again when the digest changes.
+	Inputs func(cluster string) string
 
 	// ObserveTimeout bounds one node's observe (default 1 min); a node that does not answer in time
 	// rejects its cluster's plan.

@@ -230,8 +230,16 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 	if err != nil {
 		return err
 	}
+	invFilter, _ := bus.InventoryFilter(d.cluster)
+	invSeq, err := d.p.bus.LastSequence(ctx, bus.StreamInventory, invFilter)
+	if err != nil {
+		return err
+	}
+	// What the plan is made with from outside the repository, before anything is read.
+	inputs := d.p.inputsDigest(ctx, ctl.Want.Tree, d.cluster)
 	runID := newID("r")
 	ctl.RunID, ctl.RunWantSeq, ctl.RunPlansSeq, ctl.RunResultsSeq = runID, ctl.WantSeq, d.lastSeq, resultsSeq
+	ctl.Blocked = wire.Blocked{}
 	ctl.RunTree, ctl.RunCommit, ctl.RunPublished = ctl.Want.Tree, ctl.Want.Commit, false
 	ctl.RunRequests, ctl.WantRequests = addRequests(nil, append([]string{ctl.Want.RequestID}, ctl.WantRequests...)...), nil
 	if _, err := d.p.writeControl(ctx, ctl, rev); err != nil {
@@ -264,7 +272,14 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 		if err := d.publish(ctx, runID, bus.PlanRejected, plan.Rejected{RunInfo: info, Rejection: rej}); err != nil {
 			return err
 		}
-		return d.close(ctx, runID, &rej)
+		var blocked *wire.Blocked
+		if !rej.Transient {
+			blocked = &wire.Blocked{Tree: ev.Tree, Commit: ev.Commit, Inputs: inputs, Reason: rejectionCause(rej),
+				At: time.Now().UTC(), Nodes: out.refused, InventorySeq: invSeq}
+			log.Info("the cluster waits for a change before it is planned again: a new commit, the secrets, the "+
+				"configuration, the executor of a refusing node reading PVE again, or an operator's request", "cause", blocked.Reason)
+		}
+		return d.close(ctx, runID, &rej, blocked)
 	}
 	info.PlanID = out.plan.ID
 	info.Suspended = out.suspended || now.Suspended
@@ -347,12 +362,13 @@ func clearRun(ctl *wire.ClusterControl) {
 }
 
 // done closes the run in the control state: its event is handled.
-func (d *driver) done(ctx context.Context, runID string) error { return d.close(ctx, runID, nil) }
+func (d *driver) done(ctx context.Context, runID string) error { return d.close(ctx, runID, nil, nil) }
 
 // close closes the run in the control state. A run rejected for a transient cause whose event is still the
 // newest leaves the event wanted, to be planned again at the rejection's RetryAt; otherwise the event is
-// handled and the retries start over.
-func (d *driver) close(ctx context.Context, runID string, rejection *plan.Rejection) error {
+// handled and the retries start over. A run rejected for a permanent cause (blocked) whose event is still
+// the newest records what it was rejected against: the same triggers are skipped until something changes.
+func (d *driver) close(ctx context.Context, runID string, rejection *plan.Rejection, blocked *wire.Blocked) error {
 	for range 20 {
 		ctl, rev, err := d.p.readControl(ctx, d.cluster)
 		if err != nil {
@@ -368,6 +384,9 @@ func (d *driver) close(ctx context.Context, runID string, rejection *plan.Reject
 		case ctl.WantSeq == ctl.RunWantSeq:
 			ctl.DoneSeq = max(ctl.DoneSeq, ctl.RunWantSeq)
 			ctl.RetryAt, ctl.RetryAttempt, ctl.RetryReason = time.Time{}, 0, ""
+			if blocked != nil {
+				ctl.Blocked = *blocked
+			}
 		default:
 			ctl.DoneSeq = max(ctl.DoneSeq, ctl.RunWantSeq)
 		}

@@ -21,7 +21,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "proxops_planner_events_total",
-			Help: "Repository events handled, by kind (apply, dry_run, tree_mismatch)."}, []string{"kind"}),
+			Help: "Repository events handled, by kind (apply, dry_run, tree_mismatch; skipped: a cluster's apply event skipped while its permanent rejection waits for a change)."}, []string{"kind"}),
 		plans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "proxops_planner_plans_total",
 			Help: "Plans computed, by result (planned, no_drift, held, rejected reason)."}, []string{"result"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "proxops_planner_runs_total",

@@ -15,7 +15,6 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
-	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 	"github.com/proxops/proxops/internal/wire"
 )
@@ -48,7 +47,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer func() { _ = b.Close() }()
 	}
 	p := &planner{cfg: cfg, bus: b, log: log, metrics: m, decryptor: secrets.NewDecryptor(cfg.Keys),
-		trees: map[string]*repo.Repository{}, drivers: map[string]*driver{}, kick: make(chan string, 256)}
+		trees: map[string]loadedTree{}, drivers: map[string]*driver{}, kick: make(chan string, 256)}
 	return p.run(ctx)
 }
 
@@ -60,7 +59,7 @@ type planner struct {
 	decryptor *secrets.Decryptor
 
 	treeMu sync.Mutex
-	trees  map[string]*repo.Repository
+	trees  map[string]loadedTree
 
 	mu      sync.Mutex
 	drivers map[string]*driver
@@ -147,6 +146,14 @@ func (p *planner) handleEvent(ctx context.Context, d *bus.Delivery) error {
 		if err != nil {
 			return err
 		}
+		if how == recordedSkipped {
+			ctl, _, _ := p.readControl(ctx, c)
+			log.Debug("event skipped: the cluster's plan was rejected for a cause that stays until something changes "+
+				"(a new commit, the secrets, the configuration, or an operator's request)", "cluster", c, "event_seq", seq,
+				"trigger", string(ev.Trigger), "rejected_for", ctl.Blocked.Reason, "rejected_at", ctl.Blocked.At)
+			p.metrics.events.WithLabelValues("skipped").Inc()
+			continue
+		}
 		log.Info("apply requested", "cluster", c, "event_seq", seq, "request_id", ev.RequestID, "recorded", how)
 		select {
 		case p.kick <- c:
@@ -189,6 +196,9 @@ const (
 	recordedAbsorbed = "absorbed"
 	// recordedSeen: recorded before (a redelivery), or an older event a newer one already covers.
 	recordedSeen = "seen"
+	// recordedSkipped: a trigger nobody waits on for the tree a permanent rejection waits out, with the same
+	// inputs: planning it again would be rejected the same way.
+	recordedSkipped = "skipped"
 )
 
 // equalEvent reports whether an event asks for what repo, tree and commit name: the same repository at
@@ -224,7 +234,16 @@ func addRequests(list []string, ids ...string) []string {
 // published yet (after that it is planned again once the run ends, and a trigger nobody waits on is left to
 // the run). Any other event becomes the wanted one (the newest commit wins), taking over the requests of the
 // event it replaces, and clears a retry: something changed. An operator's request also ends a retry's wait.
+// A trigger nobody waits on for the tree of a permanent rejection, with the same inputs from outside the
+// repository, is skipped (waitsForChange).
 func (p *planner) want(ctx context.Context, cluster string, ev event.RepoChanged, seq uint64) (string, error) {
+	digest := ""
+	inputs := func() string {
+		if digest == "" {
+			digest = p.inputsDigest(ctx, ev.Tree, cluster)
+		}
+		return digest
+	}
 	for range 20 {
 		ctl, rev, err := p.readControl(ctx, cluster)
 		if err != nil {
@@ -234,6 +253,8 @@ func (p *planner) want(ctx context.Context, cluster string, ev event.RepoChanged
 		switch {
 		case seq <= seen && (ev.RequestID == "" || ctl.Answers(ev.RequestID)):
 			return recordedSeen, nil
+		case seq > seen && waitsForChange(ctl, ev, inputs):
+			how = recordedSkipped
 		case seq <= seen:
 			// An older request handled after a newer event (events are handled concurrently): the newer work
 			// answers it; when that work is published already, the newest wanted event is planned once more.
@@ -266,6 +287,7 @@ func (p *planner) want(ctx context.Context, cluster string, ev event.RepoChanged
 			}
 			ctl.Want, ctl.WantSeq, ctl.WantRequests = ev, max(seq, ctl.WantSeq+1), carried
 			ctl.RetryAt, ctl.RetryAttempt, ctl.RetryReason = time.Time{}, 0, ""
+			ctl.Blocked = wire.Blocked{}
 		}
 		ctl.SeenSeq = max(seen, seq)
 		if _, err := p.writeControl(ctx, ctl, rev); err == nil {
@@ -426,6 +448,7 @@ func (p *planner) sweep(ctx context.Context) {
 		return
 	}
 	for _, k := range keys {
+		p.recheck(ctx, k)
 		p.consider(ctx, k)
 	}
 }

@@ -132,7 +132,7 @@ func TestStatusFollowsPublishedHistories(t *testing.T) {
 			},
 		},
 		{
-			name: "rejection", cluster: "beta", phase: "rejected", reason: "parse_error: 2 errors; nothing was applied",
+			name: "rejection", cluster: "beta", phase: "rejected", reason: "parse_error: 2 errors; nothing was applied; " + report.WaitsForChange,
 			history: func(p *publisher) {
 				e := p.repoChanged(commit, event.TriggerWebhook)
 				p.rejected(runOf("beta", "", e), plan.RejectParse,

@@ -1513,11 +1513,27 @@ type ClusterControl struct {
 	SeenSeq uint64 `protobuf:"varint,17,opt,name=seen_seq,json=seenSeq,proto3" json:"seen_seq,omitempty"`
 	// A plan rejected for a transient cause (PVE unreachable, 5xx, lock timeouts, no executor answering) is
 	// planned again at retry_at; retry_attempt counts the rejections in a row, retry_reason says why.
-	RetryAt       *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
-	RetryAttempt  uint32                 `protobuf:"varint,19,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
-	RetryReason   string                 `protobuf:"bytes,20,opt,name=retry_reason,json=retryReason,proto3" json:"retry_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RetryAt      *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
+	RetryAttempt uint32                 `protobuf:"varint,19,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
+	RetryReason  string                 `protobuf:"bytes,20,opt,name=retry_reason,json=retryReason,proto3" json:"retry_reason,omitempty"`
+	// A plan rejected for a permanent cause (refused credentials, TLS verification, validation) is not planned
+	// again for the same inputs: blocked_tree and blocked_commit are what it was rejected against,
+	// blocked_inputs a digest of the inputs from outside the repository it was planned with (host secrets
+	// files, age keys, the process configuration), blocked_reason the cause and blocked_at when. Triggers
+	// nobody waits on (poll, webhook, drift) for the same tree are skipped until one of these inputs changes,
+	// another tree is announced or an operator asks.
+	BlockedTree   string                 `protobuf:"bytes,21,opt,name=blocked_tree,json=blockedTree,proto3" json:"blocked_tree,omitempty"`
+	BlockedCommit string                 `protobuf:"bytes,22,opt,name=blocked_commit,json=blockedCommit,proto3" json:"blocked_commit,omitempty"`
+	BlockedInputs string                 `protobuf:"bytes,23,opt,name=blocked_inputs,json=blockedInputs,proto3" json:"blocked_inputs,omitempty"`
+	BlockedReason string                 `protobuf:"bytes,24,opt,name=blocked_reason,json=blockedReason,proto3" json:"blocked_reason,omitempty"`
+	BlockedAt     *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=blocked_at,json=blockedAt,proto3" json:"blocked_at,omitempty"`
+	// The nodes whose executors refused to observe for a permanent cause, and the last PROXOPS_INVENTORY
+	// sequence of the cluster before the plan: an inventory of one of these nodes published after it (the
+	// executor reads PVE again, e.g. with rotated credentials) is a change.
+	BlockedNodes        []string `protobuf:"bytes,26,rep,name=blocked_nodes,json=blockedNodes,proto3" json:"blocked_nodes,omitempty"`
+	BlockedInventorySeq uint64   `protobuf:"varint,27,opt,name=blocked_inventory_seq,json=blockedInventorySeq,proto3" json:"blocked_inventory_seq,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ClusterControl) Reset() {
@@ -1688,6 +1704,55 @@ func (x *ClusterControl) GetRetryReason() string {
 		return x.RetryReason
 	}
 	return ""
+}
+
+func (x *ClusterControl) GetBlockedTree() string {
+	if x != nil {
+		return x.BlockedTree
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetBlockedCommit() string {
+	if x != nil {
+		return x.BlockedCommit
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetBlockedInputs() string {
+	if x != nil {
+		return x.BlockedInputs
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetBlockedReason() string {
+	if x != nil {
+		return x.BlockedReason
+	}
+	return ""
+}
+
+func (x *ClusterControl) GetBlockedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BlockedAt
+	}
+	return nil
+}
+
+func (x *ClusterControl) GetBlockedNodes() []string {
+	if x != nil {
+		return x.BlockedNodes
+	}
+	return nil
+}
+
+func (x *ClusterControl) GetBlockedInventorySeq() uint64 {
+	if x != nil {
+		return x.BlockedInventorySeq
+	}
+	return 0
 }
 
 // PlanRejected says a cluster's plan could not be computed; nothing was written.
@@ -2688,7 +2753,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vfingerprint\x18\x05 \x01(\tR\vfingerprint\x12\x15\n" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12;\n" +
 	"\vrecorded_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordedAt\"\xe2\x05\n" +
+	"recordedAt\"\x8e\b\n" +
 	"\x0eClusterControl\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x120\n" +
 	"\x04want\x18\x02 \x01(\v2\x1c.proxops.repo.v1.RepoChangedR\x04want\x12\x19\n" +
@@ -2712,7 +2777,15 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\bseen_seq\x18\x11 \x01(\x04R\aseenSeq\x125\n" +
 	"\bretry_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\x12#\n" +
 	"\rretry_attempt\x18\x13 \x01(\rR\fretryAttempt\x12!\n" +
-	"\fretry_reason\x18\x14 \x01(\tR\vretryReason\"\x86\x03\n" +
+	"\fretry_reason\x18\x14 \x01(\tR\vretryReason\x12!\n" +
+	"\fblocked_tree\x18\x15 \x01(\tR\vblockedTree\x12%\n" +
+	"\x0eblocked_commit\x18\x16 \x01(\tR\rblockedCommit\x12%\n" +
+	"\x0eblocked_inputs\x18\x17 \x01(\tR\rblockedInputs\x12%\n" +
+	"\x0eblocked_reason\x18\x18 \x01(\tR\rblockedReason\x129\n" +
+	"\n" +
+	"blocked_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\tblockedAt\x12#\n" +
+	"\rblocked_nodes\x18\x1a \x03(\tR\fblockedNodes\x122\n" +
+	"\x15blocked_inventory_seq\x18\x1b \x01(\x04R\x13blockedInventorySeq\"\x86\x03\n" +
 	"\fPlanRejected\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x16\n" +
@@ -2925,26 +2998,27 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	26, // 14: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
 	25, // 15: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
 	25, // 16: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
-	7,  // 17: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	25, // 18: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 19: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	21, // 20: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	25, // 21: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 22: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 23: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 24: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 25: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 26: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	25, // 27: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 28: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 29: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	25, // 30: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 31: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	25, // 17: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
+	7,  // 18: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	25, // 19: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 20: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	21, // 21: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	25, // 22: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 23: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 24: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 25: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 26: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 27: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	25, // 28: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 29: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 30: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	25, // 31: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 32: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }

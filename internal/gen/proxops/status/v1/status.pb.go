@@ -1235,8 +1235,11 @@ type Tracking struct {
 	DlqSequence uint64 `protobuf:"varint,14,opt,name=dlq_sequence,json=dlqSequence,proto3" json:"dlq_sequence,omitempty"`
 	// Last sequence of PROXOPS_NOTIFY folded into this report.
 	NotifySequence uint64 `protobuf:"varint,15,opt,name=notify_sequence,json=notifySequence,proto3" json:"notify_sequence,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tree of the last plan rejected for a permanent cause: the planners skip triggers nobody waits on for
+	// it until something changes, so such a trigger awaits no plan.
+	BlockedTree   string `protobuf:"bytes,16,opt,name=blocked_tree,json=blockedTree,proto3" json:"blocked_tree,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tracking) Reset() {
@@ -1374,6 +1377,13 @@ func (x *Tracking) GetNotifySequence() uint64 {
 	return 0
 }
 
+func (x *Tracking) GetBlockedTree() string {
+	if x != nil {
+		return x.BlockedTree
+	}
+	return ""
+}
+
 var File_proxops_status_v1_status_proto protoreflect.FileDescriptor
 
 const file_proxops_status_v1_status_proto_rawDesc = "" +
@@ -1482,7 +1492,7 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"\x04vmid\x18\x05 \x01(\x03R\x04vmid\x127\n" +
 	"\x05state\x18\x06 \x01(\x0e2!.proxops.status.v1.OperationStateR\x05state\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reason\"\xe5\x04\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"\x88\x05\n" +
 	"\bTracking\x12#\n" +
 	"\rrepo_sequence\x18\x01 \x01(\x04R\frepoSequence\x12%\n" +
 	"\x0eplans_sequence\x18\x02 \x01(\x04R\rplansSequence\x12)\n" +
@@ -1502,7 +1512,8 @@ const file_proxops_status_v1_status_proto_rawDesc = "" +
 	"notApplied\x12#\n" +
 	"\rrun_completed\x18\r \x01(\bR\frunCompleted\x12!\n" +
 	"\fdlq_sequence\x18\x0e \x01(\x04R\vdlqSequence\x12'\n" +
-	"\x0fnotify_sequence\x18\x0f \x01(\x04R\x0enotifySequence*\xb9\x01\n" +
+	"\x0fnotify_sequence\x18\x0f \x01(\x04R\x0enotifySequence\x12!\n" +
+	"\fblocked_tree\x18\x10 \x01(\tR\vblockedTree*\xb9\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fPHASE_CONVERGED\x10\x01\x12\x12\n" +
