@@ -148,42 +148,66 @@ func TestAStaleCloudInitDriveIsRegeneratedByThePlan(t *testing.T) {
 	}
 }
 
-// A guest with a pending change nobody declared is left alone by the planner: an anomaly per key, no
-// operation, and PVE keeps the pending change.
-func TestAForeignPendingChangeIsNeverWrittenOver(t *testing.T) {
+// A pending change someone made by hand to a key the manifest owns is drift: the plan writes the declared
+// value, PVE drops the pending one, and the next plan is empty. A pending change to a key the model does not
+// cover is left alone: an anomaly naming it, no operation, and PVE keeps it.
+func TestAForeignPendingChangeIsUndoneOnOwnedKeysAndLeftAloneElsewhere(t *testing.T) {
 	spec := pvesim.DefaultSpec()
 	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: taggedVM, Running: true}}
 	l := newLab(t, spec)
 	_, p, dir := adoptAndPlan(t, l)
 	l.apply(t, p)
+	setByHand := func(form string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPut, l.srv.URL+"/api2/json/nodes/pve1/qemu/100/config", strings.NewReader(form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("set %s: %s", form, resp.Status)
+		}
+	}
 	// Someone raises the cores of the running VM: PVE keeps the change pending until a restart.
-	req, err := http.NewRequest(http.MethodPut, l.srv.URL+"/api2/json/nodes/pve1/qemu/100/config", strings.NewReader("cores=4"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("set cores: %s", resp.Status)
-	}
+	setByHand("cores=4")
 	observed := l.observe(t, "lab", "pve1")
+	if g, _ := observed.Guest(100); strings.Join(g.PendingKeys(), ",") != "cores" {
+		t.Fatalf("pending keys %v", g.PendingKeys())
+	}
 	p2 := planRepository(t, dir, "lab", observed, nil)
-	if len(p2.Operations) != 0 {
-		t.Errorf("the planner writes over a pending change it did not make:\n%s", render.PlanText(p2))
+	if len(p2.Operations) != 1 || p2.Operations[0].Action != plan.ActionConfigure || !strings.Contains(render.PlanText(p2), "cores: 4 → 1") {
+		t.Fatalf("the hand change to cores is not undone:\n%s", render.PlanText(p2))
+	}
+	l.apply(t, p2)
+	observed = l.observe(t, "lab", "pve1")
+	if g, _ := observed.Guest(100); len(g.PendingKeys()) != 0 {
+		t.Errorf("pending keys after the plan: %v", g.PendingKeys())
+	}
+	if p3 := planRepository(t, dir, "lab", observed, nil); len(p3.Operations) != 0 {
+		t.Errorf("the next plan is not empty:\n%s", render.PlanText(p3))
+	}
+
+	// Someone gives the VM a watchdog: a key ProxOps does not manage, pending until a restart.
+	setByHand("watchdog=model%3Di6300esb%2Caction%3Dreset")
+	observed = l.observe(t, "lab", "pve1")
+	p4 := planRepository(t, dir, "lab", observed, nil)
+	if len(p4.Operations) != 0 {
+		t.Errorf("the planner writes to a guest with a pending change it cannot judge:\n%s", render.PlanText(p4))
 	}
 	var found bool
-	for _, f := range p2.Findings {
-		found = found || (f.Kind == plan.FindingAnomaly && f.Field == "cores" && strings.Contains(f.Message, "1 → 4"))
+	for _, f := range p4.Findings {
+		found = found || (f.Kind == plan.FindingAnomaly && f.Field == "watchdog" && strings.Contains(f.Message, "i6300esb"))
 	}
 	if !found {
-		t.Errorf("no anomaly names the pending change:\n%s", render.PlanText(p2))
+		t.Errorf("no anomaly names the pending change:\n%s", render.PlanText(p4))
 	}
-	if g, _ := observed.Guest(100); strings.Join(g.PendingKeys(), ",") != "cores" {
+	if g, _ := observed.Guest(100); strings.Join(g.PendingKeys(), ",") != "watchdog" {
 		t.Errorf("pending keys %v", g.PendingKeys())
 	}
 }

@@ -25,36 +25,18 @@ func keepTagCase(style pveformat.TagStyle, declared, resolved *manifest.Resource
 	}
 }
 
-// holdForeignPending stops the plan of a guest that holds a pending change ProxOps did not make: a pending
-// value (or delete) of a key the manifest owns that is not what it declares, or of a key the model does not
-// cover. Any write to a stopped guest, and the start or restart of any guest, would apply it; a write of
-// the same key would revert it. Neither is ProxOps' call: each such key is an anomaly, and nothing is
-// written to the guest until someone applies or reverts the change on PVE. Pending values that are what
-// the manifest declares (ProxOps wrote them, a restart applies them) and pending changes to modelled keys
-// the manifest leaves to PVE (such as the boot order PVE extends when a CD drive is added) do not stop it.
+// holdForeignPending stops the plan of a guest that holds a pending change to a key the model does not
+// cover: ProxOps owns no value for it, so it can neither revert it nor judge it, and the start or restart
+// of the guest (or, on a stopped VM, any config write) would apply it on someone else's behalf. Each such
+// key is an anomaly, and nothing is written to the guest until someone applies or reverts the change on
+// PVE. A pending change to a key the manifest owns is drift like any other: the plan writes the declared
+// value, which PVE takes in place of the pending one (a value already pending that equals the manifest's is
+// ProxOps' own, and only its restart remains). Pending changes to modelled keys the manifest leaves to PVE
+// (such as the boot order PVE extends when a CD drive is added) do not stop it.
 func (d *differ) holdForeignPending(s *guestUpdate) error {
-	keys := s.g.PendingKeys()
-	if len(keys) == 0 {
-		return nil
-	}
-	effDiff := s.diff
-	if !s.running {
-		var err error
-		if effDiff, err = d.guestDiff(s.r, s.eff, s.g.Template); err != nil {
-			return err
-		}
-	}
-	changed := map[string]bool{}
-	for _, c := range effDiff.Changes {
-		changed[c.Key] = true
-	}
-	for _, rs := range effDiff.Resizes {
-		changed[rs.Key] = true
-	}
 	var foreign []string
-	for _, k := range keys {
-		unmodelled := !pvewire.IsModelled(s.g.Type, k) && !pvewire.IsBookkeeping(s.g.Type, k)
-		if unmodelled || changed[k] {
+	for _, k := range s.g.PendingKeys() {
+		if !pvewire.IsModelled(s.g.Type, k) && !pvewire.IsBookkeeping(s.g.Type, k) {
 			foreign = append(foreign, k)
 		}
 	}
@@ -63,7 +45,7 @@ func (d *differ) holdForeignPending(s *guestUpdate) error {
 	}
 	for _, k := range foreign {
 		d.finding(FindingAnomaly, s.ref.String(), s.g.Node, s.g.VMID, k,
-			fmt.Sprintf("pending change on PVE that the manifest does not declare (%s): apply it (restart the guest) or revert it on PVE first; ProxOps writes nothing to this guest until then", pendingText(s.g, k)))
+			fmt.Sprintf("pending change on PVE to a setting ProxOps does not manage (%s): apply it (restart the guest) or revert it on PVE first; ProxOps writes nothing to this guest until then", pendingText(s.g, k)))
 	}
 	s.halt = true
 	return nil

@@ -103,3 +103,31 @@ func lxcLiveChange(conf map[string]string, key string, del bool) bool {
 	}
 	return false
 }
+
+// cleanupPending drops what is no change at all, as PVE's cleanup_pending does before it hot-plugs: a pending
+// value equal to the current one (so writing back the current value of a key undoes its pending change), and
+// a pending delete of a key the config does not hold.
+func cleanupPending(pending *section, conf map[string]string) {
+	if pending == nil {
+		return
+	}
+	for k, v := range pending.conf {
+		if k == "delete" {
+			continue
+		}
+		if cur, ok := conf[k]; ok && cur == v {
+			delete(pending.conf, k)
+		}
+	}
+	dels := pendingDeletes(pending.conf["delete"])
+	for k := range dels {
+		if _, ok := conf[k]; !ok {
+			delete(dels, k)
+		}
+	}
+	if len(dels) == 0 {
+		delete(pending.conf, "delete")
+	} else {
+		pending.conf["delete"] = printPendingDeletes(dels)
+	}
+}

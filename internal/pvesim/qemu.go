@@ -576,6 +576,7 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 			}
 		}
 	}
+	cleanupPending(g.file.pending, conf)
 	if g.file.pending != nil && len(g.file.pending.conf) == 0 {
 		g.file.pending = nil
 	}
