@@ -60,6 +60,18 @@ func TestSubjectBuildersValidateTokens(t *testing.T) {
 		{"guard key bad vmid", func() (string, error) { return bus.GuardKey("lab", "pve1", 0) }, "", "positive"},
 		{"cluster key", func() (string, error) { return bus.ClusterKey("lab") }, "lab", ""},
 		{"inventory filter", func() (string, error) { return bus.InventoryFilter("lab") }, "proxops.v1.inventory.lab.*", ""},
+		{"cluster queue", func() (string, error) { return bus.OpSubject("lab", bus.ClusterScope) }, "proxops.v1.op.lab._cluster", ""},
+		{"cluster queue result", func() (string, error) { return bus.ResultSubject("lab", bus.ClusterScope) }, "proxops.v1.result.lab._cluster", ""},
+		{"cluster queue durable", func() (string, error) { return bus.ExecutorConsumer("lab", bus.ClusterScope) }, "exec_lab__cluster", ""},
+		{"cluster queue op key", func() (string, error) { return bus.OpKey("lab", bus.ClusterScope, "r1", "pool-web-create") }, "op.lab._cluster.r1.pool-web-create", ""},
+		{"cluster scope is no node", func() (string, error) { return bus.ObserveSubject("lab", bus.ClusterScope) }, "", "node name"},
+		{"cluster scope has no guards", func() (string, error) { return bus.GuardKey("lab", bus.ClusterScope, 100) }, "", "node name"},
+		{"cluster scope has no executor user", func() (string, error) { return bus.ExecutorUser("lab", bus.ClusterScope) }, "", "node name"},
+		{"object owned key", func() (string, error) { return bus.ObjectOwnedKey("lab", bus.ObjectPool, "web") }, "lab.obj.pool.web", ""},
+		{"object owned key of a nested pool", func() (string, error) { return bus.ObjectOwnedKey("lab", bus.ObjectPool, "prod/db.1") }, "lab.obj.pool.prod/db=2E1", ""},
+		{"object owned key without id", func() (string, error) { return bus.ObjectOwnedKey("lab", bus.ObjectPool, "") }, "", "empty"},
+		{"object owned key bad kind", func() (string, error) { return bus.ObjectOwnedKey("lab", "po.ol", "web") }, "", "object kind"},
+		{"object owned filter", func() (string, error) { return bus.ObjectOwnedFilter("lab") }, "lab.obj.>", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

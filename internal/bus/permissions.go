@@ -192,9 +192,10 @@ func PlannerPermissions() Permissions {
 	return s.permissions()
 }
 
-// ExecutorPermissions: one node's executors consume that node's operations only, serve its observe
-// requests, publish its results, inventories and dead letters, keep the node's own operation records and
-// guest guards, and read the clusters' run state and the ownership inventory.
+// ExecutorPermissions: one node's executors consume that node's operations and their cluster's work queue
+// only, serve the node's observe requests, publish the node's (and the cluster queue's) results,
+// inventories and dead letters, keep their own operation records and guest guards, and read the clusters'
+// run state and the ownership inventory.
 func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	user, err := ExecutorUser(cluster, node)
 	if err != nil {
@@ -223,6 +224,20 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	s.kvRead(BucketOps)
 	own, _ := NodeOpsFilters(cluster, node)
 	for _, f := range own {
+		s.publish("$KV." + BucketOps + "." + f)
+	}
+	// Every executor of the cluster also serves the cluster's work queue (the objects that belong to no
+	// node), one operation at a time across all of them, with its results, dead letters and records.
+	clusterOp, _ := OpSubject(cluster, ClusterScope)
+	clusterDurable, _ := ExecutorConsumer(cluster, ClusterScope)
+	clusterResult, _ := ResultSubject(cluster, ClusterScope)
+	clusterDLQ, _ := DLQSubject(cluster, ClusterScope)
+	s.consume(StreamOps, clusterDurable, clusterOp)
+	s.publish(clusterResult, clusterDLQ)
+	clusterAdvisory, _ := MaxDeliveriesAdvisorySubject(StreamOps, clusterDurable)
+	s.subscribe(clusterAdvisory)
+	clusterOwn, _ := NodeOpsFilters(cluster, ClusterScope)
+	for _, f := range clusterOwn {
 		s.publish("$KV." + BucketOps + "." + f)
 	}
 	// Before running an operation: is its run the cluster's open run, and what does the ownership

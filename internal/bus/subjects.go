@@ -213,6 +213,19 @@ func validateClusterNode(cluster, node string) error {
 	return ValidateNode(node)
 }
 
+// ClusterScope stands where a node name stands in the subjects, consumer and keys of the work that belongs to
+// no node (pools, and the cluster's other objects): proxops.v1.op.<cluster>._cluster is the cluster's work
+// queue, served by any of its executors. No PVE node name can start with '_', so it never names a node.
+const ClusterScope = "_cluster"
+
+// validateClusterScope checks a cluster and a node name or ClusterScope.
+func validateClusterScope(cluster, scope string) error {
+	if scope == ClusterScope {
+		return ValidateCluster(cluster)
+	}
+	return validateClusterNode(cluster, scope)
+}
+
 // PlanSubject is proxops.v1.plan.<cluster>.<event>.
 func PlanSubject(cluster string, ev PlanEvent) (string, error) {
 	if err := ValidateCluster(cluster); err != nil {
@@ -250,12 +263,13 @@ func AdoptSubject(cluster string) (string, error) { return clusterSubject(subjec
 // StatusSubject is proxops.v1.status.<cluster>.
 func StatusSubject(cluster string) (string, error) { return clusterSubject(subjectStatus, cluster) }
 
-// OpSubject is proxops.v1.op.<cluster>.<node>: the node's work queue.
-func OpSubject(cluster, node string) (string, error) { return nodeSubject(subjectOp, cluster, node) }
+// OpSubject is proxops.v1.op.<cluster>.<node>: the node's work queue; with ClusterScope for the node, the
+// cluster's.
+func OpSubject(cluster, node string) (string, error) { return scopeSubject(subjectOp, cluster, node) }
 
-// ResultSubject is proxops.v1.result.<cluster>.<node>.
+// ResultSubject is proxops.v1.result.<cluster>.<node> (or ClusterScope).
 func ResultSubject(cluster, node string) (string, error) {
-	return nodeSubject(subjectResult, cluster, node)
+	return scopeSubject(subjectResult, cluster, node)
 }
 
 // ResultFilter is proxops.v1.result.<cluster>.*: every result of one cluster.
@@ -284,8 +298,8 @@ func InventoryFilter(cluster string) (string, error) {
 	return subjectInventory + "." + cluster + ".*", nil
 }
 
-// DLQSubject is proxops.v1.dlq.<cluster>.<node>.
-func DLQSubject(cluster, node string) (string, error) { return nodeSubject(subjectDLQ, cluster, node) }
+// DLQSubject is proxops.v1.dlq.<cluster>.<node> (or ClusterScope).
+func DLQSubject(cluster, node string) (string, error) { return scopeSubject(subjectDLQ, cluster, node) }
 
 // ParseDLQSubject returns the cluster and node of a dead-letter subject (what the executor that
 // published it may publish: its own node's).
@@ -295,7 +309,7 @@ func ParseDLQSubject(subject string) (cluster, node string, err error) {
 	if !ok || !ok2 {
 		return "", "", fmt.Errorf("dead-letter subject %q: want %s.<cluster>.<node>", subject, subjectDLQ)
 	}
-	if err := validateClusterNode(cluster, node); err != nil {
+	if err := validateClusterScope(cluster, node); err != nil {
 		return "", "", fmt.Errorf("dead-letter subject %q: %w", subject, err)
 	}
 	return cluster, node, nil
@@ -323,8 +337,9 @@ func WorktreeApplyUser(subject string) (string, error) {
 
 // ExecutorConsumer is the durable consumer shared by a node's executors: exec_<cluster>_<node>. Durable
 // names cannot contain '.', so '_' (which neither a cluster nor a node name may contain) separates them.
+// With ClusterScope it is exec_<cluster>__cluster, the cluster's work queue that all its executors share.
 func ExecutorConsumer(cluster, node string) (string, error) {
-	if err := validateClusterNode(cluster, node); err != nil {
+	if err := validateClusterScope(cluster, node); err != nil {
 		return "", err
 	}
 	return consumerExecutorPrefix + cluster + "_" + node, nil
@@ -383,13 +398,49 @@ func OwnedKey(cluster string, vmid int) (string, error) {
 	return fmt.Sprintf("%s.%d", cluster, vmid), nil
 }
 
+// ObjectKind names a kind of cluster object in the ownership inventory: [a-z]+ (pool, and later harule,
+// backupjob, ...).
+type ObjectKind string
+
+// ObjectPool is the ownership inventory's kind of a resource pool.
+const ObjectPool ObjectKind = "pool"
+
+var objectKindRE = regexp.MustCompile(`^[a-z]+$`)
+
+// ObjectOwnedKey is the proxops_owned key of a cluster object (a pool, ...): <cluster>.obj.<kind>.<id>, the
+// id escaped as OpKey escapes an operation id (a pool id's "/" is kept, a "." becomes =2E). A guest's key
+// <cluster>.<vmid> has two tokens, an object's four or more, so neither reader sees the other's records.
+func ObjectOwnedKey(cluster string, kind ObjectKind, id string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	if !objectKindRE.MatchString(string(kind)) {
+		return "", fmt.Errorf("object kind %q: only lowercase letters", string(kind))
+	}
+	if id == "" {
+		return "", fmt.Errorf("%s id is empty", string(kind))
+	}
+	return cluster + "." + objectKeyToken + "." + string(kind) + "." + escapeKeyToken(id), nil
+}
+
+// ObjectOwnedFilter is <cluster>.obj.>: the keys of every cluster object of one cluster.
+func ObjectOwnedFilter(cluster string) (string, error) {
+	if err := ValidateCluster(cluster); err != nil {
+		return "", err
+	}
+	return cluster + "." + objectKeyToken + ".>", nil
+}
+
+// objectKeyToken is the second token of an object's ownership key; no vmid is a word.
+const objectKeyToken = "obj"
+
 // OpKey is the proxops_ops key of an operation of a run, kept by the executors of the node that runs it:
 // op.<cluster>.<node>.<run>.<op>. Naming the cluster and node lets each node's executors be allowed to write
 // their own records only (NodeOpsFilters). The run id must be a plain token; the operation id is escaped so any
 // id is a valid key: every byte outside [-_/a-zA-Z0-9] (a '.' of a file name, say) becomes '=' and two hex
 // digits. Ids made of plain characters are their own escape.
 func OpKey(cluster, node, run, op string) (string, error) {
-	if err := validateClusterNode(cluster, node); err != nil {
+	if err := validateClusterScope(cluster, node); err != nil {
 		return "", err
 	}
 	legacy, err := LegacyOpKey(run, op)
@@ -426,7 +477,7 @@ func GuardKey(cluster, node string, vmid int) (string, error) {
 // NodeOpsFilters are the proxops_ops keys the executors of one node write: their operation records and their
 // guest guards.
 func NodeOpsFilters(cluster, node string) ([]string, error) {
-	if err := validateClusterNode(cluster, node); err != nil {
+	if err := validateClusterScope(cluster, node); err != nil {
 		return nil, err
 	}
 	return []string{opKeyPrefix + "." + cluster + "." + node + ".>", guardKeyPrefix + "." + cluster + "." + node + ".>"}, nil
@@ -465,6 +516,13 @@ func clusterSubject(prefix, cluster string) (string, error) {
 		return "", err
 	}
 	return prefix + "." + cluster, nil
+}
+
+func scopeSubject(prefix, cluster, scope string) (string, error) {
+	if err := validateClusterScope(cluster, scope); err != nil {
+		return "", err
+	}
+	return prefix + "." + cluster + "." + scope, nil
 }
 
 func nodeSubject(prefix, cluster, node string) (string, error) {

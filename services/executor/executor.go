@@ -142,13 +142,26 @@ func (e *executor) run(ctx context.Context) error {
 		Description: "operations for " + e.cfg.Cluster + "/" + e.cfg.Node}); err != nil {
 		return err
 	}
-	// An operation whose deliveries all ran out with none settled (every replica that took it died or hung)
-	// is announced by the server; one of the node's replicas reports it failed and dead-letters it.
-	watcher, err := e.bus.OnMaxDeliveries(ctx, bus.StreamOps, durable, bus.QueueExecutors, e.exhausted)
-	if err != nil {
+	// The cluster's work queue (the objects that belong to no node) is served by every executor of the
+	// cluster, one operation at a time across all of them.
+	clusterSubject, _ := bus.OpSubject(e.cfg.Cluster, bus.ClusterScope)
+	clusterDurable, _ := bus.ExecutorConsumer(e.cfg.Cluster, bus.ClusterScope)
+	if err := e.bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: clusterDurable, Filter: clusterSubject,
+		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: 1,
+		Description: "operations for cluster " + e.cfg.Cluster + " that belong to no node"}); err != nil {
 		return err
 	}
-	defer watcher.Stop()
+	// An operation whose deliveries all ran out with none settled (every replica that took it died or hung)
+	// is announced by the server; one of the replicas that serve its queue reports it failed and
+	// dead-letters it.
+	for scope, d := range map[string]string{e.cfg.Node: durable, bus.ClusterScope: clusterDurable} {
+		watcher, err := e.bus.OnMaxDeliveries(ctx, bus.StreamOps, d, bus.QueueExecutors,
+			func(ctx context.Context, adv bus.MaxDeliveries) { e.exhausted(ctx, scope, adv) })
+		if err != nil {
+			return err
+		}
+		defer watcher.Stop()
+	}
 	// Operations in flight get ShutdownGrace to finish once ctx ends.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -166,16 +179,25 @@ func (e *executor) run(ctx context.Context) error {
 	if e.cfg.OnReady != nil {
 		e.cfg.OnReady()
 	}
+	var clusterErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		clusterErr = e.bus.Consume(ctx, bus.StreamOps, clusterDurable, bus.ConsumeOptions{Concurrency: 1, MaxWait: 2 * time.Second},
+			func(_ context.Context, d *bus.Delivery) error { return e.handle(work, bus.ClusterScope, d) })
+	})
 	err = e.bus.Consume(ctx, bus.StreamOps, durable, bus.ConsumeOptions{Concurrency: e.cfg.Concurrency, MaxWait: 2 * time.Second},
-		func(_ context.Context, d *bus.Delivery) error { return e.handle(work, d) })
+		func(_ context.Context, d *bus.Delivery) error { return e.handle(work, e.cfg.Node, d) })
+	wg.Wait()
 	e.log.Info("executor stopped")
-	return err
+	return errors.Join(err, clusterErr)
 }
 
 // refusal says why this executor must not act for a cluster and node at the base-url a request or
-// operation names (empty: not named), or "".
+// operation names (empty: not named), or "". An operation of the cluster's work queue names
+// bus.ClusterScope for its node.
 func (e *executor) refusal(cluster, node, baseURL string) string {
 	switch {
+	case cluster == e.cfg.Cluster && node == bus.ClusterScope:
 	case cluster != e.cfg.Cluster || node != e.cfg.Node:
 		return fmt.Sprintf("refused: this executor serves %s/%s, not %s/%s", e.cfg.Cluster, e.cfg.Node, cluster, node)
 	case len(e.cfg.AllowedNodes) > 0 && !slices.Contains(e.cfg.AllowedNodes, node):
@@ -253,7 +275,7 @@ func (e *executor) warnConcurrencyChange(ctx context.Context, durable string) {
 // again), then copied to the dead-letter stream and removed from the work queue, so no plan waits for it.
 // The node's replicas share the advisories; the final result's and the dead letter's message ids make a
 // repeat harmless.
-func (e *executor) exhausted(ctx context.Context, adv bus.MaxDeliveries) {
+func (e *executor) exhausted(ctx context.Context, scope string, adv bus.MaxDeliveries) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalResultPatience+30*time.Second)
 	defer cancel()
 	log := e.log.With("stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
@@ -270,7 +292,7 @@ func (e *executor) exhausted(ctx context.Context, adv bus.MaxDeliveries) {
 		"or hung without heartbeats, for longer than the ack wait)", adv.Deliveries)
 	op, err := wire.DecodeOperation(ctx, m.Decode)
 	if err == nil {
-		h := &opRun{e: e, op: op, start: time.Now(), attempt: int(adv.Deliveries)}
+		h := &opRun{e: e, scope: scope, op: op, start: time.Now(), attempt: int(adv.Deliveries)}
 		j, jerr := loadJournal(ctx, e.bus, op, e.cfg.Replica, nil)
 		switch {
 		case jerr == nil && j.rec.Status.Final():
@@ -294,14 +316,15 @@ func (e *executor) exhausted(ctx context.Context, adv bus.MaxDeliveries) {
 	} else {
 		log.Error("undecodable operation ran out of deliveries; dead-lettered", "err", err)
 	}
-	subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
+	subject, _ := bus.DLQSubject(e.cfg.Cluster, scope)
 	if err := m.DeadLetter(ctx, subject, reason); err != nil {
 		log.Error("dead-letter", "err", err)
 	}
 }
 
-// handle applies one delivered operation and settles the delivery.
-func (e *executor) handle(ctx context.Context, d *bus.Delivery) error {
+// handle applies one operation delivered from the work queue of scope (the node's, or bus.ClusterScope)
+// and settles the delivery.
+func (e *executor) handle(ctx context.Context, scope string, d *bus.Delivery) error {
 	if e.cfg.Fault != nil {
 		e.cfg.Fault("received")
 	}
@@ -310,7 +333,7 @@ func (e *executor) handle(ctx context.Context, d *bus.Delivery) error {
 		e.log.Error("undecodable operation", "stream_seq", d.StreamSequence(), "err", err)
 		return bus.Terminal(err)
 	}
-	h := &opRun{e: e, d: d, op: op, start: time.Now(), attempt: int(d.NumDelivered())}
+	h := &opRun{e: e, scope: scope, d: d, op: op, start: time.Now(), attempt: int(d.NumDelivered())}
 	// Nothing is done for an operation no trusted planner signed: not even a read of PVE.
 	if err := e.trusted.Verify(sig.Signer, sig.Signature, sig.Payload); err != nil {
 		return h.refuse(ctx, opsign.Reason(err), "refused: "+err.Error())
@@ -348,7 +371,7 @@ func (h *opRun) refuse(ctx context.Context, reason, msg string) error {
 	e.metrics.refused.WithLabelValues(reason).Inc()
 	h.refused = true
 	h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
-	subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
+	subject, _ := bus.DLQSubject(e.cfg.Cluster, h.scope)
 	if err := h.d.DeadLetterRefused(ctx, subject, reason, msg); err != nil {
 		h.log().Error("dead-letter", "err", err)
 		return h.d.Term(msg)
@@ -358,7 +381,9 @@ func (h *opRun) refuse(ctx context.Context, reason, msg string) error {
 
 // opRun is one delivery of one operation.
 type opRun struct {
-	e        *executor
+	e *executor
+	// scope is the work queue the operation came from: the executor's node, or bus.ClusterScope.
+	scope    string
 	d        *bus.Delivery
 	op       plan.Operation
 	start    time.Time
@@ -377,7 +402,11 @@ func (h *opRun) log() *slog.Logger {
 
 func (h *opRun) run(ctx context.Context) error {
 	e := h.e
-	if msg := e.refusal(h.op.Cluster, h.op.Node, h.op.BaseURL); msg != "" {
+	msg := e.refusal(h.op.Cluster, h.op.Node, h.op.BaseURL)
+	if msg == "" && h.op.Node != h.scope {
+		msg = fmt.Sprintf("refused: an operation for %s/%s arrived on the work queue of %s/%s", h.op.Cluster, h.op.Node, e.cfg.Cluster, h.scope)
+	}
+	if msg != "" {
 		h.log().Warn("operation refused", "reason", msg)
 		e.metrics.operation(string(h.op.Action), "refused")
 		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
@@ -589,7 +618,7 @@ func (h *opRun) fail(ctx context.Context, j *journal, err error) error {
 	if class == plan.ErrorRetryable {
 		e.metrics.operation(string(h.op.Action), "dead_lettered")
 		h.log().Error("operation exhausted its deliveries; dead-lettered", "err", err)
-		subject, _ := bus.DLQSubject(e.cfg.Cluster, e.cfg.Node)
+		subject, _ := bus.DLQSubject(e.cfg.Cluster, h.scope)
 		if derr := h.d.DeadLetter(ctx, subject, msg); derr != nil {
 			h.log().Error("dead-letter", "err", derr)
 			return h.d.Term(msg)
@@ -752,16 +781,16 @@ func (h *opRun) publish(ctx context.Context, r plan.Result) {
 	r.RunID, r.OpID, r.PlanID = h.op.RunID, h.op.ID, h.op.PlanID
 	r.Cluster, r.Node, r.VMID, r.GuestType, r.Ref, r.Action = h.op.Cluster, h.op.Node, h.op.VMID, h.op.GuestType, h.op.Ref, h.op.Action
 	r.Attempt, r.Executor, r.At, r.Elapsed = h.attempt, e.cfg.Replica, time.Now().UTC(), time.Since(h.start)
-	if r.Cluster != e.cfg.Cluster || r.Node != e.cfg.Node {
-		// A refused foreign operation is reported on this executor's own subject.
-		r.Cluster, r.Node = e.cfg.Cluster, e.cfg.Node
+	if r.Cluster != e.cfg.Cluster || r.Node != h.scope {
+		// A refused foreign operation is reported on the subject of the queue it came from.
+		r.Cluster, r.Node = e.cfg.Cluster, h.scope
 	}
 	msg, err := wire.ResultToProto(r)
 	if err != nil {
 		h.log().Error("encode result", "err", err)
 		return
 	}
-	subject, _ := bus.ResultSubject(e.cfg.Cluster, e.cfg.Node)
+	subject, _ := bus.ResultSubject(e.cfg.Cluster, h.scope)
 	if !r.Status.Final() {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
