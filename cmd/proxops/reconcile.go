@@ -182,7 +182,9 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: !apply, Warnings: errOut, Logger: cliLogger(errOut, opts.logLevel),
 			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, selected, opts.pve),
 			// A diff never carries on an apply an earlier command left open on the data directory.
-			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply, Process: src.Process}}
+			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply, Process: src.Process,
+				// The snapshot is parsed once: the planner plans the tree this command loaded.
+				Loaded: map[string]*repo.Repository{snap.Tree: r}}}
 		if sys, err = startSystem(ctx, cfg); err != nil {
 			return err
 		}
@@ -196,7 +198,7 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	req := reconcileRequest{bus: b, sys: sys, apply: apply, yes: opts.yes, clusters: opts.clusters, timeout: opts.timeout,
 		process: src.Process, operator: operator}
 	if !remoteApply {
-		req.tree = snap.Tree
+		req.tree, req.loaded = snap.Tree, r
 		if _, err := treestore.PutPreview(ctx, b, snap); err != nil {
 			return fmt.Errorf("store the repository snapshot: %w", err)
 		}
@@ -289,6 +291,8 @@ type reconcileRequest struct {
 	timeout  time.Duration
 	// process is laid over the announced tree's proxops.yaml to find its clusters (--config, flags).
 	process *repo.Config
+	// loaded is tree as this command loaded it with process, when it did: its clusters are not read again.
+	loaded *repo.Repository
 }
 
 // clusterRun is what came back for one cluster.
@@ -712,7 +716,10 @@ func (f *reconcileFollow) eventTaken(ctx context.Context) (taken, handled bool, 
 // clusterNames are the clusters a repository event covers.
 func (q reconcileRequest) clusterNames(ctx context.Context, ev event.RepoChanged) ([]string, error) {
 	names := ev.Clusters
-	if len(names) == 0 {
+	switch {
+	case len(names) == 0 && q.loaded != nil && ev.Tree == q.tree:
+		names = q.loaded.ClusterNames()
+	case len(names) == 0:
 		snap, err := treestore.Get(ctx, q.bus, ev.Tree)
 		if err != nil {
 			return nil, fmt.Errorf("read the announced tree %s: %w", ev.Tree, err)

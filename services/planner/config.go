@@ -51,6 +51,10 @@ type Config struct {
 	// command-line flags), laid over every tree's proxops.yaml; its inline clusters replace the trees'
 	// cluster files (repo.LoadOptions). Nil for a planner that reads its trees only.
 	Process *repo.Config
+	// Loaded are trees the caller has already loaded with Process, by tree (proxops diff and apply load the
+	// snapshot they send): the planner plans them as they are rather than reading and parsing them again.
+	// They are read, never changed.
+	Loaded map[string]*repo.Repository
 	// LocalSecrets lets a secrets-file outside the repository (an absolute or ~ path) be read from this
 	// host's disk. A deployed planner leaves it off: its secrets come from the tree only.
 	LocalSecrets bool

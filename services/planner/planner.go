@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -47,8 +48,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer func() { _ = b.Close() }()
 	}
+	trees := map[string]*repo.Repository{}
+	maps.Copy(trees, cfg.Loaded)
 	p := &planner{cfg: cfg, bus: b, log: log, metrics: m, decryptor: secrets.NewDecryptor(cfg.Keys),
-		trees: map[string]*repo.Repository{}, drivers: map[string]*driver{}, kick: make(chan string, 256)}
+		trees: trees, drivers: map[string]*driver{}, kick: make(chan string, 256)}
 	return p.run(ctx)
 }
 
