@@ -153,19 +153,21 @@ func (e *scaleEnv) floor(tb testing.TB, concurrency int) time.Duration {
 	return elapsed
 }
 
-// BenchmarkScale applies 1,000 and then 10,000 guests over 8 nodes of a simulator without latency or task
-// time, each through one `proxops apply` on a fresh data directory, then runs a converged `proxops diff`
-// and measures what the same observe requests cost a plain concurrent client (the floor); after the 10,000
-// it starts `proxops up` on the converged data directory and reads its resident memory once idle.
-// Reported: per-op-ms for each size and their ratio (target ≤ 1.2), diff/floor for 10,000 (target ≤ 1.5),
-// and MB-rss of the idle up (target < 400).
+// BenchmarkScale applies 1,000, 2,000, 5,000 and 10,000 guests over 8 nodes of a simulator without latency
+// or task time, each through one `proxops apply` on a fresh data directory, then runs a converged `proxops
+// diff` and measures what the same observe requests cost a plain concurrent client (the floor). From 5,000
+// guests on it also runs the converged diff as its own process (the built binary) and reads its peak
+// resident memory; after the 10,000 it starts `proxops up` on the converged data directory and reads its
+// resident memory once idle. Reported: per-op-ms for each size and the ratio of 10,000 to 1,000 (target
+// ≤ 1.2), diff/floor for each size (target ≤ 1.5 at 10,000), MB-diff-peak (target < 400 at 5,000) and
+// MB-rss of the idle up (target < 400).
 func BenchmarkScale(b *testing.B) {
 	const nodes = 8
 	b.Setenv("PROXOPS_PVE_TOKEN_VALUE", pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
 	b.Setenv("PROXOPS_PVE_USER", "")
 	b.Setenv("HOME", b.TempDir())
 	perOp := map[int]float64{}
-	for _, guests := range []int{1000, 10000} {
+	for _, guests := range []int{1000, 2000, 5000, 10000} {
 		b.Run(fmt.Sprintf("guests=%d", guests), func(b *testing.B) {
 			for range b.N {
 				e := newScaleEnv(b, guests, nodes)
@@ -189,6 +191,9 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(diff.Seconds(), "diff-s")
 				b.ReportMetric(floor.Seconds(), "floor-s")
 				b.ReportMetric(diff.Seconds()/floor.Seconds(), "diff/floor")
+				if guests >= 5000 {
+					b.ReportMetric(peakRSSMB(b, "diff", "--exit-code", "--repo", e.repo, "--data-dir", e.data), "MB-diff-peak")
+				}
 				if small, ok := perOp[1000]; ok && guests == 10000 {
 					b.ReportMetric(perOp[guests]/small, "per-op-10k/1k")
 					rss := idleProcess(b, append(os.Environ(), "SOPS_AGE_KEY=", "SOPS_AGE_KEY_FILE="), `"to":"converged"`,

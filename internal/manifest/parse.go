@@ -37,7 +37,7 @@ func Parse(file string, data []byte) ([]*Resource, diag.List) {
 }
 
 func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) {
-	d := yamldecode.NewDecoder(file)
+	d := yamldecode.NewCompactDecoder(file)
 	root := doc.Root
 	if root.Kind != yaml.MappingNode {
 		d.Errorf(yamldecode.Of(root), "", "expected a manifest (a mapping with apiVersion, kind, metadata and spec), got %s",
@@ -89,8 +89,9 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 	var api string
 	if !yamldecode.IsNull(apiNode) {
 		if s, ok := d.Scalar(apiNode, "apiVersion", "a string"); ok {
-			api = s
+			api = APIVersion // held once rather than once per document
 			if s != APIVersion {
+				api = s
 				d.Errorf(yamldecode.Of(apiNode), "apiVersion", "unsupported apiVersion %s (want %s)", diag.Excerpt(s), APIVersion)
 			}
 		}
@@ -102,7 +103,7 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 	} else {
 		d.Decode(metaNode, "metadata", &meta)
 		if meta.Name == "" {
-			d.Errorf(d.Positions.Lookup("metadata.name"), "metadata.name", "required")
+			d.Errorf(d.Lookup("metadata.name"), "metadata.name", "required")
 		}
 	}
 
@@ -123,7 +124,10 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 	} else {
 		d.Decode(specNode, "spec", r.Spec)
 	}
-	r.Source = Source{File: file, Document: doc.Index, Positions: d.Positions}
+	if !d.Has("") {
+		d.Fields.Add("", docPos)
+	}
+	r.Source = Source{File: file, Document: doc.Index, Positions: d.Fields.Fields()}
 	for _, e := range d.Diags {
 		if e.Severity == diag.Error {
 			if r.Source.broken == nil {
@@ -131,9 +135,6 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 			}
 			r.Source.broken[e.Field] = true
 		}
-	}
-	if r.Source.Positions[""] == (yamldecode.Pos{}) {
-		r.Source.Positions[""] = docPos
 	}
 	return r, d.Diags
 }

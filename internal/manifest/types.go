@@ -29,16 +29,13 @@ type Source struct {
 	// Document is the 1-based index of the document in its file.
 	Document int
 	// Positions holds the position of every field that was present, by dotted path (spec.disks[0].size).
-	Positions yamldecode.Positions
+	Positions yamldecode.Fields
 	// broken holds the fields whose value could not be decoded; validation does not report them again.
 	broken map[string]bool
 }
 
 // Pos returns the position of a field path, or of its nearest present ancestor.
 func (s Source) Pos(path string) yamldecode.Pos {
-	if s.Positions == nil {
-		return yamldecode.Pos{}
-	}
 	return s.Positions.Lookup(path)
 }
 

@@ -130,8 +130,7 @@ func (c *checker) warnf(field, format string, args ...any) {
 
 // has reports whether a field was present in the parsed document.
 func (c *checker) has(field string) bool {
-	_, ok := c.r.Source.Positions[field]
-	return ok
+	return c.r.Source.Positions.Has(field)
 }
 
 func (c *checker) metadata() {

@@ -84,17 +84,55 @@ type Decoder struct {
 	File string
 	// Ref is the resource (Kind/name) diagnostics name, when known.
 	Ref string
-	// Positions receives the position of every decoded field.
+	// Positions receives the position of every decoded field, when not nil.
 	Positions Positions
+	// Fields receives the position of every decoded field compactly, when not nil.
+	Fields *FieldsBuilder
 	// Diags receives every problem found.
 	Diags  diag.List
 	visits int
 	errors int
 }
 
-// NewDecoder returns a decoder for a file.
+// NewDecoder returns a decoder for a file that records positions in a map (Positions).
 func NewDecoder(file string) *Decoder {
 	return &Decoder{File: file, Positions: make(Positions, 48)}
+}
+
+// NewCompactDecoder returns a decoder for a file that records positions compactly (Fields), for values
+// that keep their positions while many of them are held at once.
+func NewCompactDecoder(file string) *Decoder {
+	return &Decoder{File: file, Fields: &FieldsBuilder{}}
+}
+
+// Lookup returns the position recorded for path, or for its nearest ancestor, so far.
+func (d *Decoder) Lookup(path string) Pos {
+	if d.Positions != nil {
+		return d.Positions.Lookup(path)
+	}
+	if d.Fields != nil {
+		return d.Fields.Lookup(path)
+	}
+	return Pos{}
+}
+
+// Has reports whether a position was recorded for exactly path so far.
+func (d *Decoder) Has(path string) bool {
+	if d.Positions != nil {
+		_, ok := d.Positions[path]
+		return ok
+	}
+	return d.Fields != nil && d.Fields.Has(path)
+}
+
+// setPos records the position of path.
+func (d *Decoder) setPos(path string, pos Pos) {
+	if d.Positions != nil {
+		d.Positions[path] = pos
+	}
+	if d.Fields != nil {
+		d.Fields.Add(path, pos)
+	}
 }
 
 // Errorf records an error about path at pos.
@@ -265,7 +303,7 @@ func (d *Decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		d.mapping(n, path, v)
 	case reflect.String:
 		if s, ok := d.Scalar(n, path, "a string"); ok {
-			v.SetString(s)
+			v.SetString(share(s))
 		}
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		if i, ok := d.Int(n, path); ok {
@@ -399,14 +437,11 @@ func (d *Decoder) structure(n *yaml.Node, path string, v reflect.Value) {
 
 // Record stores the position of a field: the value for a scalar, else the key.
 func (d *Decoder) Record(path string, key, value *yaml.Node) {
-	if d.Positions == nil {
-		return
-	}
 	if value != nil && value.Kind == yaml.ScalarNode {
-		d.Positions[path] = Of(value)
+		d.setPos(path, Of(value))
 		return
 	}
-	d.Positions[path] = Of(key)
+	d.setPos(path, Of(key))
 }
 
 // Unknown reports a field that is not part of the schema, naming the closest known field.
@@ -427,9 +462,7 @@ func (d *Decoder) list(n *yaml.Node, path string, v reflect.Value) {
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, item := range n.Content {
 		ipath := Index(path, i)
-		if d.Positions != nil {
-			d.Positions[ipath] = Of(Resolve(item))
-		}
+		d.setPos(ipath, Of(Resolve(item)))
 		d.decode(item, ipath, s.Index(i))
 	}
 	v.Set(s)
@@ -454,7 +487,7 @@ func (d *Decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 		d.Record(fpath, p.Key, p.Value)
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.decode(p.Value, fpath, elem)
-		m.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
+		m.SetMapIndex(reflect.ValueOf(share(key)).Convert(v.Type().Key()), elem)
 	}
 	v.Set(m)
 }

@@ -54,6 +54,10 @@ type Config struct {
 	// CurrentProcess, when set, is read at each plan instead of Process: a process that reloads its
 	// configuration (proxops up when its --config file changes) hands the new one over this way.
 	CurrentProcess func() *repo.Config
+	// Loaded are trees the caller has already loaded with Process, by tree (proxops diff and apply load the
+	// snapshot they send): the planner plans them as they are rather than reading and parsing them again.
+	// They are read, never changed.
+	Loaded map[string]*repo.Repository
 	// LocalSecrets lets a secrets-file outside the repository (an absolute or ~ path) be read from this
 	// host's disk. A deployed planner leaves it off: its secrets come from the tree only.
 	LocalSecrets bool

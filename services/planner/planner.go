@@ -46,8 +46,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer func() { _ = b.Close() }()
 	}
+	trees := map[string]loadedTree{}
+	for name, r := range cfg.Loaded {
+		trees[name] = loadedTree{repo: r, process: cfg.Process}
+	}
 	p := &planner{cfg: cfg, bus: b, log: log, metrics: m, decryptor: secrets.NewDecryptor(cfg.Keys),
-		trees: map[string]loadedTree{}, drivers: map[string]*driver{}, kick: make(chan string, 256)}
+		trees: trees, drivers: map[string]*driver{}, kick: make(chan string, 256)}
 	return p.run(ctx)
 }
 
