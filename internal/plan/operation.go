@@ -29,12 +29,33 @@ const (
 	ActionClaimTag     Action = "claim-tag"
 	// ActionRegenerateCloudInit rebuilds a VM's cloud-init drive from its config (PUT …/cloudinit).
 	ActionRegenerateCloudInit Action = "regenerate-cloudinit"
+
+	// The actions on resource pools run on the cluster's work queue (Node is ClusterScope). Their Params
+	// name the pool (poolid) and what they write (comment; vms, delete and node for members).
+	ActionCreatePool    Action = "create-pool"
+	ActionConfigurePool Action = "configure-pool"
+	ActionDeletePool    Action = "delete-pool"
+	ActionClaimPool     Action = "claim-pool"
+	// ActionSetPoolMembers adds the operation's guest (VMID, GuestType, Params node) to the pool, moving it
+	// out of its current pool, or with Params delete=1 removes it.
+	ActionSetPoolMembers Action = "set-pool-members"
 )
+
+// ClusterScope is the Node of an operation on an object that belongs to no node (a resource pool): it runs
+// on the cluster's work queue, which every executor of the cluster serves (the bus's ClusterScope).
+const ClusterScope = "_cluster"
+
+// PoolActions are the actions on resource pools.
+var PoolActions = []Action{ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers}
+
+// OnCluster reports whether an action runs on the cluster's work queue.
+func (a Action) OnCluster() bool { return slices.Contains(PoolActions, a) }
 
 // Actions lists every action in a fixed order.
 var Actions = []Action{
 	ActionCreate, ActionClone, ActionConfigure, ActionResize, ActionStart, ActionShutdown, ActionStop,
 	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag, ActionRegenerateCloudInit,
+	ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

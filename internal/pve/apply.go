@@ -70,6 +70,9 @@ type ApplyOptions struct {
 	// before it (see applier.owned). Nil skips the check: for callers that plan and apply in one trusted
 	// process, and tests of the adapter alone.
 	Ownership Ownership
+	// Objects, when set, makes every write to a cluster object (a pool) check the object's ownership record
+	// (see poolApplier.owned); nil skips the check, as for Ownership.
+	Objects ObjectOwnership
 	// Now is the clock for intents (default time.Now).
 	Now func() time.Time
 }
@@ -93,6 +96,9 @@ type Outcome struct {
 func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions) (Outcome, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if op.Action.OnCluster() {
+		return c.applyPool(ctx, op, opts)
 	}
 	a := &applier{c: c, op: op, opts: opts}
 	if !validNodeName(op.Node) {

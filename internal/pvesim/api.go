@@ -235,7 +235,7 @@ func (s *Sim) Dump() ([]byte, error) {
 
 // checkPool is RPCEnvironment check_pool_exist (a permission exception in PVE).
 func (s *Sim) checkPool(pool string) error {
-	if pool == "" || s.pools[pool] {
+	if pool == "" || s.pools[pool] != nil {
 		return nil
 	}
 	return permErr(fmt.Sprintf("pool '%s' does not exist", pool))

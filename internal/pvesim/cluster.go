@@ -2,9 +2,7 @@ package pvesim
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +74,12 @@ var handlers = map[string]handler{
 	"POST /nodes/{node}/storage/{storage}/download-url":    (*Sim).handleDownloadURL,
 	"POST /nodes/{node}/storage/{storage}/upload":          (*Sim).handleUpload,
 	"GET /pools":                            (*Sim).handlePools,
+	"POST /pools":                           (*Sim).handlePoolCreate,
+	"PUT /pools":                            (*Sim).handlePoolUpdate,
+	"DELETE /pools":                         (*Sim).handlePoolDelete,
+	"GET /pools/{poolid}":                   (*Sim).handlePoolRead,
+	"PUT /pools/{poolid}":                   (*Sim).handlePoolUpdate,
+	"DELETE /pools/{poolid}":                (*Sim).handlePoolDelete,
 	"DELETE /nodes/{node}/tasks/{upid}":     (*Sim).handleTaskStop,
 	"GET /nodes/{node}/tasks/{upid}/status": (*Sim).handleTaskStatus,
 	"GET /nodes/{node}/tasks/{upid}/log":    (*Sim).handleTaskLog,
@@ -302,35 +306,4 @@ func (s *Sim) handleNextID(c *call) (any, error) {
 		}
 	}
 	return nil, dieErr("unable to get any free VMID in range [100, 999999]")
-}
-
-// handlePools is GET /pools (pve-access-control API2/Pool.pm): the pools, or with poolid one pool and its
-// guest members.
-func (s *Sim) handlePools(c *call) (any, error) {
-	out := []map[string]any{}
-	want := c.str("poolid")
-	if want != "" && !s.pools[want] {
-		return nil, dieErr("pool '%s' does not exist", want)
-	}
-	for _, p := range slices.Sorted(maps.Keys(s.pools)) {
-		if want != "" && p != want {
-			continue
-		}
-		e := map[string]any{"poolid": p}
-		if want != "" {
-			members := []map[string]any{}
-			for _, g := range s.sortedGuests() {
-				if g.pool == p {
-					m := s.vmStatus(g, false)
-					m["id"] = fmt.Sprintf("%s/%d", g.kind, g.vmid)
-					m["type"] = g.kind
-					m["node"] = g.node
-					members = append(members, m)
-				}
-			}
-			e["members"] = members
-		}
-		out = append(out, e)
-	}
-	return out, nil
 }

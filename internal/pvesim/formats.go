@@ -28,7 +28,7 @@ var (
 	reBridge    = regexp.MustCompile(`^[-_.\w\d]+$`)
 	reVolumeID  = regexp.MustCompile(`(?is)^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$`)
 	reSize      = regexp.MustCompile(`^(\d+(\.\d+)?)([KMGT])?$`)
-	rePoolID    = regexp.MustCompile(`(?i)^[a-z0-9_\-]{1,64}$`)
+	rePoolID    = regexp.MustCompile(`^[A-Za-z0-9.\-_]+(?:/[A-Za-z0-9.\-_]+)*$`)
 	reRealm     = regexp.MustCompile(`(?i)^[a-z][a-z0-9\-_.]*[a-z0-9]$`)
 	reStartup   = regexp.MustCompile(`^(order=)?(\d+)$|^up=(\d+)$|^down=(\d+)$`)
 	reHotplug   = regexp.MustCompile(`^(network|disk|cpu|memory|usb|cloudinit)$`)
@@ -201,8 +201,8 @@ var namedFormats = map[string]formatFunc{
 		return nil
 	},
 	"pve-poolid": func(v string) error {
-		if !rePoolID.MatchString(v) {
-			return ferr("invalid pool ID '%s'", v)
+		if err := verifyPoolName(v); err != nil {
+			return ferr("%v", err)
 		}
 		return nil
 	},

@@ -67,7 +67,7 @@ type Sim struct {
 	haDelay      time.Duration
 	shutdownWait time.Duration
 	clock        time.Time // Spec.Clock; zero: the current time
-	pools        map[string]bool
+	pools        map[string]*pool
 	mirrors      map[string]string
 
 	faults faultState
@@ -205,7 +205,7 @@ func New(spec Spec) (*Sim, error) {
 		resourcesLag: time.Duration(spec.ResourcesLag),
 		haDelay:      50 * time.Millisecond,
 		shutdownWait: time.Duration(spec.ShutdownWait),
-		pools:        map[string]bool{},
+		pools:        map[string]*pool{},
 		mirrors:      map[string]string{},
 		clock:        spec.Clock,
 	}
@@ -219,10 +219,9 @@ func New(spec Spec) (*Sim, error) {
 		s.haDelay = time.Duration(spec.HADelay)
 	}
 	for _, p := range spec.Pools {
-		if !rePoolID.MatchString(p) {
-			return nil, fmt.Errorf("spec: pool %q: invalid pool ID", p)
+		if err := s.addSpecPool(p); err != nil {
+			return nil, fmt.Errorf("spec: %w", err)
 		}
-		s.pools[p] = true
 	}
 	for u, p := range spec.Mirrors {
 		s.mirrors[u] = p

@@ -26,6 +26,11 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionDelete, planv1.Action_ACTION_DELETE},
 	{plan.ActionClaimTag, planv1.Action_ACTION_CLAIM_TAG},
 	{plan.ActionRegenerateCloudInit, planv1.Action_ACTION_REGENERATE_CLOUDINIT},
+	{plan.ActionCreatePool, planv1.Action_ACTION_CREATE_POOL},
+	{plan.ActionConfigurePool, planv1.Action_ACTION_CONFIGURE_POOL},
+	{plan.ActionDeletePool, planv1.Action_ACTION_DELETE_POOL},
+	{plan.ActionClaimPool, planv1.Action_ACTION_CLAIM_POOL},
+	{plan.ActionSetPoolMembers, planv1.Action_ACTION_SET_POOL_MEMBERS},
 }}
 
 var planGuestTypeEnum = enumMap[inventory.GuestType, planv1.GuestType]{field: "guest type", pairs: []enumPair[inventory.GuestType, planv1.GuestType]{

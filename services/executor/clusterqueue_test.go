@@ -47,3 +47,39 @@ func TestExecutorServesTheClusterQueueWithTheSameChecks(t *testing.T) {
 		t.Errorf("%d config reads reached PVE for refused operations", n)
 	}
 }
+
+// Pool operations run on the cluster's work queue: a created pool carries the marker, and a change to it
+// waits for its ownership record: with the marker alone it is refused as not owned, before any write.
+func TestClusterQueueAppliesPoolOperationsOnlyToOwnedPools(t *testing.T) {
+	e, reg := refusedEnv(t)
+	e.openRun("run-open")
+	pool := func(id string, action plan.Action, params ...string) plan.Operation {
+		return plan.Operation{RunID: "run-open", ID: id, PlanID: "p", Cluster: cluster, Node: bus.ClusterScope,
+			Ref: "Pool/web", Action: action, Params: kvs(append([]string{"poolid", "web"}, params...)...)}
+	}
+	e.mustSucceed(e.dispatchTo(bus.ClusterScope, pool("pool-web-create", plan.ActionCreatePool, "comment", "front ends")))
+	if n := e.sim.Count("POST", "/pools"); n != 1 {
+		t.Fatalf("%d pool creates reached PVE", n)
+	}
+
+	configure := pool("pool-web-configure", plan.ActionConfigurePool, "comment", "edge")
+	configure.Precondition.Expect = kvs("comment", "front ends [proxops]")
+	r := e.final(e.dispatchTo(bus.ClusterScope, configure), 30*time.Second)
+	if r.Status != plan.StatusFailed || r.ErrorClass != plan.ErrorTerminal || !strings.Contains(r.Message, "no ownership record") {
+		t.Fatalf("configure of an unrecorded pool: %s (%s): %q", r.Status, r.ErrorClass, r.Message)
+	}
+	testkit.Eventually(t, 10*time.Second, "the refusal counted", func() bool { return refusedCount(t, reg, "not_owned") == 1 })
+	if n := e.sim.Count("PUT", "/pools"); n != 0 {
+		t.Fatalf("%d pool writes reached PVE for a refused operation", n)
+	}
+
+	key, _ := bus.ObjectOwnedKey(cluster, bus.ObjectPool, "web")
+	if _, err := e.bus.PutBytes(testContext(t), bus.BucketOwned, key, []byte("web")); err != nil {
+		t.Fatal(err)
+	}
+	configure.ID = "pool-web-configure-recorded"
+	e.mustSucceed(e.dispatchTo(bus.ClusterScope, configure))
+	if n := e.sim.Count("PUT", "/pools"); n != 1 {
+		t.Fatalf("%d pool writes reached PVE, want the configure's one", n)
+	}
+}

@@ -474,7 +474,8 @@ func (h *opRun) run(ctx context.Context) error {
 				return h.d.Term(merr.Error())
 			}
 			out, err = client.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: secrets,
-				Progress: h.progress(ctx), Ownership: ownership{b: e.bus, cluster: h.op.Cluster}})
+				Progress: h.progress(ctx), Ownership: ownership{b: e.bus, cluster: h.op.Cluster},
+				Objects: ownership{b: e.bus, cluster: h.op.Cluster}})
 		} else {
 			err = &pve.Error{Class: plan.ErrorRetryable, Err: err}
 		}

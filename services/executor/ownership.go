@@ -39,3 +39,20 @@ func (o ownership) RecordedFingerprint(ctx context.Context, vmid int) (string, b
 	}
 	return rec.Fingerprint, true, nil
 }
+
+// ObjectRecorded implements pve.ObjectOwnership: whether the inventory holds a record of the cluster object
+// under its key (<cluster>.obj.<kind>.<id>).
+func (o ownership) ObjectRecorded(ctx context.Context, kind, id string) (bool, error) {
+	key, err := bus.ObjectOwnedKey(o.cluster, bus.ObjectKind(kind), id)
+	if err != nil {
+		return false, err
+	}
+	_, _, err = o.b.GetBytes(ctx, bus.BucketOwned, key)
+	if errors.Is(err, bus.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read ownership record %s: %w", key, err)
+	}
+	return true, nil
+}

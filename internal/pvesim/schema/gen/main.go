@@ -61,7 +61,8 @@ var served = map[string][]string{
 	"/nodes/{node}/lxc/{vmid}/snapshot/{snapname}":  {"DELETE"},
 	"/nodes/{node}/storage/{storage}/download-url":  {"POST"},
 	"/nodes/{node}/storage/{storage}/upload":        {"POST"},
-	"/pools":                                        {"GET"},
+	"/pools":                                        {"GET", "POST", "PUT", "DELETE"},
+	"/pools/{poolid}":                               {"GET", "PUT", "DELETE"},
 }
 
 type node struct {

@@ -45,6 +45,12 @@ const (
 	Action_ACTION_CLAIM_TAG     Action = 12
 	// Regenerate a VM's cloud-init drive from its config (PUT .../cloudinit).
 	Action_ACTION_REGENERATE_CLOUDINIT Action = 13
+	// Resource pools, on the cluster's work queue.
+	Action_ACTION_CREATE_POOL      Action = 14
+	Action_ACTION_CONFIGURE_POOL   Action = 15
+	Action_ACTION_DELETE_POOL      Action = 16
+	Action_ACTION_CLAIM_POOL       Action = 17
+	Action_ACTION_SET_POOL_MEMBERS Action = 18
 )
 
 // Enum value maps for Action.
@@ -64,6 +70,11 @@ var (
 		11: "ACTION_DELETE",
 		12: "ACTION_CLAIM_TAG",
 		13: "ACTION_REGENERATE_CLOUDINIT",
+		14: "ACTION_CREATE_POOL",
+		15: "ACTION_CONFIGURE_POOL",
+		16: "ACTION_DELETE_POOL",
+		17: "ACTION_CLAIM_POOL",
+		18: "ACTION_SET_POOL_MEMBERS",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED":          0,
@@ -80,6 +91,11 @@ var (
 		"ACTION_DELETE":               11,
 		"ACTION_CLAIM_TAG":            12,
 		"ACTION_REGENERATE_CLOUDINIT": 13,
+		"ACTION_CREATE_POOL":          14,
+		"ACTION_CONFIGURE_POOL":       15,
+		"ACTION_DELETE_POOL":          16,
+		"ACTION_CLAIM_POOL":           17,
+		"ACTION_SET_POOL_MEMBERS":     18,
 	}
 )
 
@@ -2884,7 +2900,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xb2\x02\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xb1\x03\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2900,7 +2916,12 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x12\x11\n" +
 	"\rACTION_DELETE\x10\v\x12\x14\n" +
 	"\x10ACTION_CLAIM_TAG\x10\f\x12\x1f\n" +
-	"\x1bACTION_REGENERATE_CLOUDINIT\x10\r*P\n" +
+	"\x1bACTION_REGENERATE_CLOUDINIT\x10\r\x12\x16\n" +
+	"\x12ACTION_CREATE_POOL\x10\x0e\x12\x19\n" +
+	"\x15ACTION_CONFIGURE_POOL\x10\x0f\x12\x16\n" +
+	"\x12ACTION_DELETE_POOL\x10\x10\x12\x15\n" +
+	"\x11ACTION_CLAIM_POOL\x10\x11\x12\x1b\n" +
+	"\x17ACTION_SET_POOL_MEMBERS\x10\x12*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +
