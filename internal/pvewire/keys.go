@@ -43,6 +43,11 @@ func IsModelled(t inventory.GuestType, key string) bool {
 	if t == inventory.LXC {
 		keys, prefixes = lxcModelled, lxcModelledPrefixes
 	}
+	return inKeys(keys, prefixes, key)
+}
+
+// inKeys reports whether key is one of keys or an indexed key (net0, mp1) of one of prefixes.
+func inKeys(keys map[string]bool, prefixes []string, key string) bool {
 	if keys[key] {
 		return true
 	}
@@ -61,15 +66,7 @@ func IsBookkeeping(t inventory.GuestType, key string) bool {
 	if t == inventory.LXC {
 		keys = lxcBookkeeping
 	}
-	if keys[key] {
-		return true
-	}
-	for _, p := range bookkeepingPrefixes {
-		if isIndexed(key, p) {
-			return true
-		}
-	}
-	return false
+	return inKeys(keys, bookkeepingPrefixes, key)
 }
 
 // Gap is a live setting the manifest model does not cover: a whole key, or one token of a modelled

@@ -22,10 +22,7 @@ import (
 )
 
 func main() {
-	ctx, stop := service.SignalContext()
-	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
-	stop()
-	os.Exit(code)
+	service.Exit(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.LookupEnv, os.Stderr) })
 }
 
 // run runs the executor until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
@@ -47,14 +44,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return 1
 	}
 	cfg.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.Cluster, "node": cfg.Node}, reg)
-	if metricsListen != "" {
-		stopMetrics, err := service.ServeMetrics(metricsListen, reg, log)
-		if err != nil {
-			log.Error("metrics server", "err", err)
-			return 1
-		}
-		defer stopMetrics()
+	stopMetrics, err := service.StartMetrics(metricsListen, reg, log)
+	if err != nil {
+		log.Error("metrics server", "err", err)
+		return 1
 	}
+	defer stopMetrics()
 	if err := executor.Run(ctx, cfg); err != nil {
 		log.Error("executor", "err", err)
 		return 1

@@ -30,14 +30,12 @@ func main() {
 		os.Exit(1)
 	}
 	cfg.Registry = reg
-	if metricsListen != "" {
-		stopMetrics, err := service.ServeMetrics(metricsListen, reg, log)
-		if err != nil {
-			log.Error("planner", "err", err)
-			os.Exit(1)
-		}
-		defer stopMetrics()
+	stopMetrics, err := service.StartMetrics(metricsListen, reg, log)
+	if err != nil {
+		log.Error("planner", "err", err)
+		os.Exit(1)
 	}
+	defer stopMetrics()
 	if err := planner.Run(ctx, cfg); err != nil {
 		log.Error("planner", "err", err)
 		os.Exit(1)
