@@ -159,15 +159,12 @@ func (s *Sim) prepareLXCValue(g *guest, key, val, defStorage string) (string, *a
 func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	vmid := c.vmid()
 	nodeName := c.str("node")
-	if err := s.checkPool(c.str("pool")); err != nil {
-		return nil, err
-	}
-	h, err := s.holdGuestFlock("lxc", vmid, "create")
+	h, o, err := s.holdNewGuest(c, "lxc")
 	if err != nil {
 		return nil, err
 	}
 	defer h.release()
-	if o, exists := s.guests[vmid]; exists {
+	if o != nil {
 		return nil, dieErr("%s %d already exists on node '%s'", o.typeWord(), vmid, o.node)
 	}
 	keys := configKeys(c, "ostemplate", "password", "ssh-public-keys", "restore", "ignore-unpack-errors")
@@ -203,17 +200,12 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	if _, ok := newConf["rootfs"]; !ok {
 		newConf["rootfs"] = defStorage + ":4"
 	}
-	var allocs []*allocation
-	for _, k := range slices.Sorted(maps.Keys(newConf)) {
+	allocs, err := prepareValues(slices.Sorted(maps.Keys(newConf)), conf, func(k string) (string, string, *allocation, error) {
 		v, a, err := s.prepareLXCValue(g, k, newConf[k], defStorage)
-		if err != nil {
-			return nil, err
-		}
-		if a != nil {
-			allocs = append(allocs, a)
-			continue
-		}
-		conf[k] = v
+		return k, v, a, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := conf["hostname"]; !ok {
 		conf["hostname"] = fmt.Sprintf("CT%d", vmid)

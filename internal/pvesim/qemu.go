@@ -213,6 +213,32 @@ func (s *Sim) prepareNet(g *guest, key, val, macKey string) (*schema.Prop, map[s
 	return p, d, nil
 }
 
+// qemuKey is the config key a request parameter names: cdrom is an alias of ide2.
+func qemuKey(param string) string {
+	if param == "cdrom" {
+		return "ide2"
+	}
+	return param
+}
+
+// prepareValues runs prepare on each request parameter in order: a value goes into vals under the config
+// key prepare names, and an allocation (a create-form volume) is returned for the worker to make.
+func prepareValues(params []string, vals map[string]string, prepare func(param string) (key, val string, a *allocation, err error)) ([]*allocation, error) {
+	var allocs []*allocation
+	for _, p := range params {
+		key, v, a, err := prepare(p)
+		if err != nil {
+			return nil, err
+		}
+		if a != nil {
+			allocs = append(allocs, a)
+			continue
+		}
+		vals[key] = v
+	}
+	return allocs, nil
+}
+
 func cloudinitDrive(conf map[string]string) string {
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		if isDrive(k) && strings.Contains(conf[k], "cloudinit") && strings.Contains(conf[k], "media=cdrom") {
@@ -234,42 +260,29 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 			return nil, err
 		}
 	}
-	if err := s.checkPool(c.str("pool")); err != nil {
-		return nil, err
-	}
-	// create_and_lock_config: the flock (5s) is taken first and handed to the worker.
-	h, err := s.holdGuestFlock("qemu", vmid, "create")
+	h, o, err := s.holdNewGuest(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
 	defer h.release()
-	if o, exists := s.guests[vmid]; exists {
+	if o != nil {
 		return nil, dieErr("unable to create VM %d - %s %d already exists on node '%s'", vmid, o.typeWord(), vmid, o.node)
 	}
 	g := newGuest(c, "qemu")
 	if c.str("template") == "1" {
 		g.conf()["template"] = "1" // new disks become base volumes at once
 	}
-	conf := g.conf()
-	var allocs []*allocation
 	cloudAt := ""
-	for _, k := range keys {
-		key := k
-		if key == "cdrom" {
-			key = "ide2"
-		}
+	allocs, err := prepareValues(keys, g.conf(), func(k string) (string, string, *allocation, error) {
+		key := qemuKey(k)
 		v, a, err := s.prepareQemuValue(c, g, key, c.str(k), c.str("storage"), cloudAt)
-		if err != nil {
-			return nil, err
+		if a != nil && a.cloudinit {
+			cloudAt = key
 		}
-		if a != nil {
-			if a.cloudinit {
-				cloudAt = key
-			}
-			allocs = append(allocs, a)
-			continue
-		}
-		conf[key] = v
+		return key, v, a, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.spawnCreate(c, g, "qmcreate", h, func(g *guest, l taskLog) error {
 		conf := g.conf()
@@ -361,10 +374,8 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 		return nil, dieErr("no options specified")
 	}
 	for i, k := range deletes {
-		if k == "cdrom" {
-			k = "ide2"
-			deletes[i] = k
-		}
+		k = qemuKey(k)
+		deletes[i] = k
 		if c.has(k) {
 			return nil, paramErr(map[string]string{"delete": fmt.Sprintf("you can't use '-%s' and -delete %s' at the same time", k, k)})
 		}
@@ -398,27 +409,19 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 		return nil, dieErr("VM %d is locked (%s)", g.vmid, l)
 	}
 	vals := map[string]string{}
-	var allocs []*allocation
 	cloudAt := cloudinitDrive(g.conf())
-	for _, k := range keys {
-		key := k
-		if key == "cdrom" {
-			key = "ide2"
-		}
+	allocs, err := prepareValues(keys, vals, func(k string) (string, string, *allocation, error) {
+		key := qemuKey(k)
 		if key == "boot" {
 			if err := checkBootOrder(c.str(k), g.conf(), c.params); err != nil {
-				return nil, err
+				return "", "", nil, err
 			}
 		}
 		v, a, err := s.prepareQemuValue(c, g, key, c.str(k), c.str("storage"), cloudAt)
-		if err != nil {
-			return nil, err
-		}
-		if a != nil {
-			allocs = append(allocs, a)
-			continue
-		}
-		vals[key] = v
+		return key, v, a, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	force := c.str("force") == "1"
 	apply := func(l taskLog) error {

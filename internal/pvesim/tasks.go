@@ -115,6 +115,19 @@ func (s *Sim) reloadGuest(vmid int, cfgPath string) (*guest, error) {
 	return g, nil
 }
 
+// holdNewGuest starts a create handler: the pool must exist, and the new guest's flock is taken first
+// (create_and_lock_config, with the create timeout) to be handed to the worker. o is the guest that has the
+// vmid already, if any.
+func (s *Sim) holdNewGuest(c *call, kind string) (h *flockHold, o *guest, err error) {
+	if err := s.checkPool(c.str("pool")); err != nil {
+		return nil, nil, err
+	}
+	if h, err = s.holdGuestFlock(kind, c.vmid(), "create"); err != nil {
+		return nil, nil, err
+	}
+	return h, s.guests[c.vmid()], nil
+}
+
 // newGuest is the guest a create request makes, on the request's node and in its pool, with an empty
 // config.
 func newGuest(c *call, kind string) *guest {

@@ -1,6 +1,7 @@
 // Package service holds what every service command's main does the same way: environment variables as the
-// defaults of flags, the log level and the JSON logger, the context a signal ends, the process metrics with
-// the build's version, and the /metrics endpoint. Each command keeps its own flags; this package only binds
+// defaults of flags, the NATS connection flags' completion, the log level and the JSON logger, the exit codes
+// of a bad configuration, the context a signal ends, the process metrics with the build's version, and the
+// /metrics endpoint. Each command keeps its own flags; this package only binds
 // them alike.
 package service
 
@@ -76,6 +77,17 @@ func FlagSet(name string, out io.Writer, getenv func(string) string, nats *bus.C
 	fs.SetOutput(out)
 	nats.RegisterFlags(fs, getenv)
 	return fs, &Env{Getenv: getenv}
+}
+
+// Parse parses a command's arguments, all of them flags: a positional argument is an error.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
 
 // LevelFlag registers --log-level on fs, with PROXOPS_LOG_LEVEL as its default; ParseLevel reads the value

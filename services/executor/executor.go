@@ -615,18 +615,11 @@ func (h *opRun) heartbeat(ctx context.Context) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-t.C:
-				if err := h.d.InProgress(); err != nil {
-					h.log().Debug("heartbeat", "err", err)
-				}
+		clock.Every(hctx, every, func() {
+			if err := h.d.InProgress(); err != nil {
+				h.log().Debug("heartbeat", "err", err)
 			}
-		}
+		})
 	}()
 	return func() { cancel(); <-done }
 }

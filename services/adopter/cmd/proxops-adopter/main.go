@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -60,11 +59,8 @@ func configure(args []string, getenv func(string) string) (adopter.Config, strin
 	fs.BoolVar(&cfg.LocalSecrets, "local-secrets", false, "read a secrets-file outside the repository from this host's disk")
 	metricsListen := fs.String("metrics-listen", DefaultMetricsListen, "address of the /metrics endpoint (empty: off)")
 	levelName := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := service.Parse(fs, args); err != nil {
 		return cfg, "", 0, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, "", 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	level, err := service.ParseLevel(*levelName)
 	if err != nil {

@@ -95,11 +95,8 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.Var(&trusted, "trusted-planner-key", "public nkey (U…) of a planner whose signed operations this executor runs; repeat it to "+
 		"trust several while a key is rotated [PROXOPS_TRUSTED_PLANNER_KEYS, comma-separated]")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9495", "address of the /metrics endpoint (empty: off)")
-	if err := fs.Parse(args); err != nil {
+	if err := service.Parse(fs, args); err != nil {
 		return cfg, "", err
-	}
-	if fs.NArg() > 0 {
-		return cfg, "", fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if cfg.TaskRetries == 0 {
 		cfg.TaskRetries = -1 // the flag's 0 is "never"; the Config's zero value is the default
