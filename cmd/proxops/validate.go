@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxops/proxops/internal/render"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/repofs"
 )
@@ -140,11 +141,11 @@ func runValidate(w io.Writer, opts validateOptions) error {
 // validateReport is the result of validate; its JSON form is documented in docs/cli.md and its field order
 // is stable.
 type validateReport struct {
-	Valid       bool              `json:"valid"`
-	Strict      bool              `json:"strict"`
-	Summary     validateSummary   `json:"summary"`
-	Clusters    []validateCluster `json:"clusters"`
-	Diagnostics []jsonDiagnostic  `json:"diagnostics"`
+	Valid       bool                    `json:"valid"`
+	Strict      bool                    `json:"strict"`
+	Summary     validateSummary         `json:"summary"`
+	Clusters    []validateCluster       `json:"clusters"`
+	Diagnostics []render.DiagnosticJSON `json:"diagnostics"`
 }
 
 type validateSummary struct {
@@ -160,18 +161,6 @@ type validateCluster struct {
 	Resources int    `json:"resources"`
 	Errors    int    `json:"errors"`
 	Warnings  int    `json:"warnings"`
-}
-
-type jsonDiagnostic struct {
-	Severity string `json:"severity"`
-	File     string `json:"file,omitempty"`
-	Line     int    `json:"line,omitempty"`
-	Column   int    `json:"column,omitempty"`
-	Ref      string `json:"ref,omitempty"`
-	Field    string `json:"field,omitempty"`
-	Message  string `json:"message"`
-	// Text is the diagnostic as the text output prints it.
-	Text string `json:"text"`
 }
 
 func newValidateReport(r *repo.Repository, opts validateOptions) (*validateReport, error) {
@@ -190,7 +179,7 @@ func newValidateReport(r *repo.Repository, opts validateOptions) (*validateRepor
 		slices.Sort(selected)
 	}
 	all := slices.Clone(r.Diagnostics)
-	rep := &validateReport{Strict: opts.strict, Clusters: []validateCluster{}, Diagnostics: []jsonDiagnostic{}}
+	rep := &validateReport{Strict: opts.strict, Clusters: []validateCluster{}, Diagnostics: []render.DiagnosticJSON{}}
 	for _, name := range selected {
 		c := r.Cluster(name)
 		all = append(all, c.Diagnostics...)
@@ -201,8 +190,7 @@ func newValidateReport(r *repo.Repository, opts validateOptions) (*validateRepor
 	}
 	all = all.Sorted()
 	for _, d := range all {
-		rep.Diagnostics = append(rep.Diagnostics, jsonDiagnostic{Severity: d.Severity.String(), File: d.File, Line: d.Line,
-			Column: d.Column, Ref: d.Ref, Field: d.Field, Message: d.Message, Text: d.String()})
+		rep.Diagnostics = append(rep.Diagnostics, render.DiagnosticToJSON(d))
 	}
 	rep.Summary.Clusters = len(selected)
 	rep.Summary.Errors, rep.Summary.Warnings = all.Count()

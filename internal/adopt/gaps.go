@@ -175,17 +175,7 @@ func securityWarnings(g inventory.Guest, kind manifest.Kind, name string) []inve
 }
 
 // LiveKind is the kind a live guest maps to: VM, TemplateVM, LXC or TemplateCT.
-func LiveKind(g inventory.Guest) manifest.Kind {
-	switch {
-	case g.Type == inventory.LXC && g.Template:
-		return manifest.KindTemplateCT
-	case g.Type == inventory.LXC:
-		return manifest.KindLXC
-	case g.Template:
-		return manifest.KindTemplateVM
-	}
-	return manifest.KindVM
-}
+func LiveKind(g inventory.Guest) manifest.Kind { return pvewire.LiveKind(&g) }
 
 // liveName is a guest's PVE name: the qemu name or the lxc hostname from its config, else the listing's.
 func liveName(g inventory.Guest) (string, bool) {

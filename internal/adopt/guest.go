@@ -194,24 +194,10 @@ func explainedField(explained map[string]bool, field string) bool {
 
 // effective is a guest's config as the planner compares it: with pending values applied when it runs.
 func effective(g inventory.Guest) map[string]string {
-	cur := g.Current()
 	if !g.Running() || g.Template {
-		return cur
+		return g.Current()
 	}
-	out := map[string]string{}
-	for _, e := range g.Config {
-		switch {
-		case e.Delete > 0:
-		case e.HasPending:
-			out[e.Key] = e.Pending
-			if size, ok := pvewire.SizeToken(e.Value); e.HasValue && ok && pvewire.IsVolumeKey(g.Type, e.Key) {
-				out[e.Key] = pvewire.WithSizeToken(g.Type, e.Key, e.Pending, size)
-			}
-		case e.HasValue:
-			out[e.Key] = e.Value
-		}
-	}
-	return out
+	return pvewire.PendingApplied(&g)
 }
 
 // checkState finds what keeps a guest from being adopted as it runs.

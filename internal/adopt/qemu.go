@@ -213,23 +213,34 @@ func diskContent(volid string) string {
 	return "images"
 }
 
-// efi adopts the EFI vars disk: storage, size (reported or listed; else PVE's default applies at create),
-// type and pre-enrolled keys as reported.
-func (c *guest) efi(h *manifest.Hardware) {
-	v, ok := c.cfg["efidisk0"]
+// stateDisk reads a state volume (efidisk0, tpmstate0) to adopt: its drive and storage, which must hold
+// images; false when the slot is empty, or when the volume lies outside a storage (what, as "an EFI
+// disk", is then a gap).
+func (c *guest) stateDisk(key, what string) (pvewire.Drive, string, bool) {
+	v, ok := c.cfg[key]
 	if !ok {
-		return
+		return pvewire.Drive{}, "", false
 	}
 	dr := pvewire.ParseDrive(v)
 	if dr.IsEmpty() {
-		return
+		return pvewire.Drive{}, "", false
 	}
 	storage := dr.Storage()
 	if storage == "" {
-		c.gap("efidisk0", v, "an EFI disk outside a storage is not modelled; ProxOps leaves it as PVE has it")
+		c.gap(key, v, what+" outside a storage is not modelled; ProxOps leaves it as PVE has it")
+		return pvewire.Drive{}, "", false
+	}
+	c.storageHolds(key, storage, "images")
+	return dr, storage, true
+}
+
+// efi adopts the EFI vars disk: storage, size (reported or listed; else PVE's default applies at create),
+// type and pre-enrolled keys as reported.
+func (c *guest) efi(h *manifest.Hardware) {
+	dr, storage, ok := c.stateDisk("efidisk0", "an EFI disk")
+	if !ok {
 		return
 	}
-	c.storageHolds("efidisk0", storage, "images")
 	e := &manifest.EFIDisk{Storage: storage}
 	token, hasToken := dr.Size()
 	if b, ok := c.size(dr.File, token, hasToken); ok {
@@ -250,20 +261,10 @@ func (c *guest) efi(h *manifest.Hardware) {
 // tpm adopts the TPM state: its version (PVE's default v1.2 when not reported) and its storage when that
 // is not the one ProxOps would pick.
 func (c *guest) tpm(s *manifest.VMSpec, h *manifest.Hardware) {
-	v, ok := c.cfg["tpmstate0"]
+	dr, storage, ok := c.stateDisk("tpmstate0", "a TPM state")
 	if !ok {
 		return
 	}
-	dr := pvewire.ParseDrive(v)
-	if dr.IsEmpty() {
-		return
-	}
-	storage := dr.Storage()
-	if storage == "" {
-		c.gap("tpmstate0", v, "a TPM state outside a storage is not modelled; ProxOps leaves it as PVE has it")
-		return
-	}
-	c.storageHolds("tpmstate0", storage, "images")
 	version := dr.Props.Value("version")
 	if version == "" {
 		version = "v1.2"

@@ -33,6 +33,21 @@ type ConnectConfig struct {
 	ConnectTimeout time.Duration
 }
 
+// ConnectUnlessGiven is the connection of a service: given, when an in-process caller passed one, or else a
+// new connection with cfg, named name unless cfg names it. done closes only a connection it made.
+func ConnectUnlessGiven(ctx context.Context, given *Bus, cfg ConnectConfig, name string, opts Options) (b *Bus, done func(), err error) {
+	if given != nil {
+		return given, func() {}, nil
+	}
+	if cfg.Name == "" {
+		cfg.Name = name
+	}
+	if b, err = Connect(ctx, cfg, opts); err != nil {
+		return nil, nil, err
+	}
+	return b, func() { _ = b.Close() }, nil
+}
+
 // Connect connects to a NATS server by URL. The returned Bus owns the connection.
 func Connect(ctx context.Context, cfg ConnectConfig, opts Options) (*Bus, error) {
 	if cfg.URL == "" {

@@ -285,7 +285,14 @@ func (b *Bus) WatchKeys(ctx context.Context, bucket, filter string) (<-chan stri
 	if err != nil {
 		return nil, fmt.Errorf("watch %s %s: %w", bucket, filter, err)
 	}
-	out := make(chan string, 64)
+	return forwardUpdates(ctx, w, 64, func(e jetstream.KeyValueEntry) string { return e.Key() }), nil
+}
+
+// forwardUpdates sends each update of w, converted by conv, on a channel of size n until ctx ends or the
+// watch closes; the channel is then closed and the watch stopped. The initial values' end marker is
+// skipped.
+func forwardUpdates[T any](ctx context.Context, w jetstream.KeyWatcher, n int, conv func(jetstream.KeyValueEntry) T) <-chan T {
+	out := make(chan T, n)
 	go func() {
 		defer close(out)
 		defer func() { _ = w.Stop() }()
@@ -301,12 +308,12 @@ func (b *Bus) WatchKeys(ctx context.Context, bucket, filter string) (<-chan stri
 					continue
 				}
 				select {
-				case out <- e.Key():
+				case out <- conv(e):
 				case <-ctx.Done():
 					return
 				}
 			}
 		}
 	}()
-	return out, nil
+	return out
 }

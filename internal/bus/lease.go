@@ -137,32 +137,11 @@ func (b *Bus) WatchLeases(ctx context.Context) (<-chan LeaseEvent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch leases: %w", err)
 	}
-	out := make(chan LeaseEvent, 16)
-	go func() {
-		defer close(out)
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil { // end of the initial values
-					continue
-				}
-				ev := LeaseEvent{Key: e.Key(), Revision: e.Revision()}
-				if e.Operation() == jetstream.KeyValuePut {
-					ev.Held, ev.Holder = true, string(e.Value())
-				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
+	return forwardUpdates(ctx, w, 16, func(e jetstream.KeyValueEntry) LeaseEvent {
+		ev := LeaseEvent{Key: e.Key(), Revision: e.Revision()}
+		if e.Operation() == jetstream.KeyValuePut {
+			ev.Held, ev.Holder = true, string(e.Value())
 		}
-	}()
-	return out, nil
+		return ev
+	}), nil
 }

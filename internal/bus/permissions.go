@@ -78,21 +78,23 @@ func (s *permSet) consume(stream, durable, filter string) {
 	)
 }
 
-// read: ephemeral consumers over a stream (ReadStream, LastPerSubject) and direct reads of its last messages.
-func (s *permSet) read(stream string) {
-	s.publish(
-		"$JS.API.STREAM.INFO."+stream,
-		"$JS.API.CONSUMER.CREATE."+stream+".>",
-		"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
-		"$JS.API.CONSUMER.DELETE."+stream+".*",
-		"$JS.API.DIRECT.GET."+stream+".>",
-		"$JS.API.STREAM.MSG.GET."+stream,
-	)
+// read: ephemeral consumers over streams (ReadStream, LastPerSubject) and direct reads of their last
+// messages.
+func (s *permSet) read(streams ...string) {
+	for _, stream := range streams {
+		s.publish(
+			"$JS.API.STREAM.INFO."+stream,
+			"$JS.API.CONSUMER.CREATE."+stream+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
+			"$JS.API.CONSUMER.DELETE."+stream+".*",
+			"$JS.API.DIRECT.GET."+stream+".>",
+			"$JS.API.STREAM.MSG.GET."+stream,
+		)
+	}
 }
 
-// kvRead: get and watch keys of a bucket.
-func (s *permSet) kvRead(bucket string) {
-	st := "KV_" + bucket
+// storeRead: get and watch what the stream st behind a bucket or an object store holds.
+func (s *permSet) storeRead(st string) {
 	s.publish(
 		"$JS.API.STREAM.INFO."+st,
 		"$JS.API.DIRECT.GET."+st+".>",
@@ -102,26 +104,28 @@ func (s *permSet) kvRead(bucket string) {
 		"$JS.API.CONSUMER.DELETE."+st+".>",
 		"$JS.FC."+st+".>",
 	)
+}
+
+// kvRead: get and watch keys of buckets.
+func (s *permSet) kvRead(buckets ...string) {
+	for _, b := range buckets {
+		s.storeRead("KV_" + b)
+	}
 }
 
 // kvWrite: kvRead plus put, create, update and delete.
-func (s *permSet) kvWrite(bucket string) {
-	s.kvRead(bucket)
-	s.publish("$KV." + bucket + ".>")
+func (s *permSet) kvWrite(buckets ...string) {
+	for _, b := range buckets {
+		s.kvRead(b)
+		s.publish("$KV." + b + ".>")
+	}
 }
 
-// objRead: read objects of a store.
-func (s *permSet) objRead(bucket string) {
-	st := "OBJ_" + bucket
-	s.publish(
-		"$JS.API.STREAM.INFO."+st,
-		"$JS.API.DIRECT.GET."+st+".>",
-		"$JS.API.STREAM.MSG.GET."+st,
-		"$JS.API.CONSUMER.CREATE."+st,
-		"$JS.API.CONSUMER.CREATE."+st+".>",
-		"$JS.API.CONSUMER.DELETE."+st+".>",
-		"$JS.FC."+st+".>",
-	)
+// objRead: read objects of stores.
+func (s *permSet) objRead(buckets ...string) {
+	for _, b := range buckets {
+		s.storeRead("OBJ_" + b)
+	}
 }
 
 // objCreate: objRead plus storing objects (chunks and metadata), without purging the store. Subject
@@ -133,9 +137,11 @@ func (s *permSet) objCreate(bucket string) {
 }
 
 // objWrite: objRead plus put and delete.
-func (s *permSet) objWrite(bucket string) {
-	s.objRead(bucket)
-	s.publish("$O."+bucket+".>", "$JS.API.STREAM.PURGE.OBJ_"+bucket)
+func (s *permSet) objWrite(buckets ...string) {
+	for _, b := range buckets {
+		s.objRead(b)
+		s.publish("$O."+b+".>", "$JS.API.STREAM.PURGE.OBJ_"+b)
+	}
 }
 
 func (s *permSet) permissions() Permissions {
@@ -157,9 +163,8 @@ func WatcherPermissions() Permissions {
 	s.publish(SubjectRepoHealth)
 	s.consume(StreamRepo, ConsumerWatcherReconcile, SubjectReconcileRequest)
 	s.consume(StreamRepo, ConsumerWatcherWorktree, FilterWorktreeApply)
-	s.objWrite(ObjectTrees)
+	s.objWrite(ObjectTrees, ObjectBlobs)
 	s.objRead(ObjectPreviews)
-	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketDeliveries)
 	return s.permissions()
 }
@@ -178,16 +183,11 @@ func PlannerPermissions() Permissions {
 		"$JS.API.CONSUMER.INFO."+StreamResults+".*",
 		"$JS.ACK."+StreamResults+".>",
 	)
-	s.read(StreamPlans)
-	s.read(StreamResults)
-	// The nodes of a cluster without an allowlist whose executors published an inventory.
-	s.read(StreamInventory)
-	s.objRead(ObjectTrees)
-	s.objRead(ObjectPreviews)
+	// Inventory: the nodes of a cluster without an allowlist whose executors published an inventory.
+	s.read(StreamPlans, StreamResults, StreamInventory)
+	s.objRead(ObjectTrees, ObjectPreviews)
 	s.objWrite(ObjectBlobs)
-	s.kvWrite(BucketLeases)
-	s.kvWrite(BucketOwned)
-	s.kvWrite(BucketClusters)
+	s.kvWrite(BucketLeases, BucketOwned, BucketClusters)
 	s.kvRead(BucketOps)
 	return s.permissions()
 }
@@ -242,8 +242,7 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	}
 	// Before running an operation: is its run the cluster's open run, and what does the ownership
 	// inventory record for the guest it writes to.
-	s.kvRead(BucketClusters)
-	s.kvRead(BucketOwned)
+	s.kvRead(BucketClusters, BucketOwned)
 	return s.permissions(), nil
 }
 
@@ -253,13 +252,11 @@ func AdopterPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleAdopter))
 	s.consume(StreamInventory, ConsumerAdopterInventory, FilterInventory)
-	s.read(StreamInventory)
-	s.read(StreamGaps)
+	s.read(StreamInventory, StreamGaps)
 	s.publish(FilterGaps, subjectObserve+".>")
 	s.subscribe(FilterAdopt)
 	s.responses = true
-	s.objRead(ObjectTrees)
-	s.objRead(ObjectPreviews)
+	s.objRead(ObjectTrees, ObjectPreviews)
 	s.objWrite(ObjectBlobs)
 	s.kvRead(BucketOwned)
 	return s.permissions()
@@ -269,15 +266,11 @@ func AdopterPermissions() Permissions {
 func StatusPermissions() Permissions {
 	var s permSet
 	s.inbox(string(RoleStatus))
-	for _, st := range []string{StreamRepo, StreamPlans, StreamResults, StreamInventory, StreamGaps, StreamStatus, StreamDLQ, StreamNotify} {
-		s.read(st)
-	}
+	s.read(StreamRepo, StreamPlans, StreamResults, StreamInventory, StreamGaps, StreamStatus, StreamDLQ, StreamNotify)
 	s.publish(FilterStatus)
 	s.objWrite(ObjectBlobs)
 	s.kvWrite(BucketStatus)
-	s.kvRead(BucketLeases)
-	s.kvRead(BucketOwned)
-	s.kvRead(BucketClusters)
+	s.kvRead(BucketLeases, BucketOwned, BucketClusters)
 	return s.permissions()
 }
 
@@ -329,17 +322,12 @@ func (s *permSet) client(user string) {
 	for _, sc := range StreamConfigs(ProvisionConfig{}) {
 		s.publish("$JS.API.STREAM.INFO." + sc.Name)
 	}
-	for _, st := range []string{StreamRepo, StreamPlans, StreamResults, StreamGaps, StreamStatus, StreamDLQ} {
-		s.read(st)
-	}
+	s.read(StreamRepo, StreamPlans, StreamResults, StreamGaps, StreamStatus, StreamDLQ)
 	// Whether a planner took the event answering a request.
 	s.publish("$JS.API.CONSUMER.INFO." + StreamRepo + "." + ConsumerPlannerRepo)
-	s.kvRead(BucketStatus)
-	s.kvRead(BucketClusters)
-	s.kvRead(BucketLeases)
-	s.objRead(ObjectTrees)
+	s.kvRead(BucketStatus, BucketClusters, BucketLeases)
+	s.objRead(ObjectTrees, ObjectBlobs)
 	s.objCreate(ObjectPreviews)
-	s.objRead(ObjectBlobs)
 }
 
 // AdminPermissions: create, update and inspect the streams, buckets and object stores of the contract (proxops

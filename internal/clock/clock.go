@@ -1,4 +1,5 @@
-// Package clock holds the waiting that retry loops share: a sleep that a context cuts short.
+// Package clock holds the waiting that retry and watch loops share: a sleep that a context cuts short, and a
+// tick until a context ends.
 package clock
 
 import (
@@ -15,5 +16,19 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// Every calls fn every d, the first time d from now, until ctx ends.
+func Every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
 	}
 }

@@ -3,6 +3,7 @@ package clock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,5 +25,27 @@ func TestSleepEndsWithTheContextAndReturnsItsError(t *testing.T) {
 	cancel()
 	if err := clock.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Sleep on a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestEveryCallsAgainUntilTheContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int32
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		clock.Every(ctx, time.Millisecond, func() {
+			if calls.Add(1) == 3 {
+				cancel()
+			}
+		})
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not return after its context ended")
+	}
+	if n := calls.Load(); n < 3 {
+		t.Errorf("Every returned after %d calls, want it to go on until its context ended at the third", n)
 	}
 }

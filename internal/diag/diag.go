@@ -47,29 +47,34 @@ type Diagnostic struct {
 // String renders the diagnostic as path:line:col: Kind/name: field: message, leaving out the parts that are
 // unknown. Warnings carry a "warning: " prefix before the message.
 func (d Diagnostic) String() string {
+	severity := ""
+	if d.Severity == Warning {
+		severity = "warning"
+	}
+	return Text(d.File, d.Line, d.Column, []string{severity, d.Ref, d.Field}, d.Message)
+}
+
+// Text renders a problem as path:line:col: label: label: message, leaving out the unknown parts of the
+// position (line and column are 1-based, 0 when unknown) and the empty labels.
+func Text(file string, line, column int, labels []string, message string) string {
 	var b strings.Builder
-	if d.File != "" {
-		b.WriteString(d.File)
-		if d.Line > 0 {
-			fmt.Fprintf(&b, ":%d", d.Line)
-			if d.Column > 0 {
-				fmt.Fprintf(&b, ":%d", d.Column)
+	if file != "" {
+		b.WriteString(file)
+		if line > 0 {
+			fmt.Fprintf(&b, ":%d", line)
+			if column > 0 {
+				fmt.Fprintf(&b, ":%d", column)
 			}
 		}
 		b.WriteString(": ")
 	}
-	if d.Severity == Warning {
-		b.WriteString("warning: ")
+	for _, l := range labels {
+		if l != "" {
+			b.WriteString(l)
+			b.WriteString(": ")
+		}
 	}
-	if d.Ref != "" {
-		b.WriteString(d.Ref)
-		b.WriteString(": ")
-	}
-	if d.Field != "" {
-		b.WriteString(d.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(d.Message)
+	b.WriteString(message)
 	return b.String()
 }
 

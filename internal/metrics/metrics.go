@@ -65,10 +65,10 @@ func register(reg prometheus.Registerer, group string, cs ...prometheus.Collecto
 	return nil
 }
 
-// shared registers c on reg, or returns the collector of the same description already registered there, so
+// Shared registers c on reg, or returns the collector of the same description already registered there, so
 // a service started again in the same process on the same registry goes on with its series. Other
-// registration errors are joined into *errp.
-func shared[C prometheus.Collector](reg prometheus.Registerer, c C, errp *[]error) C {
+// registration errors are appended to *errp.
+func Shared[C prometheus.Collector](reg prometheus.Registerer, c C, errp *[]error) C {
 	err := reg.Register(c)
 	if err == nil {
 		return c
@@ -200,17 +200,17 @@ func NewExecutor(reg prometheus.Registerer) (*Executor, error) {
 	}
 	var errs []error
 	m := &Executor{
-		PVERequestDuration: shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_request_duration_seconds",
+		PVERequestDuration: Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_request_duration_seconds",
 			Help: "PVE API requests per method and result (ok, error).", Buckets: RequestBuckets},
 			[]string{"method", "result"}), &errs),
-		PVETaskDuration: shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_task_duration_seconds",
+		PVETaskDuration: Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "pve_task_duration_seconds",
 			Help: "PVE tasks from submission to their end, per task type and result.", Buckets: TaskBuckets},
 			[]string{"task", "result"}), &errs),
-		InFlight: shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "operations_in_flight",
+		InFlight: Shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "operations_in_flight",
 			Help: "Operations being applied."}), &errs),
-		ReadOnly: shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "read_only",
+		ReadOnly: Shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "read_only",
 			Help: "1 while the executor refuses every write (observe only, or an endpoint mismatch)."}), &errs),
-		lastRead: shared(reg, newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "pve", "last_read_age_seconds"),
+		lastRead: Shared(reg, newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "pve", "last_read_age_seconds"),
 			"Seconds since the node's live state was last read successfully; absent before the first read.", nil, nil)), &errs),
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -252,13 +252,13 @@ func NewWatcher(reg prometheus.Registerer) (*Watcher, error) {
 	}
 	var errs []error
 	m := &Watcher{
-		WebhookRequests: shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "webhook_requests_total",
+		WebhookRequests: Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "webhook_requests_total",
 			Help: "Webhook requests by provider and result."}, []string{"provider", "result"}), &errs),
-		GitFetchDuration: shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "git_fetch_duration_seconds",
+		GitFetchDuration: Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "git_fetch_duration_seconds",
 			Help: "Git ref listings and fetches by result.", Buckets: RequestBuckets}, []string{"result"}), &errs),
-		DesiredStale: shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "desired_stale",
+		DesiredStale: Shared(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "desired_stale",
 			Help: "1 while the repository cannot be read and the last good tree is used."}), &errs),
-		lastFetch: shared(reg, newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "git", "last_fetch_age_seconds"),
+		lastFetch: Shared(reg, newAges(prometheus.NewDesc(prometheus.BuildFQName(Namespace, "git", "last_fetch_age_seconds"),
 			"Seconds since the repository was last read successfully; absent before the first read.", nil, nil)), &errs),
 	}
 	if err := errors.Join(errs...); err != nil {

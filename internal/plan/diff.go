@@ -580,20 +580,7 @@ func effective(g *inventory.Guest) (current, eff map[string]string) {
 	if !hasPending(g) {
 		return current, eff
 	}
-	eff = make(map[string]string, len(current))
-	for _, e := range g.Config {
-		switch {
-		case e.Delete > 0:
-		case e.HasPending:
-			eff[e.Key] = e.Pending
-			if cur, ok := pvewire.SizeToken(e.Value); e.HasValue && ok && pvewire.IsVolumeKey(g.Type, e.Key) {
-				eff[e.Key] = pvewire.WithSizeToken(g.Type, e.Key, e.Pending, cur)
-			}
-		case e.HasValue:
-			eff[e.Key] = e.Value
-		}
-	}
-	return current, eff
+	return current, pvewire.PendingApplied(g)
 }
 
 func (d *differ) guestDiff(r *manifest.Resource, cfg map[string]string, template bool) (pvewire.Diff, error) {
@@ -1127,18 +1114,6 @@ type pruneCandidate struct {
 	ref  string
 }
 
-func liveKind(g *inventory.Guest) manifest.Kind {
-	switch {
-	case g.Type == inventory.LXC && g.Template:
-		return manifest.KindTemplateCT
-	case g.Type == inventory.LXC:
-		return manifest.KindLXC
-	case g.Template:
-		return manifest.KindTemplateVM
-	}
-	return manifest.KindVM
-}
-
 func refOf(s string) manifest.Ref {
 	r, _ := manifest.ParseRef(s)
 	return r
@@ -1149,7 +1124,7 @@ func liveRef(g *inventory.Guest) string {
 	if name == "" {
 		name = guestPrefix(g.Type) + "-" + strconv.Itoa(g.VMID)
 	}
-	return string(liveKind(g)) + "/" + name
+	return string(pvewire.LiveKind(g)) + "/" + name
 }
 
 // planPrunes deletes the live guests no manifest declares that ProxOps owns (tagged and recorded with a
@@ -1174,7 +1149,7 @@ func (d *differ) planPrunes() {
 			rec, hasRec := d.owned[g.VMID]
 			fp := inventory.Fingerprint(*g)
 			matches := tagged && hasRec && rec.Fingerprint != "" && rec.Fingerprint == fp
-			kind := liveKind(g)
+			kind := pvewire.LiveKind(g)
 			if rk, ok := manifest.ParseRef(rec.Ref); matches && ok {
 				kind = rk.Kind
 			}

@@ -399,3 +399,54 @@ func printPendingDeletes(m map[string]bool) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// setPending records a pending value of k, making the [PENDING] section when there is none.
+func (cf *configFile) setPending(k, v string) {
+	if cf.pending == nil {
+		cf.pending = newSection()
+	}
+	cf.pending.conf[k] = v
+}
+
+// pendDelete records a pending delete of k (add_to_pending_delete).
+func (cf *configFile) pendDelete(k string, force bool) {
+	dels := map[string]bool{}
+	if cf.pending != nil {
+		dels = pendingDeletes(cf.pending.conf["delete"])
+	}
+	dels[k] = force
+	cf.setPending("delete", printPendingDeletes(dels))
+}
+
+// cancelPendingDelete drops a pending delete of k, which a new value replaces (remove_from_pending_delete).
+func (cf *configFile) cancelPendingDelete(k string) {
+	if cf.pending == nil {
+		return
+	}
+	dels := pendingDeletes(cf.pending.conf["delete"])
+	if _, ok := dels[k]; !ok {
+		return
+	}
+	delete(dels, k)
+	cf.pending.conf["delete"] = printPendingDeletes(dels)
+	if len(dels) == 0 {
+		delete(cf.pending.conf, "delete")
+	}
+}
+
+// dropPending forgets the pending value of k and says whether there was one.
+func (cf *configFile) dropPending(k string) bool {
+	if cf.pending == nil {
+		return false
+	}
+	_, ok := cf.pending.conf[k]
+	delete(cf.pending.conf, k)
+	return ok
+}
+
+// tidyPending drops an empty [PENDING] section.
+func (cf *configFile) tidyPending() {
+	if cf.pending != nil && len(cf.pending.conf) == 0 {
+		cf.pending = nil
+	}
+}

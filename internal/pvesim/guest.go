@@ -54,10 +54,7 @@ func effectiveConfig(cf *configFile, current bool) map[string]string {
 }
 
 func (s *Sim) handleConfigGet(c *call) (any, error) {
-	kind := "qemu"
-	if strings.Contains(c.template, "/lxc/") {
-		kind = "lxc"
-	}
+	kind := kindOf(c)
 	g, err := s.guestOn(c, kind)
 	if err != nil {
 		return nil, err
@@ -94,10 +91,7 @@ func (s *Sim) handleConfigGet(c *call) (any, error) {
 
 // handlePending is GET …/pending (PVE::GuestHelpers config_with_pending_array), sorted by key.
 func (s *Sim) handlePending(c *call) (any, error) {
-	kind := "qemu"
-	if strings.Contains(c.template, "/lxc/") {
-		kind = "lxc"
-	}
+	kind := kindOf(c)
 	g, err := s.guestOn(c, kind)
 	if err != nil {
 		return nil, err
@@ -260,10 +254,7 @@ func (s *Sim) bootDiskSize(g *guest) int64 {
 }
 
 func (s *Sim) handleStatusCurrent(c *call) (any, error) {
-	kind := "qemu"
-	if strings.Contains(c.template, "/lxc/") {
-		kind = "lxc"
-	}
+	kind := kindOf(c)
 	g, err := s.guestOn(c, kind)
 	if err != nil {
 		return nil, err
@@ -290,14 +281,8 @@ func (s *Sim) handleStatusCurrent(c *call) (any, error) {
 
 // handleDestroy is DELETE /nodes/{node}/qemu|lxc/{vmid} (qmdestroy / vzdestroy).
 func (s *Sim) handleDestroy(c *call) (any, error) {
-	kind := "qemu"
-	if strings.Contains(c.template, "/lxc/") {
-		kind = "lxc"
-	}
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
-	}
-	g, err := s.guestOn(c, kind)
+	kind := kindOf(c)
+	g, err := s.guestSkiplock(c, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -328,44 +313,43 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 	unreferenced := c.str("destroy-unreferenced-disks") == "1"
 	vmid := g.vmid
 	cfgPath := g.confPath()
-	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
-		lockKind: kind, lockVMID: vmid, lockTimeout: s.lockTimeout("default"), work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
-			}
-			if g.conf()["template"] == "1" {
-				// QemuServer.pm destroy_vm: a base volume backing a linked clone stops the destroy (sic).
-				for _, k := range slices.Sorted(maps.Keys(g.conf())) {
-					volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
-					if ok && s.baseInUse(volid) {
-						return fmt.Errorf("base volume '%s' is still in use by linked cloned", volid)
-					}
-				}
-			}
-			if g.running && kind == "lxc" {
-				g.running = false
-			}
+	return s.spawn(s.lockingWorker(c, typ, kind, vmid, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		if g.conf()["template"] == "1" {
+			// QemuServer.pm destroy_vm: a base volume backing a linked clone stops the destroy (sic).
 			for _, k := range slices.Sorted(maps.Keys(g.conf())) {
 				volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
-				if !ok {
-					continue
-				}
-				if v := s.lookupVolume(g.node, volid); v != nil && v.vmid == vmid {
-					s.deleteVolume(g.node, volid)
-					l.printf("Removed volume '%s'", volid)
+				if ok && s.baseInUse(volid) {
+					return fmt.Errorf("base volume '%s' is still in use by linked cloned", volid)
 				}
 			}
-			if unreferenced {
-				for key, v := range s.volumes {
-					if v.vmid == vmid && (v.node == "" || v.node == g.node) && (v.content == "images" || v.content == "rootdir") {
-						delete(s.volumes, key)
-					}
+		}
+		if g.running && kind == "lxc" {
+			g.running = false
+		}
+		for _, k := range slices.Sorted(maps.Keys(g.conf())) {
+			volid, _, ok := s.volumeOfKey(kind, k, g.conf()[k])
+			if !ok {
+				continue
+			}
+			if v := s.lookupVolume(g.node, volid); v != nil && v.vmid == vmid {
+				s.deleteVolume(g.node, volid)
+				l.printf("Removed volume '%s'", volid)
+			}
+		}
+		if unreferenced {
+			for key, v := range s.volumes {
+				if v.vmid == vmid && (v.node == "" || v.node == g.node) && (v.content == "images" || v.content == "rootdir") {
+					delete(s.volumes, key)
 				}
 			}
-			delete(s.guests, vmid)
-			return nil
-		}}), nil
+		}
+		delete(s.guests, vmid)
+		return nil
+	})), nil
 }
 
 // baseInUse is pve-storage volume_is_base_and_used: a base volume some linked clone is backed by.

@@ -101,6 +101,86 @@ func (s *Sim) lockGuestSync(kind string, vmid int, which string) (*flock, error)
 	return f, nil
 }
 
+// flockHold is a guest's config flock a synchronous handler holds until it returns, unless it hands it
+// to the worker it forks (fork_worker inside lock_config: the worker inherits the flock).
+type flockHold struct {
+	s      *Sim
+	fl     *flock
+	handed bool
+}
+
+// holdGuestFlock is lockGuestSync for a handler that may hand the flock to its worker; the handler
+// defers release.
+func (s *Sim) holdGuestFlock(kind string, vmid int, which string) (*flockHold, error) {
+	fl, err := s.lockGuestSync(kind, vmid, which)
+	if err != nil {
+		return nil, err
+	}
+	return &flockHold{s: s, fl: fl}, nil
+}
+
+// release drops the flock unless it was handed to a worker.
+func (h *flockHold) release() {
+	if !h.handed {
+		h.s.releaseFlock(h.fl)
+	}
+}
+
+// hand gives the flock to the worker, whose task releases it when it ends; a nil hold (skiplock) hands
+// none.
+func (h *flockHold) hand() *flock {
+	if h == nil {
+		return nil
+	}
+	h.handed = true
+	return h.fl
+}
+
+// lockedGuest starts a synchronous handler under lock_config: it takes the flock of the request's guest,
+// loads its config and refuses a locked guest (check_lock), failing as PVE does. The caller defers release.
+func (s *Sim) lockedGuest(c *call, kind string) (*guest, *flockHold, error) {
+	h, err := s.holdGuestFlock(kind, c.vmid(), "default")
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := s.guestOn(c, kind)
+	if err == nil {
+		if lerr := checkLock(g); lerr != nil {
+			err = dieErr("%s", lerr.Error())
+		}
+	}
+	if err != nil {
+		h.release()
+		return nil, nil, err
+	}
+	return g, h, nil
+}
+
+// lockedUnlessSkiplock is lockedGuest for a power handler of a container, whose worker inherits the
+// flock; with skiplock=1 it takes none and keeps the guest g it found.
+func (s *Sim) lockedUnlessSkiplock(c *call, g *guest) (*guest, *flockHold, error) {
+	if c.str("skiplock") == "1" {
+		return g, nil, nil
+	}
+	return s.lockedGuest(c, g.kind)
+}
+
+// checkSkiplock refuses skiplock=1 to anyone but root@pam.
+func checkSkiplock(c *call) error {
+	if c.str("skiplock") == "1" && !c.isRoot() {
+		return paramErr(map[string]string{"skiplock": "Only root may use this option."})
+	}
+	return nil
+}
+
+// guestSkiplock is guestOn for a handler that takes skiplock, after checkSkiplock.
+func (s *Sim) guestSkiplock(c *call, kind string) (*guest, error) {
+	if err := checkSkiplock(c); err != nil {
+		return nil, err
+	}
+	return s.guestOn(c, kind)
+}
+
 // checkLock is AbstractConfig check_lock: "VM 100 is locked (backup)" / "CT 100 is locked (disk)".
 func checkLock(g *guest) error {
 	if l := g.conf()["lock"]; l != "" {

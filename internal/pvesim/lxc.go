@@ -120,26 +120,18 @@ func (s *Sim) prepareLXCValue(g *guest, key, val, defStorage string) (string, *a
 	case key == "tags":
 		return s.normalizeTags(val), nil, nil
 	case strings.HasPrefix(key, "net") && reIndexed.MatchString(key):
-		p := s.lxcDesc.prop(key)
-		d, err := parsePropertyString(p.FormatObject, val, key)
+		p, d, err := s.prepareNet(g, key, val, "hwaddr")
 		if err != nil {
-			return "", nil, paramErr(map[string]string{key: "invalid format - " + err.Error()})
-		}
-		if b := d["bridge"]; b != "" && !s.bridges[b] {
-			return "", nil, dieErr("bridge '%s' does not exist", b)
-		}
-		if d["hwaddr"] == "" {
-			d["hwaddr"] = s.randomMAC(g.vmid)
+			return "", nil, err
 		}
 		if d["type"] == "" {
 			d["type"] = "veth"
 		}
 		return printPropertyString(p.FormatObject, d), nil, nil
 	case key == "rootfs" || regexp.MustCompile(`^mp\d+$`).MatchString(key):
-		p := s.lxcDesc.prop(key)
-		d, err := parsePropertyString(p.FormatObject, val, key)
+		_, d, err := s.parseRequestValue("lxc", key, val)
 		if err != nil {
-			return "", nil, paramErr(map[string]string{key: "invalid format - " + err.Error()})
+			return "", nil, err
 		}
 		if m := reLXCNewDisk.FindStringSubmatch(d["volume"]); m != nil {
 			sid := m[1]
@@ -167,20 +159,12 @@ func (s *Sim) prepareLXCValue(g *guest, key, val, defStorage string) (string, *a
 func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	vmid := c.vmid()
 	nodeName := c.str("node")
-	if err := s.checkPool(c.str("pool")); err != nil {
-		return nil, err
-	}
-	fl, err := s.lockGuestSync("lxc", vmid, "create")
+	h, o, err := s.holdNewGuest(c, "lxc")
 	if err != nil {
 		return nil, err
 	}
-	handed := false
-	defer func() {
-		if !handed {
-			s.releaseFlock(fl)
-		}
-	}()
-	if o, exists := s.guests[vmid]; exists {
+	defer h.release()
+	if o != nil {
 		return nil, dieErr("%s %d already exists on node '%s'", o.typeWord(), vmid, o.node)
 	}
 	keys := configKeys(c, "ostemplate", "password", "ssh-public-keys", "restore", "ignore-unpack-errors")
@@ -211,23 +195,17 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	if defStorage == "" {
 		defStorage = "local"
 	}
-	g := &guest{vmid: vmid, kind: "lxc", node: nodeName, file: &configFile{current: newSection(),
-		snapshots: map[string]*section{}, special: map[string]*section{}}, createdAt: time.Now(), pool: c.str("pool")}
+	g := newGuest(c, "lxc")
 	conf := g.conf()
 	if _, ok := newConf["rootfs"]; !ok {
 		newConf["rootfs"] = defStorage + ":4"
 	}
-	var allocs []*allocation
-	for _, k := range slices.Sorted(maps.Keys(newConf)) {
+	allocs, err := prepareValues(slices.Sorted(maps.Keys(newConf)), conf, func(k string) (string, string, *allocation, error) {
 		v, a, err := s.prepareLXCValue(g, k, newConf[k], defStorage)
-		if err != nil {
-			return nil, err
-		}
-		if a != nil {
-			allocs = append(allocs, a)
-			continue
-		}
-		conf[k] = v
+		return k, v, a, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := conf["hostname"]; !ok {
 		conf["hostname"] = fmt.Sprintf("CT%d", vmid)
@@ -245,20 +223,7 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 	} else {
 		delete(conf, "unprivileged")
 	}
-	conf["lock"] = "create"
-	g.write()
-	s.guests[vmid] = g
-	start := c.str("start") == "1"
-	haManaged := c.str("ha-managed") == "1"
-	handed = true
-	// A worker that fails before it finished the container (the lock is still there) leaves nothing.
-	onFail := func() {
-		if s.guests[vmid] == g && g.conf()["lock"] == "create" {
-			delete(s.guests, vmid)
-		}
-	}
-	return s.spawn(&taskSpec{node: nodeName, typ: "vzcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, onFail: onFail, work: func(l taskLog) error {
-		g := s.guests[vmid]
+	return s.spawnCreate(c, g, "vzcreate", h, func(g *guest, l taskLog) error {
 		conf := g.conf()
 		for _, a := range allocs {
 			volid, err := s.allocate(g, a, l)
@@ -272,19 +237,11 @@ func (s *Sim) handleLXCCreate(c *call) (any, error) {
 			conf[a.key] = printPropertyString(s.lxcDesc.prop(a.key).FormatObject, d)
 		}
 		l.printf("extracting archive '%s'", tmpl)
-		delete(conf, "lock")
-		g.write()
-		if haManaged {
-			g.ha, g.haState = true, "stopped"
-			if start {
-				g.haState = "started"
-			}
-		}
-		if start {
-			g.running, g.startedAt = true, time.Now()
-		}
 		return nil
-	}}), nil
+	}, func(g *guest, _ taskLog) error {
+		g.running, g.startedAt = true, time.Now()
+		return nil
+	}), nil
 }
 
 func ostypeFromTemplate(t string) string {
@@ -342,24 +299,14 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 		return nil, dieErr("unable to modify read-only option: 'unprivileged'")
 	}
 	conf := g.conf()
-	pend := func() *section {
-		if g.file.pending == nil {
-			g.file.pending = newSection()
-		}
-		return g.file.pending
-	}
 	for _, k := range deletes {
 		old, ok := conf[k]
 		if !ok {
-			if g.file.pending != nil {
-				delete(g.file.pending.conf, k)
-			}
+			g.file.dropPending(k)
 			continue
 		}
 		if g.running && !lxcLiveChange(conf, k, true) {
-			dels := pendingDeletes(pend().conf["delete"])
-			dels[k] = false
-			pend().conf["delete"] = printPendingDeletes(dels)
+			g.file.pendDelete(k, false)
 			continue
 		}
 		delete(conf, k)
@@ -386,18 +333,9 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 			d["size"] = formatSize(s.lookupVolume(g.node, volid).size)
 			v = printPropertyString(s.lxcDesc.prop(k).FormatObject, d)
 		}
-		if g.file.pending != nil {
-			dels := pendingDeletes(g.file.pending.conf["delete"])
-			if _, ok := dels[k]; ok {
-				delete(dels, k)
-				g.file.pending.conf["delete"] = printPendingDeletes(dels)
-				if len(dels) == 0 {
-					delete(g.file.pending.conf, "delete")
-				}
-			}
-		}
+		g.file.cancelPendingDelete(k)
 		if g.running && !lxcLiveChange(conf, k, false) {
-			pend().conf[k] = v
+			g.file.setPending(k, v)
 			continue
 		}
 		if old, ok := conf[k]; ok && reLXCMountKey.MatchString(k) {
@@ -409,13 +347,9 @@ func (s *Sim) handleLXCConfigUpdate(c *call) (any, error) {
 			}
 		}
 		conf[k] = v
-		if g.file.pending != nil {
-			delete(g.file.pending.conf, k)
-		}
+		g.file.dropPending(k)
 	}
-	if g.file.pending != nil && len(g.file.pending.conf) == 0 {
-		g.file.pending = nil
-	}
+	g.file.tidyPending()
 	g.write()
 	// update_vm writes the config, then update_lxc_config, which dies for a container without a rootfs:
 	// the change is kept and the request fails.
@@ -435,10 +369,7 @@ func lxcConfigCheck(g *guest) error {
 }
 
 func (s *Sim) handleLXCStart(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
-	}
-	g, err := s.guestOn(c, "lxc")
+	g, err := s.guestSkiplock(c, "lxc")
 	if err != nil {
 		return nil, err
 	}
@@ -448,50 +379,35 @@ func (s *Sim) handleLXCStart(c *call) (any, error) {
 	if g.running {
 		return nil, dieErr("CT %d already running", g.vmid)
 	}
-	skiplock := c.str("skiplock") == "1"
-	var fl *flock
-	if !skiplock {
-		// LXC/Status.pm vm_start: check_lock and fork_worker run under lock_config.
-		if fl, err = s.lockGuestSync("lxc", g.vmid, "default"); err != nil {
-			return nil, err
-		}
-		if g, err = s.guestOn(c, "lxc"); err != nil {
-			s.releaseFlock(fl)
-			return nil, err
-		}
-		if err := checkLock(g); err != nil {
-			s.releaseFlock(fl)
-			return nil, dieErr("%s", err.Error())
-		}
+	// LXC/Status.pm vm_start: check_lock and fork_worker run under lock_config.
+	g, h, err := s.lockedUnlessSkiplock(c, g)
+	if err != nil {
+		return nil, err
 	}
 	vmid := g.vmid
 	path := g.confPath()
-	return s.spawn(&taskSpec{node: c.str("node"), typ: "vzstart", id: strconv.Itoa(vmid), user: c.user, held: fl,
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", path)
-			}
-			if g.conf()["template"] == "1" {
-				return fmt.Errorf("you can't start a CT if it's a template")
-			}
-			if g.running {
-				return fmt.Errorf("CT %d already running", vmid)
-			}
-			if err := lxcConfigCheck(g); err != nil {
-				return fmt.Errorf("missing 'rootfs' configuration")
-			}
-			s.applyPending(g)
-			g.running, g.startedAt = true, time.Now()
-			return nil
-		}}), nil
+	return s.spawn(heldWorker(c, "vzstart", vmid, h, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, path)
+		if err != nil {
+			return err
+		}
+		if g.conf()["template"] == "1" {
+			return fmt.Errorf("you can't start a CT if it's a template")
+		}
+		if g.running {
+			return fmt.Errorf("CT %d already running", vmid)
+		}
+		if err := lxcConfigCheck(g); err != nil {
+			return fmt.Errorf("missing 'rootfs' configuration")
+		}
+		s.applyPending(g)
+		g.running, g.startedAt = true, time.Now()
+		return nil
+	})), nil
 }
 
 func (s *Sim) handleLXCStop(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
-	}
-	g, err := s.guestOn(c, "lxc")
+	g, err := s.guestSkiplock(c, "lxc")
 	if err != nil {
 		return nil, err
 	}
@@ -506,20 +422,9 @@ func (s *Sim) handleLXCStop(c *call) (any, error) {
 	if shutdown {
 		typ = "vzshutdown"
 	}
-	skiplock := c.str("skiplock") == "1"
-	var fl *flock
-	if !skiplock {
-		if fl, err = s.lockGuestSync("lxc", g.vmid, "default"); err != nil {
-			return nil, err
-		}
-		if g, err = s.guestOn(c, "lxc"); err != nil {
-			s.releaseFlock(fl)
-			return nil, err
-		}
-		if err := checkLock(g); err != nil {
-			s.releaseFlock(fl)
-			return nil, dieErr("%s", err.Error())
-		}
+	g, h, err := s.lockedUnlessSkiplock(c, g)
+	if err != nil {
+		return nil, err
 	}
 	timeout := atoiDef(c.str("timeout"), 60)
 	forceStop := c.str("forceStop") == "1"
@@ -529,19 +434,20 @@ func (s *Sim) handleLXCStop(c *call) (any, error) {
 		wait = min(s.shutdownWait, time.Duration(timeout)*time.Second)
 	}
 	vmid := g.vmid
-	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user, held: fl,
-		extraDelay: wait, work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return nil
-			}
-			if timesOut && g.ignoreACPI && !forceStop {
-				// LXC/Status.pm vm_shutdown runs lxc-stop --nokill; the failure text is lxc-stop's exit
-				// through run_command (not verified against PVE; see docs/simulator.md).
-				return fmt.Errorf("command 'lxc-stop -n %d --nokill --timeout %d' failed: exit code 1", vmid, timeout)
-			}
-			g.running = false
-			s.applyPending(g)
+	ts := heldWorker(c, typ, vmid, h, func(l taskLog) error {
+		g, ok := s.guests[vmid]
+		if !ok {
 			return nil
-		}}), nil
+		}
+		if timesOut && g.ignoreACPI && !forceStop {
+			// LXC/Status.pm vm_shutdown runs lxc-stop --nokill; the failure text is lxc-stop's exit
+			// through run_command (not verified against PVE; see docs/simulator.md).
+			return fmt.Errorf("command 'lxc-stop -n %d --nokill --timeout %d' failed: exit code 1", vmid, timeout)
+		}
+		g.running = false
+		s.applyPending(g)
+		return nil
+	})
+	ts.extraDelay = wait
+	return s.spawn(ts), nil
 }

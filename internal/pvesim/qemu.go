@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proxops/proxops/internal/pvesim/schema"
 )
 
 // QEMU endpoints (qemu-server src/PVE/API2/Qemu.pm).
@@ -80,16 +82,9 @@ func (s *Sim) prepareQemuValue(c *call, g *guest, key, val, defStorage string, c
 	case key == "vmgenid" && val == "1":
 		return s.randomUUID(g.vmid), nil, nil
 	case strings.HasPrefix(key, "net") && reIndexed.MatchString(key):
-		p := s.qemuDesc.prop(key)
-		d, err := parsePropertyString(p.FormatObject, val, key)
+		p, d, err := s.prepareNet(g, key, val, "macaddr")
 		if err != nil {
-			return "", nil, paramErr(map[string]string{key: "invalid format - " + err.Error()})
-		}
-		if b := d["bridge"]; b != "" && !s.bridges[b] {
-			return "", nil, dieErr("bridge '%s' does not exist", b)
-		}
-		if d["macaddr"] == "" {
-			d["macaddr"] = s.randomMAC(g.vmid)
+			return "", nil, err
 		}
 		return printPropertyString(p.FormatObject, d), nil, nil
 	case isDrive(key):
@@ -99,10 +94,9 @@ func (s *Sim) prepareQemuValue(c *call, g *guest, key, val, defStorage string, c
 }
 
 func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt string) (string, *allocation, error) {
-	p := s.qemuDesc.prop(key)
-	d, err := parsePropertyString(p.FormatObject, val, key)
+	p, d, err := s.parseRequestValue("qemu", key, val)
 	if err != nil {
-		return "", nil, paramErr(map[string]string{key: "invalid format - " + err.Error()})
+		return "", nil, err
 	}
 	file := d["file"]
 	if file == "" {
@@ -192,6 +186,59 @@ func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt 
 	return printPropertyString(p.FormatObject, d), nil, nil
 }
 
+// parseRequestValue parses a property-string value of a request's config key, failing as the API's
+// parameter check does.
+func (s *Sim) parseRequestValue(kind, key, val string) (*schema.Prop, map[string]string, error) {
+	p := s.desc(kind).prop(key)
+	d, err := parsePropertyString(p.FormatObject, val, key)
+	if err != nil {
+		return nil, nil, paramErr(map[string]string{key: "invalid format - " + err.Error()})
+	}
+	return p, d, nil
+}
+
+// prepareNet parses a netN value of a request, whose bridge must exist, and gives a NIC without a MAC a
+// random one in macKey (QEMU's macaddr, LXC's hwaddr).
+func (s *Sim) prepareNet(g *guest, key, val, macKey string) (*schema.Prop, map[string]string, error) {
+	p, d, err := s.parseRequestValue(g.kind, key, val)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b := d["bridge"]; b != "" && !s.bridges[b] {
+		return nil, nil, dieErr("bridge '%s' does not exist", b)
+	}
+	if d[macKey] == "" {
+		d[macKey] = s.randomMAC(g.vmid)
+	}
+	return p, d, nil
+}
+
+// qemuKey is the config key a request parameter names: cdrom is an alias of ide2.
+func qemuKey(param string) string {
+	if param == "cdrom" {
+		return "ide2"
+	}
+	return param
+}
+
+// prepareValues runs prepare on each request parameter in order: a value goes into vals under the config
+// key prepare names, and an allocation (a create-form volume) is returned for the worker to make.
+func prepareValues(params []string, vals map[string]string, prepare func(param string) (key, val string, a *allocation, err error)) ([]*allocation, error) {
+	var allocs []*allocation
+	for _, p := range params {
+		key, v, a, err := prepare(p)
+		if err != nil {
+			return nil, err
+		}
+		if a != nil {
+			allocs = append(allocs, a)
+			continue
+		}
+		vals[key] = v
+	}
+	return allocs, nil
+}
+
 func cloudinitDrive(conf map[string]string) string {
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		if isDrive(k) && strings.Contains(conf[k], "cloudinit") && strings.Contains(conf[k], "media=cdrom") {
@@ -204,7 +251,6 @@ func cloudinitDrive(conf map[string]string) string {
 // handleQemuCreate is POST /nodes/{node}/qemu (create_vm, task qmcreate).
 func (s *Sim) handleQemuCreate(c *call) (any, error) {
 	vmid := c.vmid()
-	nodeName := c.str("node")
 	keys := configKeys(c)
 	if err := rootOnlyQemu(c, keys); err != nil {
 		return nil, err
@@ -214,64 +260,31 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 			return nil, err
 		}
 	}
-	if err := s.checkPool(c.str("pool")); err != nil {
-		return nil, err
-	}
-	// create_and_lock_config: the flock (5s) is taken first and handed to the worker.
-	fl, err := s.lockGuestSync("qemu", vmid, "create")
+	h, o, err := s.holdNewGuest(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
-	handed := false
-	defer func() {
-		if !handed {
-			s.releaseFlock(fl)
-		}
-	}()
-	if o, exists := s.guests[vmid]; exists {
+	defer h.release()
+	if o != nil {
 		return nil, dieErr("unable to create VM %d - %s %d already exists on node '%s'", vmid, o.typeWord(), vmid, o.node)
 	}
-	g := &guest{vmid: vmid, kind: "qemu", node: nodeName, file: &configFile{current: newSection(),
-		snapshots: map[string]*section{}, special: map[string]*section{}}, createdAt: time.Now(), pool: c.str("pool")}
+	g := newGuest(c, "qemu")
 	if c.str("template") == "1" {
 		g.conf()["template"] = "1" // new disks become base volumes at once
 	}
-	conf := g.conf()
-	var allocs []*allocation
 	cloudAt := ""
-	for _, k := range keys {
-		key := k
-		if key == "cdrom" {
-			key = "ide2"
-		}
+	allocs, err := prepareValues(keys, g.conf(), func(k string) (string, string, *allocation, error) {
+		key := qemuKey(k)
 		v, a, err := s.prepareQemuValue(c, g, key, c.str(k), c.str("storage"), cloudAt)
-		if err != nil {
-			return nil, err
+		if a != nil && a.cloudinit {
+			cloudAt = key
 		}
-		if a != nil {
-			if a.cloudinit {
-				cloudAt = key
-			}
-			allocs = append(allocs, a)
-			continue
-		}
-		conf[key] = v
+		return key, v, a, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	conf["lock"] = "create"
-	g.write()
-	s.guests[vmid] = g
-	start := c.str("start") == "1"
-	haManaged := c.str("ha-managed") == "1"
-	handed = true
-	// A worker that fails before it finished the guest (the lock is still there) leaves nothing: PVE deletes
-	// the config file.
-	onFail := func() {
-		if s.guests[vmid] == g && g.conf()["lock"] == "create" {
-			delete(s.guests, vmid)
-		}
-	}
-	return s.spawn(&taskSpec{node: nodeName, typ: "qmcreate", id: strconv.Itoa(vmid), user: c.user, held: fl, onFail: onFail, work: func(l taskLog) error {
-		g := s.guests[vmid]
+	return s.spawnCreate(c, g, "qmcreate", h, func(g *guest, l taskLog) error {
 		conf := g.conf()
 		var created []string
 		for _, a := range allocs {
@@ -307,20 +320,8 @@ func (s *Sim) handleQemuCreate(c *call) (any, error) {
 			}
 		}
 		conf["meta"] = fmt.Sprintf("creation-qemu=%s,ctime=%d", simQemuVersion, s.stampUnix())
-		delete(conf, "lock")
-		g.write()
-		if haManaged {
-			// Qemu.pm create_vm: the VM is added as HA resource vm:<id>, state started with start=1.
-			g.ha, g.haState = true, "stopped"
-			if start {
-				g.haState = "started"
-			}
-		}
-		if start {
-			return s.qemuStartNow(g, l)
-		}
 		return nil
-	}}), nil
+	}, s.qemuStartNow), nil
 }
 
 // defaultBootOrder is QemuServer.pm get_default_bootdevices: the first disk, the first cdrom, the first
@@ -364,8 +365,8 @@ func defaultBootOrder(conf map[string]string) string {
 
 // handleQemuConfigUpdate is POST (async, qmconfig) and PUT (sync) …/qemu/{vmid}/config (update_vm_api).
 func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
+	if err := checkSkiplock(c); err != nil {
+		return nil, err
 	}
 	keys := configKeys(c)
 	deletes := splitList(c.str("delete"))
@@ -373,10 +374,8 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 		return nil, dieErr("no options specified")
 	}
 	for i, k := range deletes {
-		if k == "cdrom" {
-			k = "ide2"
-			deletes[i] = k
-		}
+		k = qemuKey(k)
+		deletes[i] = k
 		if c.has(k) {
 			return nil, paramErr(map[string]string{"delete": fmt.Sprintf("you can't use '-%s' and -delete %s' at the same time", k, k)})
 		}
@@ -394,16 +393,11 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 	}
 	// update_vm_api: everything runs under lock_config; the POST worker is forked inside it and so keeps
 	// the flock until it ends.
-	fl, err := s.lockGuestSync("qemu", c.vmid(), "default")
+	h, err := s.holdGuestFlock("qemu", c.vmid(), "default")
 	if err != nil {
 		return nil, err
 	}
-	handed := false
-	defer func() {
-		if !handed {
-			s.releaseFlock(fl)
-		}
-	}()
+	defer h.release()
 	g, err := s.guestOn(c, "qemu")
 	if err != nil {
 		return nil, err
@@ -415,27 +409,19 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 		return nil, dieErr("VM %d is locked (%s)", g.vmid, l)
 	}
 	vals := map[string]string{}
-	var allocs []*allocation
 	cloudAt := cloudinitDrive(g.conf())
-	for _, k := range keys {
-		key := k
-		if key == "cdrom" {
-			key = "ide2"
-		}
+	allocs, err := prepareValues(keys, vals, func(k string) (string, string, *allocation, error) {
+		key := qemuKey(k)
 		if key == "boot" {
 			if err := checkBootOrder(c.str(k), g.conf(), c.params); err != nil {
-				return nil, err
+				return "", "", nil, err
 			}
 		}
 		v, a, err := s.prepareQemuValue(c, g, key, c.str(k), c.str("storage"), cloudAt)
-		if err != nil {
-			return nil, err
-		}
-		if a != nil {
-			allocs = append(allocs, a)
-			continue
-		}
-		vals[key] = v
+		return key, v, a, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	force := c.str("force") == "1"
 	apply := func(l taskLog) error {
@@ -449,14 +435,12 @@ func (s *Sim) handleQemuConfigUpdate(c *call) (any, error) {
 		}
 		return nil, nil
 	}
-	handed = true
-	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmconfig", id: strconv.Itoa(g.vmid), user: c.user, held: fl,
-		work: func(l taskLog) error {
-			if _, ok := s.guests[g.vmid]; !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", g.confPath())
-			}
-			return apply(l)
-		}}), nil
+	return s.spawn(heldWorker(c, "qmconfig", g.vmid, h, func(l taskLog) error {
+		if _, err := s.reloadGuest(g.vmid, g.confPath()); err != nil {
+			return err
+		}
+		return apply(l)
+	})), nil
 }
 
 func checkBootOrder(val string, conf map[string]string, params map[string]value) error {
@@ -487,28 +471,17 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 	hot := func(k string, newVal string, del bool) bool {
 		return !g.running || qemuLiveChange(conf, k, newVal, del)
 	}
-	pend := func() *section {
-		if g.file.pending == nil {
-			g.file.pending = newSection()
-		}
-		return g.file.pending
-	}
 	for _, k := range deletes {
 		_, inConf := conf[k]
 		if !inConf {
-			if g.file.pending != nil {
-				if _, inPending := g.file.pending.conf[k]; inPending {
-					delete(g.file.pending.conf, k) // dropping a pending value
-					continue
-				}
+			if g.file.dropPending(k) {
+				continue
 			}
 			l.printf("cannot delete '%s' - not set in current configuration!", k)
 			continue
 		}
 		if !hot(k, "", true) {
-			dels := pendingDeletes(pend().conf["delete"])
-			dels[k] = force
-			pend().conf["delete"] = printPendingDeletes(dels)
+			g.file.pendDelete(k, force)
 			continue
 		}
 		old := conf[k]
@@ -541,16 +514,7 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 		vals[a.key] = printPropertyString(s.qemuDesc.prop(a.key).FormatObject, d)
 	}
 	for _, k := range slices.Sorted(maps.Keys(vals)) {
-		if g.file.pending != nil {
-			dels := pendingDeletes(g.file.pending.conf["delete"])
-			if _, ok := dels[k]; ok {
-				delete(dels, k) // a new value replaces a pending delete
-				g.file.pending.conf["delete"] = printPendingDeletes(dels)
-				if len(dels) == 0 {
-					delete(g.file.pending.conf, "delete")
-				}
-			}
-		}
+		g.file.cancelPendingDelete(k)
 		if hot(k, vals[k], false) {
 			if old, ok := conf[k]; ok && isDrive(k) && old != vals[k] {
 				if volid, _, ok := s.volumeOfKey("qemu", k, old); ok && !strings.Contains(old, "media=cdrom") &&
@@ -559,11 +523,9 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 				}
 			}
 			conf[k] = vals[k]
-			if g.file.pending != nil {
-				delete(g.file.pending.conf, k)
-			}
+			g.file.dropPending(k)
 		} else {
-			pend().conf[k] = vals[k]
+			g.file.setPending(k, vals[k])
 		}
 	}
 	// write_vm_config drops unusedN entries whose volume is used again.
@@ -577,9 +539,7 @@ func (s *Sim) applyQemuUpdate(g *guest, vals map[string]string, allocs []*alloca
 		}
 	}
 	cleanupPending(g.file.pending, conf)
-	if g.file.pending != nil && len(g.file.pending.conf) == 0 {
-		g.file.pending = nil
-	}
+	g.file.tidyPending()
 	g.write()
 	return nil
 }
@@ -636,10 +596,7 @@ func (s *Sim) applyPending(g *guest) {
 }
 
 func (s *Sim) handleQemuStart(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
-	}
-	g, err := s.guestOn(c, "qemu")
+	g, err := s.guestSkiplock(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
@@ -650,22 +607,20 @@ func (s *Sim) handleQemuStart(c *call) (any, error) {
 	skiplock := c.str("skiplock") == "1"
 	cfgPath := g.confPath()
 	// vm_start runs under lock_config inside the worker.
-	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmstart", id: strconv.Itoa(vmid), user: c.user,
-		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
-			}
-			if lk := g.conf()["lock"]; lk != "" && !skiplock && lk != "suspended" {
-				return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
-			}
-			if g.conf()["lock"] == "suspended" {
-				delete(g.conf(), "lock") // resuming a VM suspended to disk
-				g.write()
-			}
-			return s.qemuStartNow(g, l)
-		}}), nil
+	return s.spawn(s.lockingWorker(c, "qmstart", "qemu", vmid, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		if lk := g.conf()["lock"]; lk != "" && !skiplock && lk != "suspended" {
+			return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
+		}
+		if g.conf()["lock"] == "suspended" {
+			delete(g.conf(), "lock") // resuming a VM suspended to disk
+			g.write()
+		}
+		return s.qemuStartNow(g, l)
+	})), nil
 }
 
 // haTask answers a power request for an HA-managed guest: a hastart/hastop task that only asks the HA
@@ -817,8 +772,8 @@ var pveMachineLevels = map[string]int{"4.1": 2, "9.2": 1}
 var rePVELevel = regexp.MustCompile(`\+pve(\d+)`)
 
 func (s *Sim) handleQemuStop(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
+	if err := checkSkiplock(c); err != nil {
+		return nil, err
 	}
 	if c.has("keepActive") && !c.isRoot() {
 		return nil, paramErr(map[string]string{"keepActive": "Only root may use this option."})
@@ -852,38 +807,35 @@ func (s *Sim) handleQemuStop(c *call) (any, error) {
 		wait = min(s.shutdownWait, time.Duration(timeout)*time.Second)
 	}
 	// vm_stop runs under lock_config inside the worker (QemuServer.pm vm_stop).
-	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
-		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"), extraDelay: wait,
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+	ts := s.lockingWorker(c, typ, "qemu", vmid, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		if lk := g.conf()["lock"]; lk != "" && !skiplock {
+			return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
+		}
+		if !g.running {
+			return nil // stopping a stopped VM is a no-op
+		}
+		if timesOut && g.ignoreACPI {
+			if !forceStop {
+				return fmt.Errorf("VM quit/powerdown failed - got timeout")
 			}
-			if lk := g.conf()["lock"]; lk != "" && !skiplock {
-				return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
-			}
-			if !g.running {
-				return nil // stopping a stopped VM is a no-op
-			}
-			if timesOut && g.ignoreACPI {
-				if !forceStop {
-					return fmt.Errorf("VM quit/powerdown failed - got timeout")
-				}
-				l.printf("VM still running - terminating now with SIGTERM")
-			}
-			g.running, g.qmpstatus = false, ""
-			s.applyPending(g)
-			return nil
-		}}), nil
+			l.printf("VM still running - terminating now with SIGTERM")
+		}
+		g.running, g.qmpstatus = false, ""
+		s.applyPending(g)
+		return nil
+	})
+	ts.extraDelay = wait
+	return s.spawn(ts), nil
 }
 
 // handleQemuSuspend is POST …/status/suspend (task qmpause; with todisk=1 qmsuspend, which saves the state
 // and stops the VM with `lock: suspended`).
 func (s *Sim) handleQemuSuspend(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
-	}
-	g, err := s.guestOn(c, "qemu")
+	g, err := s.guestSkiplock(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
@@ -900,33 +852,28 @@ func (s *Sim) handleQemuSuspend(c *call) (any, error) {
 	}
 	vmid := g.vmid
 	skiplock := c.str("skiplock") == "1"
-	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
-		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok || !g.running {
-				return fmt.Errorf("VM %d not running", vmid)
-			}
-			if lk := g.conf()["lock"]; lk != "" && !skiplock {
-				return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
-			}
-			if todisk {
-				g.running, g.qmpstatus = false, ""
-				g.conf()["lock"] = "suspended"
-				g.write()
-				return nil
-			}
-			g.qmpstatus = "paused"
+	return s.spawn(s.lockingWorker(c, typ, "qemu", vmid, func(l taskLog) error {
+		g, ok := s.guests[vmid]
+		if !ok || !g.running {
+			return fmt.Errorf("VM %d not running", vmid)
+		}
+		if lk := g.conf()["lock"]; lk != "" && !skiplock {
+			return fmt.Errorf("VM %d is locked (%s)", vmid, lk)
+		}
+		if todisk {
+			g.running, g.qmpstatus = false, ""
+			g.conf()["lock"] = "suspended"
+			g.write()
 			return nil
-		}}), nil
+		}
+		g.qmpstatus = "paused"
+		return nil
+	})), nil
 }
 
 // handleQemuResume is POST …/status/resume (task qmresume).
 func (s *Sim) handleQemuResume(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
-	}
-	g, err := s.guestOn(c, "qemu")
+	g, err := s.guestSkiplock(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
@@ -935,21 +882,19 @@ func (s *Sim) handleQemuResume(c *call) (any, error) {
 		return nil, dieErr("VM %d not running", g.vmid)
 	}
 	vmid := g.vmid
-	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmresume", id: strconv.Itoa(vmid), user: c.user,
-		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("VM %d not running", vmid)
-			}
-			if toDisk {
-				delete(g.conf(), "lock")
-				g.write()
-				return s.qemuStartNow(g, l)
-			}
-			if g.running {
-				g.qmpstatus = "running" // resuming a running VM is a no-op
-			}
-			return nil
-		}}), nil
+	return s.spawn(s.lockingWorker(c, "qmresume", "qemu", vmid, func(l taskLog) error {
+		g, ok := s.guests[vmid]
+		if !ok {
+			return fmt.Errorf("VM %d not running", vmid)
+		}
+		if toDisk {
+			delete(g.conf(), "lock")
+			g.write()
+			return s.qemuStartNow(g, l)
+		}
+		if g.running {
+			g.qmpstatus = "running" // resuming a running VM is a no-op
+		}
+		return nil
+	})), nil
 }

@@ -561,22 +561,22 @@ func classifyVolname(st *storage, volname string) (content, format string, vmid 
 		return "images", formatFromName(volname), id, nil
 	case reImageDir.MatchString(volname):
 		m := reImageDir.FindStringSubmatch(volname)
-		id, _ := strconv.Atoi(m[1])
-		f := m[5]
-		if f == "" {
-			f = "raw"
-		}
-		return imageContent(m[2]), f, id, nil
+		return imageVolume(m[2], m[1], m[5])
 	case reImageBlock.MatchString(volname):
 		m := reImageBlock.FindStringSubmatch(volname)
-		id, _ := strconv.Atoi(m[2])
-		f := m[4]
-		if f == "" {
-			f = "raw"
-		}
-		return imageContent(m[1]), f, id, nil
+		return imageVolume(m[1], m[2], m[4])
 	}
 	return "", "", 0, fmt.Errorf("unable to parse volume name '%s'", volname)
+}
+
+// imageVolume is the content, format (raw when the name has no suffix) and vmid of the image volume name,
+// as parse_volname reads them.
+func imageVolume(name, vmid, format string) (string, string, int, error) {
+	id, _ := strconv.Atoi(vmid)
+	if format == "" {
+		format = "raw"
+	}
+	return imageContent(name), format, id, nil
 }
 
 func imageContent(name string) string {

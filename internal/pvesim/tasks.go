@@ -93,6 +93,86 @@ func (s *Sim) startTask(nodeName, typ, id, user string, work func(taskLog) error
 	return s.spawn(&taskSpec{node: nodeName, typ: typ, id: id, user: user, work: work})
 }
 
+// lockingWorker is a worker for guest vmid on the request's node that takes the guest's config flock
+// itself before work (lock_config inside the worker), waiting the default timeout.
+func (s *Sim) lockingWorker(c *call, typ, kind string, vmid int, work func(taskLog) error) *taskSpec {
+	return &taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
+		lockKind: kind, lockVMID: vmid, lockTimeout: s.lockTimeout("default"), work: work}
+}
+
+// heldWorker is a worker for guest vmid on the request's node that inherits the flock its handler holds.
+func heldWorker(c *call, typ string, vmid int, h *flockHold, work func(taskLog) error) *taskSpec {
+	return &taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user, held: h.hand(), work: work}
+}
+
+// reloadGuest is a worker's load_config of the guest its handler found: it fails the task when the
+// config at cfgPath is gone since.
+func (s *Sim) reloadGuest(vmid int, cfgPath string) (*guest, error) {
+	g, ok := s.guests[vmid]
+	if !ok {
+		return nil, fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+	}
+	return g, nil
+}
+
+// holdNewGuest starts a create handler: the pool must exist, and the new guest's flock is taken first
+// (create_and_lock_config, with the create timeout) to be handed to the worker. o is the guest that has the
+// vmid already, if any.
+func (s *Sim) holdNewGuest(c *call, kind string) (h *flockHold, o *guest, err error) {
+	if err := s.checkPool(c.str("pool")); err != nil {
+		return nil, nil, err
+	}
+	if h, err = s.holdGuestFlock(kind, c.vmid(), "create"); err != nil {
+		return nil, nil, err
+	}
+	return h, s.guests[c.vmid()], nil
+}
+
+// newGuest is the guest a create request makes, on the request's node and in its pool, with an empty
+// config.
+func newGuest(c *call, kind string) *guest {
+	return &guest{vmid: c.vmid(), kind: kind, node: c.str("node"), file: &configFile{current: newSection(),
+		snapshots: map[string]*section{}, special: map[string]*section{}}, createdAt: time.Now(), pool: c.str("pool")}
+}
+
+// spawnCreate registers the new guest g under `lock: create` and forks the create worker (create_vm),
+// which inherits the flock h: build finishes the guest, then the lock goes, with ha-managed=1 the guest
+// becomes an HA resource (state started with start=1, as Qemu.pm and LXC.pm create_vm add vm:<id> or
+// ct:<id>), and with start=1 start runs it. A worker that fails before it finished the guest (the lock
+// is still there) leaves nothing: PVE deletes the config file.
+func (s *Sim) spawnCreate(c *call, g *guest, typ string, h *flockHold, build, start func(*guest, taskLog) error) string {
+	vmid := g.vmid
+	g.conf()["lock"] = "create"
+	g.write()
+	s.guests[vmid] = g
+	starting := c.str("start") == "1"
+	haManaged := c.str("ha-managed") == "1"
+	ts := heldWorker(c, typ, vmid, h, func(l taskLog) error {
+		g := s.guests[vmid]
+		if err := build(g, l); err != nil {
+			return err
+		}
+		delete(g.conf(), "lock")
+		g.write()
+		if haManaged {
+			g.ha, g.haState = true, "stopped"
+			if starting {
+				g.haState = "started"
+			}
+		}
+		if starting {
+			return start(g, l)
+		}
+		return nil
+	})
+	ts.onFail = func() {
+		if s.guests[vmid] == g && g.conf()["lock"] == "create" {
+			delete(s.guests, vmid)
+		}
+	}
+	return s.spawn(ts)
+}
+
 // spawn starts a task as described. The caller holds s.mu. It returns the UPID.
 func (s *Sim) spawn(ts *taskSpec) string {
 	s.nextPID++

@@ -15,23 +15,11 @@ import (
 // handleQemuTemplate is POST …/qemu/{vmid}/template: the checks and `template: 1` happen under the flock
 // before the qmtemplate worker renames the disks to base volumes.
 func (s *Sim) handleQemuTemplate(c *call) (any, error) {
-	fl, err := s.lockGuestSync("qemu", c.vmid(), "default")
+	g, h, err := s.lockedGuest(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
-	handed := false
-	defer func() {
-		if !handed {
-			s.releaseFlock(fl)
-		}
-	}()
-	g, err := s.guestOn(c, "qemu")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLock(g); err != nil {
-		return nil, dieErr("%s", err.Error())
-	}
+	defer h.release()
 	disk := c.str("disk")
 	if len(g.file.snapshots) > 0 {
 		return nil, dieErr("unable to create template, because VM contains snapshots")
@@ -45,50 +33,36 @@ func (s *Sim) handleQemuTemplate(c *call) (any, error) {
 	g.conf()["template"] = "1"
 	g.write()
 	vmid, cfgPath := g.vmid, g.confPath()
-	handed = true
-	return s.spawn(&taskSpec{node: c.str("node"), typ: "qmtemplate", id: strconv.Itoa(vmid), user: c.user, held: fl,
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+	return s.spawn(heldWorker(c, "qmtemplate", vmid, h, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		conf := g.conf()
+		for _, k := range slices.Sorted(maps.Keys(conf)) {
+			if !isDrive(k) || (disk != "" && k != disk) {
+				continue
 			}
-			conf := g.conf()
-			for _, k := range slices.Sorted(maps.Keys(conf)) {
-				if !isDrive(k) || (disk != "" && k != disk) {
-					continue
-				}
-				volid, _, ok := s.volumeOfKey("qemu", k, conf[k])
-				if !ok || isBaseVolid(volid) { // cdroms and the cloud-init drive stay as they are
-					continue
-				}
-				nv := s.renameToBase(g.node, volid)
-				conf[k] = strings.Replace(conf[k], volid, nv, 1)
+			volid, _, ok := s.volumeOfKey("qemu", k, conf[k])
+			if !ok || isBaseVolid(volid) { // cdroms and the cloud-init drive stay as they are
+				continue
 			}
-			g.write()
-			return nil
-		}}), nil
+			nv := s.renameToBase(g.node, volid)
+			conf[k] = strings.Replace(conf[k], volid, nv, 1)
+		}
+		g.write()
+		return nil
+	})), nil
 }
 
 // handleLXCTemplate is POST …/lxc/{vmid}/template. It answers null although the work runs in a
 // background vztemplate task, which sets `template: 1` when it is done.
 func (s *Sim) handleLXCTemplate(c *call) (any, error) {
-	fl, err := s.lockGuestSync("lxc", c.vmid(), "default")
+	g, h, err := s.lockedGuest(c, "lxc")
 	if err != nil {
 		return nil, err
 	}
-	handed := false
-	defer func() {
-		if !handed {
-			s.releaseFlock(fl)
-		}
-	}()
-	g, err := s.guestOn(c, "lxc")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLock(g); err != nil {
-		return nil, dieErr("%s", err.Error())
-	}
+	defer h.release()
 	if len(g.file.snapshots) > 0 {
 		return nil, dieErr("unable to create template, because CT contains snapshots")
 	}
@@ -111,30 +85,28 @@ func (s *Sim) handleLXCTemplate(c *call) (any, error) {
 			return nil, dieErr("Directory storage '%s' does not support container templates!", sid)
 		}
 	}
-	vmid := g.vmid
-	handed = true
-	s.spawn(&taskSpec{node: c.str("node"), typ: "vztemplate", id: strconv.Itoa(vmid), user: c.user, held: fl,
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file 'nodes/%s/lxc/%d.conf' does not exist", c.str("node"), vmid)
+	vmid, cfgPath := g.vmid, g.confPath()
+	s.spawn(heldWorker(c, "vztemplate", vmid, h, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		conf := g.conf()
+		for _, k := range slices.Sorted(maps.Keys(conf)) {
+			if !reLXCMountKey.MatchString(k) {
+				continue
 			}
-			conf := g.conf()
-			for _, k := range slices.Sorted(maps.Keys(conf)) {
-				if !reLXCMountKey.MatchString(k) {
-					continue
-				}
-				volid, _, ok := s.volumeOfKey("lxc", k, conf[k])
-				if !ok || mountType(volid) != "volume" {
-					continue
-				}
-				nv := s.renameToBase(g.node, volid)
-				conf[k] = strings.Replace(conf[k], volid, nv, 1)
+			volid, _, ok := s.volumeOfKey("lxc", k, conf[k])
+			if !ok || mountType(volid) != "volume" {
+				continue
 			}
-			conf["template"] = "1"
-			g.write()
-			return nil
-		}})
+			nv := s.renameToBase(g.node, volid)
+			conf[k] = strings.Replace(conf[k], volid, nv, 1)
+		}
+		conf["template"] = "1"
+		g.write()
+		return nil
+	}))
 	return nil, nil
 }
 
@@ -154,86 +126,69 @@ func resizeTarget(cur int64, sizestr string) (int64, bool) {
 // handleQemuResize is PUT …/qemu/{vmid}/resize (task resize since qemu-server 8.0.2); every check runs
 // in the worker under the flock.
 func (s *Sim) handleQemuResize(c *call) (any, error) {
-	if c.str("skiplock") == "1" && !c.isRoot() {
-		return nil, paramErr(map[string]string{"skiplock": "Only root may use this option."})
-	}
-	g, err := s.guestOn(c, "qemu")
+	g, err := s.guestSkiplock(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
 	vmid, disk, sizestr, digest := g.vmid, c.str("disk"), c.str("size"), c.str("digest")
 	skiplock := c.str("skiplock") == "1"
 	cfgPath := g.confPath()
-	return s.spawn(&taskSpec{node: c.str("node"), typ: "resize", id: strconv.Itoa(vmid), user: c.user,
-		lockKind: "qemu", lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+	return s.spawn(s.lockingWorker(c, "resize", "qemu", vmid, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		if digest != "" && digest != g.digest() {
+			return fmt.Errorf("checksum mismatch (file change by other user?)")
+		}
+		if !skiplock {
+			if err := checkLock(g); err != nil {
+				return err
 			}
-			if digest != "" && digest != g.digest() {
-				return fmt.Errorf("checksum mismatch (file change by other user?)")
-			}
-			if !skiplock {
-				if err := checkLock(g); err != nil {
-					return err
-				}
-			}
-			val, ok := g.conf()[disk]
-			if !ok {
-				return fmt.Errorf("disk '%s' does not exist", disk)
-			}
-			if strings.Contains(val, "media=cdrom") {
-				return fmt.Errorf("you can't resize a cdrom")
-			}
-			p := s.qemuDesc.prop(disk)
-			d, err := parsePropertyString(p.FormatObject, val, disk)
-			if err != nil {
-				return fmt.Errorf("unable to parse drive options for '%s'", disk)
-			}
-			token, _ := parseSize(d["size"])
-			cur := s.volumeSize(g.node, d["file"], token)
-			newSize, ok := resizeTarget(cur, sizestr)
-			if !ok {
-				return fmt.Errorf("invalid size string")
-			}
-			if newSize < cur {
-				return fmt.Errorf("shrinking disks is not supported")
-			}
-			if newSize == cur {
-				return nil // same size: nothing to do
-			}
-			if v := s.lookupVolume(g.node, d["file"]); v != nil {
-				v.size, v.virtualSize = newSize, 0
-			}
-			d["size"] = formatSize(newSize)
-			g.conf()[disk] = printPropertyString(p.FormatObject, d)
-			g.write()
-			l.printf("Image resized.")
-			return nil
-		}}), nil
+		}
+		val, ok := g.conf()[disk]
+		if !ok {
+			return fmt.Errorf("disk '%s' does not exist", disk)
+		}
+		if strings.Contains(val, "media=cdrom") {
+			return fmt.Errorf("you can't resize a cdrom")
+		}
+		p := s.qemuDesc.prop(disk)
+		d, err := parsePropertyString(p.FormatObject, val, disk)
+		if err != nil {
+			return fmt.Errorf("unable to parse drive options for '%s'", disk)
+		}
+		token, _ := parseSize(d["size"])
+		cur := s.volumeSize(g.node, d["file"], token)
+		newSize, ok := resizeTarget(cur, sizestr)
+		if !ok {
+			return fmt.Errorf("invalid size string")
+		}
+		if newSize < cur {
+			return fmt.Errorf("shrinking disks is not supported")
+		}
+		if newSize == cur {
+			return nil // same size: nothing to do
+		}
+		if v := s.lookupVolume(g.node, d["file"]); v != nil {
+			v.size, v.virtualSize = newSize, 0
+		}
+		d["size"] = formatSize(newSize)
+		g.conf()[disk] = printPropertyString(p.FormatObject, d)
+		g.write()
+		l.printf("Image resized.")
+		return nil
+	})), nil
 }
 
 // handleLXCResize is PUT …/lxc/{vmid}/resize: pve-container checks synchronously under the flock and
 // forks the resize worker inside it.
 func (s *Sim) handleLXCResize(c *call) (any, error) {
-	fl, err := s.lockGuestSync("lxc", c.vmid(), "default")
+	g, h, err := s.lockedGuest(c, "lxc")
 	if err != nil {
 		return nil, err
 	}
-	handed := false
-	defer func() {
-		if !handed {
-			s.releaseFlock(fl)
-		}
-	}()
-	g, err := s.guestOn(c, "lxc")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLock(g); err != nil {
-		return nil, dieErr("%s", err.Error())
-	}
+	defer h.release()
 	if d := c.str("digest"); d != "" && d != g.digest() {
 		return nil, dieErr("detected modified configuration - file changed by other user? Try again.")
 	}
@@ -260,22 +215,20 @@ func (s *Sim) handleLXCResize(c *call) (any, error) {
 	if newSize == cur {
 		return nil, dieErr("disk is already at specified size")
 	}
-	vmid := g.vmid
-	handed = true
-	return s.spawn(&taskSpec{node: c.str("node"), typ: "resize", id: strconv.Itoa(vmid), user: c.user, held: fl,
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file 'nodes/%s/lxc/%d.conf' does not exist", c.str("node"), vmid)
-			}
-			if v := s.lookupVolume(g.node, d["volume"]); v != nil {
-				v.size, v.virtualSize = newSize, 0
-			}
-			d["size"] = formatSize(newSize)
-			g.conf()[disk] = printPropertyString(p.FormatObject, d)
-			g.write()
-			return nil
-		}}), nil
+	vmid, cfgPath := g.vmid, g.confPath()
+	return s.spawn(heldWorker(c, "resize", vmid, h, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		if v := s.lookupVolume(g.node, d["volume"]); v != nil {
+			v.size, v.virtualSize = newSize, 0
+		}
+		d["size"] = formatSize(newSize)
+		g.conf()[disk] = printPropertyString(p.FormatObject, d)
+		g.write()
+		return nil
+	})), nil
 }
 
 // handleSnapshotList is GET …/snapshot: the snapshots and a final "current" entry.
@@ -337,38 +290,36 @@ func (s *Sim) handleSnapshotCreate(c *call) (any, error) {
 		typ = "vzsnapshot"
 	}
 	vmid, descr, cfgPath := g.vmid, c.str("description"), g.confPath()
-	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
-		lockKind: kind, lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
+	return s.spawn(s.lockingWorker(c, typ, kind, vmid, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		if err := checkLock(g); err != nil {
+			return err
+		}
+		if g.conf()["template"] == "1" {
+			return fmt.Errorf("you can't take a snapshot if it's a template")
+		}
+		if _, dup := g.file.snapshots[name]; dup {
+			return fmt.Errorf("snapshot name '%s' already used", name)
+		}
+		sec := newSection()
+		for k, v := range g.conf() {
+			if k != "lock" && k != "description" {
+				sec.conf[k] = v
 			}
-			if err := checkLock(g); err != nil {
-				return err
-			}
-			if g.conf()["template"] == "1" {
-				return fmt.Errorf("you can't take a snapshot if it's a template")
-			}
-			if _, dup := g.file.snapshots[name]; dup {
-				return fmt.Errorf("snapshot name '%s' already used", name)
-			}
-			sec := newSection()
-			for k, v := range g.conf() {
-				if k != "lock" && k != "description" {
-					sec.conf[k] = v
-				}
-			}
-			sec.lxc = append(sec.lxc, g.file.current.lxc...)
-			sec.conf["snaptime"] = strconv.FormatInt(s.stampUnix(), 10)
-			if descr != "" {
-				sec.conf["description"] = descr
-			}
-			g.file.snapshots[name] = sec
-			g.conf()["parent"] = name
-			g.write()
-			return nil
-		}}), nil
+		}
+		sec.lxc = append(sec.lxc, g.file.current.lxc...)
+		sec.conf["snaptime"] = strconv.FormatInt(s.stampUnix(), 10)
+		if descr != "" {
+			sec.conf["description"] = descr
+		}
+		g.file.snapshots[name] = sec
+		g.conf()["parent"] = name
+		g.write()
+		return nil
+	})), nil
 }
 
 // handleSnapshotDelete is DELETE …/snapshot/{snapname} (qmdelsnapshot / vzdelsnapshot).
@@ -383,33 +334,31 @@ func (s *Sim) handleSnapshotDelete(c *call) (any, error) {
 		typ = "vzdelsnapshot"
 	}
 	vmid, name, cfgPath := g.vmid, c.str("snapname"), g.confPath()
-	return s.spawn(&taskSpec{node: c.str("node"), typ: typ, id: strconv.Itoa(vmid), user: c.user,
-		lockKind: kind, lockVMID: vmid, lockTimeout: s.lockTimeout("default"),
-		work: func(l taskLog) error {
-			g, ok := s.guests[vmid]
-			if !ok {
-				return fmt.Errorf("Configuration file '%s' does not exist", cfgPath)
-			}
-			sec, ok := g.file.snapshots[name]
-			if !ok {
-				return fmt.Errorf("snapshot '%s' does not exist", name)
-			}
-			parent := sec.conf["parent"]
-			delete(g.file.snapshots, name)
-			fix := func(conf map[string]string) {
-				if conf["parent"] == name {
-					if parent == "" {
-						delete(conf, "parent")
-					} else {
-						conf["parent"] = parent
-					}
+	return s.spawn(s.lockingWorker(c, typ, kind, vmid, func(l taskLog) error {
+		g, err := s.reloadGuest(vmid, cfgPath)
+		if err != nil {
+			return err
+		}
+		sec, ok := g.file.snapshots[name]
+		if !ok {
+			return fmt.Errorf("snapshot '%s' does not exist", name)
+		}
+		parent := sec.conf["parent"]
+		delete(g.file.snapshots, name)
+		fix := func(conf map[string]string) {
+			if conf["parent"] == name {
+				if parent == "" {
+					delete(conf, "parent")
+				} else {
+					conf["parent"] = parent
 				}
 			}
-			for _, o := range g.file.snapshots {
-				fix(o.conf)
-			}
-			fix(g.conf())
-			g.write()
-			return nil
-		}}), nil
+		}
+		for _, o := range g.file.snapshots {
+			fix(o.conf)
+		}
+		fix(g.conf())
+		g.write()
+		return nil
+	})), nil
 }

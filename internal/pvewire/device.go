@@ -31,7 +31,7 @@ func ParseDrive(v string) Drive {
 
 // String prints the drive in PVE's stored form: volume first, then the tokens in key order.
 func (d Drive) String() string {
-	return append(pveformat.Props{{Key: "file", Value: d.File}}, d.Props...).Canonical("file")
+	return printHead("file", d.File, d.Props)
 }
 
 // Storage is the storage id of the volume ("" for none, cdrom and device paths).
@@ -70,8 +70,11 @@ var cloudInitRE = regexp.MustCompile(`[:/](?:vm-\d+-)?cloudinit(?:\.(?:raw|cow|q
 func (d Drive) IsCloudInit() bool { return cloudInitRE.MatchString(d.File) }
 
 // Size returns the drive's size= token in bytes; false when there is none or it cannot be read.
-func (d Drive) Size() (int64, bool) {
-	v, ok := d.Props.Get("size")
+func (d Drive) Size() (int64, bool) { return sizeToken(d.Props) }
+
+// sizeToken reads the size= token in bytes; false when there is none or it cannot be read.
+func sizeToken(p pveformat.Props) (int64, bool) {
+	v, ok := p.Get("size")
 	if !ok {
 		return 0, false
 	}
@@ -80,6 +83,18 @@ func (d Drive) Size() (int64, bool) {
 		return 0, false
 	}
 	return b, true
+}
+
+// parseHead parses a property string whose default key is key: that key's value and the other tokens.
+func parseHead(v, key string) (string, pveformat.Props) {
+	p := pveformat.ParseProps(v, key)
+	head, _ := p.Get(key)
+	return head, p.Without(key)
+}
+
+// printHead prints key=head first, then the tokens in key order with first (after key) leading.
+func printHead(key, head string, p pveformat.Props, first ...string) string {
+	return append(pveformat.Props{{Key: key, Value: head}}, p...).Canonical(key, first...)
 }
 
 // IsVolume reports whether the drive refers to an allocated storage volume (not a create form, not none,
@@ -162,15 +177,14 @@ type MountPoint struct {
 
 // ParseMountPoint parses an LXC rootfs or mpN value.
 func ParseMountPoint(v string) MountPoint {
-	p := pveformat.ParseProps(v, "volume")
-	vol, _ := p.Get("volume")
-	return MountPoint{Volume: vol, Props: p.Without("volume")}
+	vol, p := parseHead(v, "volume")
+	return MountPoint{Volume: vol, Props: p}
 }
 
 // String prints the mount point in PVE's stored form: volume, then mp= (required for mpN), then the
 // tokens in key order.
 func (m MountPoint) String() string {
-	return append(pveformat.Props{{Key: "volume", Value: m.Volume}}, m.Props...).Canonical("volume", "mp")
+	return printHead("volume", m.Volume, m.Props, "mp")
 }
 
 // IsBind reports whether the mount point is a host path (a bind mount) or a device.
@@ -180,17 +194,7 @@ func (m MountPoint) IsBind() bool { return strings.HasPrefix(m.Volume, "/") }
 func (m MountPoint) Storage() string { return volumeStorage(m.Volume) }
 
 // Size returns the size= token in bytes.
-func (m MountPoint) Size() (int64, bool) {
-	v, ok := m.Props.Get("size")
-	if !ok {
-		return 0, false
-	}
-	b, err := pveformat.ParseSize(v)
-	if err != nil {
-		return 0, false
-	}
-	return b, true
-}
+func (m MountPoint) Size() (int64, bool) { return sizeToken(m.Props) }
 
 // LXCNIC is a parsed LXC netN value (name=..., bridge=..., ...).
 type LXCNIC struct{ Props pveformat.Props }
@@ -210,9 +214,8 @@ type PCI struct {
 
 // ParsePCI parses a hostpciN value.
 func ParsePCI(v string) PCI {
-	p := pveformat.ParseProps(v, "host")
-	h, _ := p.Get("host")
-	return PCI{Host: h, Props: p.Without("host")}
+	h, p := parseHead(v, "host")
+	return PCI{Host: h, Props: p}
 }
 
 // String prints the device with the address first, then the tokens in key order.
@@ -220,7 +223,7 @@ func (p PCI) String() string {
 	if p.Host == "" {
 		return p.Props.Canonical("")
 	}
-	return append(pveformat.Props{{Key: "host", Value: p.Host}}, p.Props...).Canonical("host")
+	return printHead("host", p.Host, p.Props)
 }
 
 // NormalizePCIAddress lower-cases a PCI address and adds the default domain 0000 when it has none, so

@@ -43,6 +43,11 @@ func IsModelled(t inventory.GuestType, key string) bool {
 	if t == inventory.LXC {
 		keys, prefixes = lxcModelled, lxcModelledPrefixes
 	}
+	return inKeys(keys, prefixes, key)
+}
+
+// inKeys reports whether key is one of keys or an indexed key (net0, mp1) of one of prefixes.
+func inKeys(keys map[string]bool, prefixes []string, key string) bool {
 	if keys[key] {
 		return true
 	}
@@ -61,15 +66,7 @@ func IsBookkeeping(t inventory.GuestType, key string) bool {
 	if t == inventory.LXC {
 		keys = lxcBookkeeping
 	}
-	if keys[key] {
-		return true
-	}
-	for _, p := range bookkeepingPrefixes {
-		if isIndexed(key, p) {
-			return true
-		}
-	}
-	return false
+	return inKeys(keys, bookkeepingPrefixes, key)
 }
 
 // Gap is a live setting the manifest model does not cover: a whole key, or one token of a modelled
@@ -312,51 +309,13 @@ func Gaps(g inventory.Guest) []Gap {
 }
 
 func unmodelledTokens(t inventory.GuestType, key, value string) pveformat.Props {
-	var kind string
-	var p pveformat.Props
-	if t == inventory.LXC {
-		switch {
-		case key == "rootfs":
-			kind, p = "rootfs", pveformat.ParseProps(value, "volume")
-		case isIndexed(key, "mp"):
-			kind, p = "mp", pveformat.ParseProps(value, "volume")
-		case isIndexed(key, "net"):
-			kind, p = "lxcnet", pveformat.ParseProps(value, "")
-		case key == "features":
-			kind, p = "features", pveformat.ParseProps(value, "")
-		default:
-			return nil
-		}
-	} else {
-		switch {
-		case key == "efidisk0":
-			kind, p = "efidisk", pveformat.ParseProps(value, "file")
-		case key == "tpmstate0":
-			kind, p = "tpmstate", pveformat.ParseProps(value, "file")
-		case isDiskSlot(key):
-			kind, p = "disk", pveformat.ParseProps(value, "file")
-		case isIndexed(key, "net"):
-			n := ParseNIC(value)
-			kind, p = "net", n.Props
-		case isIndexed(key, "hostpci"):
-			kind, p = "hostpci", pveformat.ParseProps(value, "host")
-		case isIndexed(key, "ipconfig"):
-			kind, p = "ipconfig", pveformat.ParseProps(value, "")
-		case key == "agent":
-			kind, p = "agent", pveformat.ParseProps(value, "enabled")
-		case key == "cpu":
-			kind, p = "cpu", pveformat.ParseProps(value, "cputype")
-		case key == "vga":
-			kind, p = "vga", pveformat.ParseProps(value, "type")
-		case key == "boot":
-			kind, p = "boot", pveformat.ParseProps(value, "legacy")
-		case key == "machine":
-			kind, p = "machine", pveformat.ParseProps(value, "type")
-		case key == "memory":
-			kind, p = "memory", pveformat.ParseProps(value, "current")
-		default:
-			return nil
-		}
+	kind, defaultKey := tokenKind(t, key)
+	if kind == "" {
+		return nil
+	}
+	p := pveformat.ParseProps(value, defaultKey)
+	if kind == "net" {
+		p = ParseNIC(value).Props
 	}
 	var out pveformat.Props
 	for _, tok := range p {
@@ -365,6 +324,47 @@ func unmodelledTokens(t inventory.GuestType, key, value string) pveformat.Props 
 		}
 	}
 	return out
+}
+
+// qemuTokenDefaults are the default keys of the QEMU property strings whose modelledTokens entry is named
+// after the config key.
+var qemuTokenDefaults = map[string]string{"agent": "enabled", "cpu": "cputype", "vga": "type", "boot": "legacy",
+	"machine": "type", "memory": "current"}
+
+// tokenKind names the modelledTokens entry of a config key whose tokens are compared one by one, and the
+// default key of its property string; "" for any other key.
+func tokenKind(t inventory.GuestType, key string) (kind, defaultKey string) {
+	if t == inventory.LXC {
+		switch {
+		case key == "rootfs":
+			return "rootfs", "volume"
+		case isIndexed(key, "mp"):
+			return "mp", "volume"
+		case isIndexed(key, "net"):
+			return "lxcnet", ""
+		case key == "features":
+			return "features", ""
+		}
+		return "", ""
+	}
+	switch {
+	case key == "efidisk0":
+		return "efidisk", "file"
+	case key == "tpmstate0":
+		return "tpmstate", "file"
+	case isDiskSlot(key):
+		return "disk", "file"
+	case isIndexed(key, "net"):
+		return "net", "model"
+	case isIndexed(key, "hostpci"):
+		return "hostpci", "host"
+	case isIndexed(key, "ipconfig"):
+		return "ipconfig", ""
+	}
+	if d, ok := qemuTokenDefaults[key]; ok {
+		return key, d
+	}
+	return "", ""
 }
 
 // String renders a gap as key=value or key.token=value.

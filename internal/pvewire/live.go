@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
 )
 
 // qemuFastPlug are the keys qemu-server applies at once on a running VM ($fast_plug_option in
@@ -93,4 +94,37 @@ func AppliesLive(t inventory.GuestType, c Change, live map[string]string) bool {
 		return hp["disk"] && (bus == "scsi" || bus == "virtio") && !nw.IsCloudInit() && !nw.IsCDROM()
 	}
 	return false
+}
+
+// LiveKind is the kind a live guest maps to: VM, TemplateVM, LXC or TemplateCT.
+func LiveKind(g *inventory.Guest) manifest.Kind {
+	switch {
+	case g.Type == inventory.LXC && g.Template:
+		return manifest.KindTemplateCT
+	case g.Type == inventory.LXC:
+		return manifest.KindLXC
+	case g.Template:
+		return manifest.KindTemplateVM
+	}
+	return manifest.KindVM
+}
+
+// PendingApplied is a guest's config with its pending values applied: what PVE runs after a restart. A
+// volume keeps its current size: a resize updates the current value only, so a pending value's size token
+// may be stale.
+func PendingApplied(g *inventory.Guest) map[string]string {
+	out := map[string]string{}
+	for _, e := range g.Config {
+		switch {
+		case e.Delete > 0:
+		case e.HasPending:
+			out[e.Key] = e.Pending
+			if size, ok := SizeToken(e.Value); e.HasValue && ok && IsVolumeKey(g.Type, e.Key) {
+				out[e.Key] = WithSizeToken(g.Type, e.Key, e.Pending, size)
+			}
+		case e.HasValue:
+			out[e.Key] = e.Value
+		}
+	}
+	return out
 }

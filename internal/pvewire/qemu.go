@@ -206,11 +206,7 @@ func (g Desired) sshKeysDigest(c *manifest.CloudInitData) string {
 // QEMUCreate returns the parameters of POST /nodes/{node}/qemu for a VM or TemplateVM: every owned key, then
 // spec.extra, then start (1 only for a VM whose desired state is started). The vmid is the operation's.
 func QEMUCreate(g Desired) (Values, error) {
-	s, err := g.vm()
-	if err != nil {
-		return nil, err
-	}
-	vs, err := g.qemuConfig(s, nil)
+	s, vs, err := g.vmConfig(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -225,15 +221,21 @@ func QEMUCreate(g Desired) (Values, error) {
 // volumes the template already carries in the same slots (disks, EFI and TPM state, the cloud-init drive
 // are inherited, never rewritten), then spec.extra. templateSlots lists the template's volume slots.
 func QEMUClone(g Desired, templateSlots []string) (Values, error) {
-	s, err := g.vm()
-	if err != nil {
-		return nil, err
-	}
-	vs, err := g.qemuConfig(s, templateSlots)
+	s, vs, err := g.vmConfig(templateSlots)
 	if err != nil {
 		return nil, err
 	}
 	return append(vs, extraValues(s.Extra, QEMUCreateOnly, false)...), nil
+}
+
+// vmConfig is the VM's spec and its owned keys, leaving out the volume slots in skip.
+func (g Desired) vmConfig(skip []string) (*manifest.VMSpec, Values, error) {
+	s, err := g.vm()
+	if err != nil {
+		return nil, nil, err
+	}
+	vs, err := g.qemuConfig(s, skip)
+	return s, vs, err
 }
 
 // qemuConfig lists the owned keys in a fixed order, leaving out the volume slots in skip.

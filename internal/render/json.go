@@ -166,12 +166,13 @@ func RejectionToJSON(r plan.Rejection) RejectionJSON {
 		out.RetryAt = r.RetryAt.UTC().Format(time.RFC3339)
 	}
 	for _, d := range r.Diagnostics.Sorted() {
-		out.Diagnostics = append(out.Diagnostics, diagnosticJSON(d))
+		out.Diagnostics = append(out.Diagnostics, DiagnosticToJSON(d))
 	}
 	return out
 }
 
-func diagnosticJSON(d diag.Diagnostic) DiagnosticJSON {
+// DiagnosticToJSON converts a diagnostic into its JSON form.
+func DiagnosticToJSON(d diag.Diagnostic) DiagnosticJSON {
 	return DiagnosticJSON{Severity: d.Severity.String(), File: d.File, Line: d.Line, Column: d.Column, Ref: d.Ref,
 		Field: d.Field, Message: d.Message, Text: d.String()}
 }

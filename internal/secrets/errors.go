@@ -3,7 +3,6 @@ package secrets
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/proxops/proxops/internal/diag"
 )
@@ -45,39 +44,27 @@ var (
 	ErrNoCredentials = errors.New("no effective PVE credentials")
 )
 
-var classSentinels = map[Class]error{
-	ClassFileMissing:   ErrFileMissing,
-	ClassNotEncrypted:  ErrNotEncrypted,
-	ClassNoKey:         ErrNoKey,
-	ClassTampered:      ErrTampered,
-	ClassMalformed:     ErrMalformed,
-	ClassMissingEntry:  ErrMissingEntry,
-	ClassBadReference:  ErrBadReference,
-	ClassNoCredentials: ErrNoCredentials,
+// classes names each class (stable and lower-case, for metrics labels and logs) and gives its sentinel.
+var classes = map[Class]struct {
+	name     string
+	sentinel error
+}{
+	ClassFileMissing:   {"file-missing", ErrFileMissing},
+	ClassNotEncrypted:  {"not-encrypted", ErrNotEncrypted},
+	ClassNoKey:         {"no-key", ErrNoKey},
+	ClassTampered:      {"tampered", ErrTampered},
+	ClassMalformed:     {"malformed", ErrMalformed},
+	ClassMissingEntry:  {"missing-entry", ErrMissingEntry},
+	ClassBadReference:  {"bad-reference", ErrBadReference},
+	ClassNoCredentials: {"no-credentials", ErrNoCredentials},
 }
 
 // String returns a stable, lower-case name for the class (for metrics labels and logs).
 func (c Class) String() string {
-	switch c {
-	case ClassFileMissing:
-		return "file-missing"
-	case ClassNotEncrypted:
-		return "not-encrypted"
-	case ClassNoKey:
-		return "no-key"
-	case ClassTampered:
-		return "tampered"
-	case ClassMalformed:
-		return "malformed"
-	case ClassMissingEntry:
-		return "missing-entry"
-	case ClassBadReference:
-		return "bad-reference"
-	case ClassNoCredentials:
-		return "no-credentials"
-	default:
-		return fmt.Sprintf("class(%d)", int(c))
+	if k, ok := classes[c]; ok {
+		return k.name
 	}
+	return fmt.Sprintf("class(%d)", int(c))
 }
 
 // Error is every failure this package reports. Its text names the file, the position in it, the entry and the
@@ -101,33 +88,13 @@ type Error struct {
 
 // Error renders file:line:col: field: entry: message, leaving out the unknown parts.
 func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			fmt.Fprintf(&b, ":%d", e.Line)
-			if e.Column > 0 {
-				fmt.Fprintf(&b, ":%d", e.Column)
-			}
-		}
-		b.WriteString(": ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	if e.Entry != "" {
-		b.WriteString(e.Entry)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Message)
-	return b.String()
+	return diag.Text(e.File, e.Line, e.Column, []string{e.Field, e.Entry}, e.Message)
 }
 
 // Is makes errors.Is(err, ErrNoKey) and the other sentinels work.
 func (e *Error) Is(target error) bool {
-	s, ok := classSentinels[e.Class]
-	return ok && s == target
+	k, ok := classes[e.Class]
+	return ok && k.sentinel == target
 }
 
 // Diagnostic converts the error into a repository diagnostic positioned in the secrets file.

@@ -1,12 +1,14 @@
 // Package service holds what every service command's main does the same way: environment variables as the
-// defaults of flags, the log level and the JSON logger, the context a signal ends, the process metrics with
-// the build's version, and the /metrics endpoint. Each command keeps its own flags; this package only binds
+// defaults of flags, the NATS connection flags' completion, the log level and the JSON logger, the exit codes
+// of a bad configuration, the context a signal ends, the process metrics with the build's version, and the
+// /metrics endpoint. Each command keeps its own flags; this package only binds
 // them alike.
 package service
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/metrics"
 )
@@ -67,8 +70,70 @@ func (e *Env) Bool(name string) bool {
 	return b
 }
 
+// FlagSet is a service command's flag set: it returns its errors (printing usage on out) and binds the NATS
+// connection flags to nats (bus.RegisterFlags), and e reads its environment.
+func FlagSet(name string, out io.Writer, getenv func(string) string, nats *bus.ConnectConfig) (*flag.FlagSet, *Env) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	nats.RegisterFlags(fs, getenv)
+	return fs, &Env{Getenv: getenv}
+}
+
+// Parse parses a command's arguments, all of them flags: a positional argument is an error.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
+}
+
+// LevelFlag registers --log-level on fs, with PROXOPS_LOG_LEVEL as its default; ParseLevel reads the value
+// after parsing.
+func (e *Env) LevelFlag(fs *flag.FlagSet) *string {
+	return fs.String("log-level", e.String("PROXOPS_LOG_LEVEL", "info"), "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
+}
+
 // Err returns every variable that did not parse, joined; nil when all did.
 func (e *Env) Err() error { return errors.Join(e.errs...) }
+
+// Exit runs a command's run under SignalContext and exits the process with the code it returns.
+func Exit(run func(ctx context.Context) int) {
+	ctx, stop := SignalContext()
+	code := run(ctx)
+	stop()
+	os.Exit(code)
+}
+
+// ConfigError ends a command whose configuration did not parse: after --help with 0, otherwise with err
+// on stderr under the command's name and 2. done is false when err is nil and the command goes on.
+func ConfigError(stderr io.Writer, name string, err error) (code int, done bool) {
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		return 0, true
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2, true
+	}
+}
+
+// NATS completes the NATS connection a service command read from its flags (bus.RegisterFlags): the client
+// is named name, and a password given without a user, credentials or an nkey is the role's own user's. The
+// server URL is required.
+func NATS(cfg *bus.ConnectConfig, role bus.Role, name string) error {
+	cfg.Name = name
+	if cfg.User == "" && cfg.CredsFile == "" && cfg.NKeySeedFile == "" && cfg.Password != "" {
+		cfg.User = string(role)
+	}
+	if cfg.URL == "" {
+		return errors.New("--nats-url (or PROXOPS_NATS_URL) is required")
+	}
+	return nil
+}
 
 // ParseLevel reads a --log-level value: debug, info, warn or error.
 func ParseLevel(name string) (slog.Level, error) {
@@ -108,6 +173,15 @@ func Registry(b metrics.BuildInfo) (*prometheus.Registry, error) {
 		return nil, err
 	}
 	return reg, nil
+}
+
+// StartMetrics is ServeMetrics when addr is set and nothing when it is empty (the endpoint is off); stop is
+// never nil.
+func StartMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	return ServeMetrics(addr, reg, log)
 }
 
 // ServeMetrics serves reg's /metrics on addr until the returned stop is called. It listens before it

@@ -1,11 +1,15 @@
 package service_test
 
 import (
+	"errors"
+	"flag"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/metrics"
 	"github.com/proxops/proxops/internal/service"
 	"github.com/proxops/proxops/internal/testkit"
@@ -66,5 +70,64 @@ func TestServeMetricsServesTheBuildInfoAndRefusesAnAddressInUse(t *testing.T) {
 	})
 	if _, err := service.ServeMetrics(addr, reg, log); err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("a second server on %s: %v, want an error naming the address", addr, err)
+	}
+}
+
+func TestNATSGivesAPasswordAloneTheRolesUserAndRequiresTheURL(t *testing.T) {
+	cfg := bus.ConnectConfig{URL: "nats://x:4222", Password: "p"}
+	if err := service.NATS(&cfg, bus.RoleStatus, "proxops-status"); err != nil {
+		t.Fatalf("NATS = %v", err)
+	}
+	if cfg.User != "status" || cfg.Name != "proxops-status" {
+		t.Errorf("user %q, name %q; want status and proxops-status", cfg.User, cfg.Name)
+	}
+	creds := bus.ConnectConfig{URL: "nats://x:4222", Password: "p", CredsFile: "c.creds"}
+	if err := service.NATS(&creds, bus.RoleStatus, "proxops-status"); err != nil || creds.User != "" {
+		t.Errorf("with a credentials file: user %q, err %v; want no user", creds.User, err)
+	}
+	var none bus.ConnectConfig
+	if err := service.NATS(&none, bus.RoleNotifier, "proxops-notifier"); err == nil || !strings.Contains(err.Error(), "--nats-url") {
+		t.Errorf("without a URL: %v, want --nats-url named", err)
+	}
+}
+
+func TestConfigErrorEndsAfterHelpWithZeroAndOnABadConfigurationWithTwo(t *testing.T) {
+	var out strings.Builder
+	if _, done := service.ConfigError(&out, "proxops-x", nil); done {
+		t.Error("no error: done, want the command to go on")
+	}
+	if code, done := service.ConfigError(&out, "proxops-x", flag.ErrHelp); !done || code != 0 {
+		t.Errorf("--help: code %d done %v, want 0 and done", code, done)
+	}
+	if out.Len() != 0 {
+		t.Errorf("--help printed %q; the flag set prints the usage", out.String())
+	}
+	if code, done := service.ConfigError(&out, "proxops-x", errors.New("bad")); !done || code != 2 || out.String() != "proxops-x: bad\n" {
+		t.Errorf("bad configuration: code %d done %v, printed %q", code, done, out.String())
+	}
+}
+
+func TestParseRefusesPositionalArguments(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	v := fs.String("v", "", "")
+	if err := service.Parse(fs, []string{"-v", "1"}); err != nil || *v != "1" {
+		t.Fatalf("Parse = %v, v %q", err, *v)
+	}
+	if err := service.Parse(fs, []string{"-v", "1", "extra"}); err == nil || !strings.Contains(err.Error(), `"extra"`) {
+		t.Errorf("Parse with an argument = %v, want it named", err)
+	}
+}
+
+func TestLevelFlagDefaultsToTheEnvironment(t *testing.T) {
+	var nats bus.ConnectConfig
+	fs, env := service.FlagSet("x", io.Discard, func(k string) string {
+		return map[string]string{"PROXOPS_LOG_LEVEL": "debug", "PROXOPS_NATS_URL": "nats://y:4222"}[k]
+	}, &nats)
+	level := env.LevelFlag(fs)
+	if err := service.Parse(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if *level != "debug" || nats.URL != "nats://y:4222" {
+		t.Errorf("level %q, NATS URL %q; want both from the environment", *level, nats.URL)
 	}
 }

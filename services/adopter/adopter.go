@@ -28,18 +28,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log := cfg.Logger
-	b := cfg.Bus
-	if b == nil {
-		nc := cfg.NATS
-		if nc.Name == "" {
-			nc.Name = "proxops-adopter"
-		}
-		var err error
-		if b, err = bus.Connect(ctx, nc, bus.Options{Logger: log}); err != nil {
-			return err
-		}
-		defer func() { _ = b.Close() }()
+	b, done, err := bus.ConnectUnlessGiven(ctx, cfg.Bus, cfg.NATS, "proxops-adopter", bus.Options{Logger: log})
+	if err != nil {
+		return err
 	}
+	defer done()
 	a := &adopter{cfg: cfg, bus: b, log: log, decryptor: secrets.NewDecryptor(cfg.Keys),
 		nodes: map[string]map[string]inventory.Node{}, published: map[string][]byte{}}
 	return a.run(ctx)

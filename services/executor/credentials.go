@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/wire"
 )
@@ -160,25 +161,18 @@ func (e *executor) watchCredentials(ctx context.Context) {
 	if err != nil {
 		lastErr = err.Error()
 	}
-	t := time.NewTicker(e.cfg.CredentialsCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	clock.Every(ctx, e.cfg.CredentialsCheck, func() {
 		creds, err := src.Current(ctx)
 		if err != nil {
 			if msg := err.Error(); msg != lastErr && ctx.Err() == nil {
 				e.log.Warn("pve credentials cannot be read", "err", err)
 				lastErr = msg
 			}
-			continue
+			return
 		}
 		lastErr = ""
 		if creds.sameAuth(last) {
-			continue
+			return
 		}
 		last = creds
 		e.log.Info("pve credentials changed; observing the node with them", "credentials", creds)
@@ -186,10 +180,10 @@ func (e *executor) watchCredentials(ctx context.Context) {
 			if ctx.Err() == nil {
 				e.log.Warn("the node cannot be read with the new pve credentials", "credentials", creds, "err", err)
 			}
-			continue
+			return
 		}
 		e.log.Info("the node reads with the new pve credentials; inventory published")
-	}
+	})
 }
 
 // observeSelf observes the node with the current credentials, unasked, and publishes the inventory.

@@ -60,18 +60,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		log.Warn("cannot connect to PVE yet; every observe and operation tries again", "err", err)
 	}
-	b := cfg.Bus
-	if b == nil {
-		nc := cfg.NATS
-		if nc.Name == "" {
-			nc.Name = "proxops-executor-" + cfg.Cluster + "-" + cfg.Node
-		}
-		b, err = bus.Connect(ctx, nc, bus.Options{Logger: log})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = b.Close() }()
+	b, done, err := bus.ConnectUnlessGiven(ctx, cfg.Bus, cfg.NATS, "proxops-executor-"+cfg.Cluster+"-"+cfg.Node, bus.Options{Logger: log})
+	if err != nil {
+		return err
 	}
+	defer done()
 	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	ops, err := b.JetStream().KeyValue(kctx, bus.BucketOps)
 	cancel()
@@ -652,18 +645,11 @@ func (h *opRun) heartbeat(ctx context.Context) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-t.C:
-				if err := h.d.InProgress(); err != nil {
-					h.log().Debug("heartbeat", "err", err)
-				}
+		clock.Every(hctx, every, func() {
+			if err := h.d.InProgress(); err != nil {
+				h.log().Debug("heartbeat", "err", err)
 			}
-		}
+		})
 	}()
 	return func() { cancel(); <-done }
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	pmetrics "github.com/proxops/proxops/internal/metrics"
 )
 
 type metrics struct {
@@ -25,9 +27,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while the last send to a provider failed or was refused, 0 once one succeeds."}, []string{"provider"}),
 	}
 	var errs []error
-	m.notifications = shared(reg, m.notifications, &errs)
-	m.duration = shared(reg, m.duration, &errs)
-	m.failing = shared(reg, m.failing, &errs)
+	m.notifications = pmetrics.Shared(reg, m.notifications, &errs)
+	m.duration = pmetrics.Shared(reg, m.duration, &errs)
+	m.failing = pmetrics.Shared(reg, m.failing, &errs)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("register notifier metrics: %w", err)
 	}
@@ -36,23 +38,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) result(p *provider, event, result string) {
 	m.notifications.WithLabelValues(p.cfg.Name, p.cfg.Type, event, result).Inc()
-}
-
-// shared registers c, or takes over the collector of the same description already on reg (a notifier
-// started again in the same process goes on with its series).
-func shared[C prometheus.Collector](reg prometheus.Registerer, c C, errs *[]error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	*errs = append(*errs, err)
-	return c
 }
 
 // RegisterMetrics registers the notifier's collectors on reg ahead of its start (a notifier started later

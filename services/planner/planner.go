@@ -34,18 +34,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	b := cfg.Bus
-	if b == nil {
-		nc := cfg.NATS
-		if nc.Name == "" {
-			nc.Name = "proxops-planner"
-		}
-		b, err = bus.Connect(ctx, nc, bus.Options{Logger: log})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = b.Close() }()
+	b, done, err := bus.ConnectUnlessGiven(ctx, cfg.Bus, cfg.NATS, "proxops-planner", bus.Options{Logger: log})
+	if err != nil {
+		return err
 	}
+	defer done()
 	trees := map[string]loadedTree{}
 	for name, r := range cfg.Loaded {
 		trees[name] = loadedTree{repo: r, process: cfg.Process}

@@ -361,25 +361,21 @@ func decode(ctx context.Context, stream report.Stream, m *bus.Message) (*report.
 	var err error
 	switch stream {
 	case report.StreamRepo:
-		e, derr := wire.DecodeRepoChanged(ctx, m.Decode)
-		ev.Repo, err = &e, derr
+		err = decodeInto(ctx, m, wire.DecodeRepoChanged, &ev.Repo)
 	case report.StreamResults:
-		r, derr := wire.DecodeResult(ctx, m.Decode)
-		ev.Result, err = &r, derr
+		err = decodeInto(ctx, m, wire.DecodeResult, &ev.Result)
 	case report.StreamGaps:
-		g, derr := wire.DecodeGapReport(ctx, m.Decode)
-		ev.Gaps, err = &g, derr
+		err = decodeInto(ctx, m, wire.DecodeGapReport, &ev.Gaps)
 	case report.StreamPlans:
 		return decodePlanEvent(ctx, m)
 	case report.StreamDLQ:
 		return decodeRefused(ctx, m)
 	case report.StreamNotify:
-		h, derr := wire.DecodeNotificationHealth(ctx, m.Decode)
-		if derr == nil && (h.Cluster == "" || h.Cluster != lastToken(m.Subject)) {
+		err = decodeInto(ctx, m, wire.DecodeNotificationHealth, &ev.Notify)
+		if err == nil && (ev.Notify.Cluster == "" || ev.Notify.Cluster != lastToken(m.Subject)) {
 			// Only the subject says which cluster the notifier may speak of.
-			derr = fmt.Errorf("notification health of cluster %q on %s", h.Cluster, m.Subject)
+			err = fmt.Errorf("notification health of cluster %q on %s", ev.Notify.Cluster, m.Subject)
 		}
-		ev.Notify, err = &h, derr
 	}
 	if err != nil {
 		return nil, err
@@ -387,25 +383,27 @@ func decode(ctx context.Context, stream report.Stream, m *bus.Message) (*report.
 	return &ev, nil
 }
 
+// decodeInto decodes m with decode and points *dst at the value.
+func decodeInto[T any](ctx context.Context, m *bus.Message, decode func(context.Context, wire.DecodeFunc) (T, error), dst **T) error {
+	v, err := decode(ctx, m.Decode)
+	*dst = &v
+	return err
+}
+
 func decodePlanEvent(ctx context.Context, m *bus.Message) (*report.Event, error) {
 	var ev report.Event
 	var err error
 	switch bus.PlanEvent(lastToken(m.Subject)) {
 	case bus.PlanPlanned:
-		p, derr := wire.DecodePlanned(ctx, m.Decode)
-		ev.Planned, err = &p, derr
+		err = decodeInto(ctx, m, wire.DecodePlanned, &ev.Planned)
 	case bus.PlanRejected:
-		r, derr := wire.DecodeRejected(ctx, m.Decode)
-		ev.Rejected, err = &r, derr
+		err = decodeInto(ctx, m, wire.DecodeRejected, &ev.Rejected)
 	case bus.PlanHeld:
-		h, derr := wire.DecodeHeld(ctx, m.Decode)
-		ev.Held, err = &h, derr
+		err = decodeInto(ctx, m, wire.DecodeHeld, &ev.Held)
 	case bus.PlanFinished:
-		f, derr := wire.DecodeFinished(ctx, m.Decode)
-		ev.Finished, err = &f, derr
+		err = decodeInto(ctx, m, wire.DecodeFinished, &ev.Finished)
 	default:
-		c, derr := wire.DecodeConfirmation(ctx, m.Decode)
-		ev.Confirmed, err = &c, derr
+		err = decodeInto(ctx, m, wire.DecodeConfirmation, &ev.Confirmed)
 	}
 	if err != nil {
 		return nil, err

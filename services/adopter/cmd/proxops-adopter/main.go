@@ -5,9 +5,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -20,22 +18,15 @@ import (
 const DefaultMetricsListen = "127.0.0.1:9497"
 
 func main() {
-	ctx, stop := service.SignalContext()
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	os.Exit(code)
+	service.Exit(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Getenv, os.Stderr) })
 }
 
 // run runs the adopter until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
 // cannot run.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	cfg, metricsListen, level, err := configure(args, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "proxops-adopter: %v\n", err)
-		return 2
+	if code, done := service.ConfigError(stderr, "proxops-adopter", err); done {
+		return code
 	}
 	cfg.Logger = service.Logger(stderr, level, "adopter")
 	reg, err := service.Registry(service.BuildInfo("", ""))
@@ -43,14 +34,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		cfg.Logger.Error("adopter", "err", err)
 		return 1
 	}
-	if metricsListen != "" {
-		stopMetrics, err := service.ServeMetrics(metricsListen, reg, cfg.Logger)
-		if err != nil {
-			cfg.Logger.Error("metrics server", "err", err)
-			return 1
-		}
-		defer stopMetrics()
+	stopMetrics, err := service.StartMetrics(metricsListen, reg, cfg.Logger)
+	if err != nil {
+		cfg.Logger.Error("metrics server", "err", err)
+		return 1
 	}
+	defer stopMetrics()
 	// A failure after the context ended (a signal, or the caller stopping it) is the shutdown's own doing,
 	// for example setting up a consumer that the cancelled context cut short.
 	if err := adopter.Run(ctx, cfg); err != nil && ctx.Err() == nil {
@@ -70,11 +59,8 @@ func configure(args []string, getenv func(string) string) (adopter.Config, strin
 	fs.BoolVar(&cfg.LocalSecrets, "local-secrets", false, "read a secrets-file outside the repository from this host's disk")
 	metricsListen := fs.String("metrics-listen", DefaultMetricsListen, "address of the /metrics endpoint (empty: off)")
 	levelName := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := service.Parse(fs, args); err != nil {
 		return cfg, "", 0, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, "", 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	level, err := service.ParseLevel(*levelName)
 	if err != nil {

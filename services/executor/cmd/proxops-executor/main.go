@@ -22,10 +22,7 @@ import (
 )
 
 func main() {
-	ctx, stop := service.SignalContext()
-	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stderr)
-	stop()
-	os.Exit(code)
+	service.Exit(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.LookupEnv, os.Stderr) })
 }
 
 // run runs the executor until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
@@ -47,14 +44,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return 1
 	}
 	cfg.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.Cluster, "node": cfg.Node}, reg)
-	if metricsListen != "" {
-		stopMetrics, err := service.ServeMetrics(metricsListen, reg, log)
-		if err != nil {
-			log.Error("metrics server", "err", err)
-			return 1
-		}
-		defer stopMetrics()
+	stopMetrics, err := service.StartMetrics(metricsListen, reg, log)
+	if err != nil {
+		log.Error("metrics server", "err", err)
+		return 1
 	}
+	defer stopMetrics()
 	if err := executor.Run(ctx, cfg); err != nil {
 		log.Error("executor", "err", err)
 		return 1
@@ -100,11 +95,8 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.Var(&trusted, "trusted-planner-key", "public nkey (U…) of a planner whose signed operations this executor runs; repeat it to "+
 		"trust several while a key is rotated [PROXOPS_TRUSTED_PLANNER_KEYS, comma-separated]")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9495", "address of the /metrics endpoint (empty: off)")
-	if err := fs.Parse(args); err != nil {
+	if err := service.Parse(fs, args); err != nil {
 		return cfg, "", err
-	}
-	if fs.NArg() > 0 {
-		return cfg, "", fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if cfg.TaskRetries == 0 {
 		cfg.TaskRetries = -1 // the flag's 0 is "never"; the Config's zero value is the default

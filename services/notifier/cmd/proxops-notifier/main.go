@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,17 +39,13 @@ type options struct {
 }
 
 func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	env := &service.Env{Getenv: getenv}
 	var o options
-	fs := flag.NewFlagSet("proxops-notifier", flag.ContinueOnError)
-	fs.SetOutput(out)
-	o.nats.RegisterFlags(fs, getenv)
+	fs, env := service.FlagSet("proxops-notifier", out, getenv, &o.nats)
 	fs.StringVar(&o.config, "config", getenv("PROXOPS_CONFIG"),
 		"configuration file (proxops.yaml format) whose notifications section names the providers [PROXOPS_CONFIG]")
 	fs.StringVar(&o.metricsListen, "metrics-listen", env.String("PROXOPS_NOTIFIER_METRICS_LISTEN", DefaultMetricsListen),
 		"address of the /metrics endpoint, empty for off [PROXOPS_NOTIFIER_METRICS_LISTEN]")
-	level := env.String("PROXOPS_LOG_LEVEL", "info")
-	fs.StringVar(&level, "log-level", level, "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
+	level := env.LevelFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -58,20 +53,14 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	if o.nats.URL == "" {
-		errs = append(errs, errors.New("--nats-url (or PROXOPS_NATS_URL) is required"))
-	}
+	errs = append(errs, service.NATS(&o.nats, bus.RoleNotifier, "proxops-notifier"))
 	if o.config == "" {
 		errs = append(errs, errors.New("--config (or PROXOPS_CONFIG) is required: it names the providers"))
 	}
-	if o.nats.User == "" && o.nats.CredsFile == "" && o.nats.NKeySeedFile == "" && o.nats.Password != "" {
-		o.nats.User = string(bus.RoleNotifier)
-	}
 	var err error
-	if o.logLevel, err = service.ParseLevel(level); err != nil {
+	if o.logLevel, err = service.ParseLevel(*level); err != nil {
 		errs = append(errs, err)
 	}
-	o.nats.Name = "proxops-notifier"
 	return o, errors.Join(errs...)
 }
 
@@ -120,12 +109,8 @@ func run(args []string, getenv func(string) string, lookup func(string) (string,
 // runContext runs the notifier until ctx is cancelled and returns the exit code.
 func runContext(ctx context.Context, args []string, getenv func(string) string, lookup func(string) (string, bool), stderr io.Writer) int {
 	o, err := parseOptions(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "proxops-notifier:", err)
-		return 2
+	if code, done := service.ConfigError(stderr, "proxops-notifier", err); done {
+		return code
 	}
 	log := service.Logger(stderr, o.logLevel, "notifier")
 	ncfg, store, err := loadNotifications(ctx, o.config, lookup)
@@ -141,14 +126,12 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	if o.metricsListen != "" {
-		stopMetrics, err := service.ServeMetrics(o.metricsListen, reg, log)
-		if err != nil {
-			log.Error("cannot start", "err", err)
-			return 1
-		}
-		defer stopMetrics()
+	stopMetrics, err := service.StartMetrics(o.metricsListen, reg, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
 	}
+	defer stopMetrics()
 	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -30,14 +30,12 @@ func main() {
 		os.Exit(1)
 	}
 	cfg.Registry = reg
-	if metricsListen != "" {
-		stopMetrics, err := service.ServeMetrics(metricsListen, reg, log)
-		if err != nil {
-			log.Error("planner", "err", err)
-			os.Exit(1)
-		}
-		defer stopMetrics()
+	stopMetrics, err := service.StartMetrics(metricsListen, reg, log)
+	if err != nil {
+		log.Error("planner", "err", err)
+		os.Exit(1)
 	}
+	defer stopMetrics()
 	if err := planner.Run(ctx, cfg); err != nil {
 		log.Error("planner", "err", err)
 		os.Exit(1)
@@ -58,11 +56,8 @@ func configure(args []string, getenv func(string) string) (planner.Config, strin
 		"nkey seed file the planner signs operations with; executors trust its public key [PROXOPS_SIGNING_KEY_FILE]")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9496", "address of the /metrics endpoint (empty: off)")
 	levelName := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := service.Parse(fs, args); err != nil {
 		return cfg, "", 0, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, "", 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	level, err := service.ParseLevel(*levelName)
 	if err != nil {

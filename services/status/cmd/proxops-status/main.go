@@ -8,7 +8,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,17 +39,13 @@ type options struct {
 }
 
 func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	env := &service.Env{Getenv: getenv}
 	var o options
-	fs := flag.NewFlagSet("proxops-status", flag.ContinueOnError)
-	fs.SetOutput(out)
-	o.nats.RegisterFlags(fs, getenv)
+	fs, env := service.FlagSet("proxops-status", out, getenv, &o.nats)
 	fs.StringVar(&o.listen, "listen", env.String("PROXOPS_STATUS_LISTEN", status.DefaultListen), "HTTP address [PROXOPS_STATUS_LISTEN]")
 	fs.DurationVar(&o.staleAfter, "stale-after", env.Duration("PROXOPS_STATUS_STALE_AFTER", status.DefaultStaleAfter),
 		"/healthz reports stale when a cluster's planner has not answered for longer; twice the drift interval [PROXOPS_STATUS_STALE_AFTER]")
 	fs.DurationVar(&o.refresh, "refresh", env.Duration("PROXOPS_STATUS_REFRESH", status.DefaultRefresh), "how often the status page reloads itself [PROXOPS_STATUS_REFRESH]")
-	level := env.String("PROXOPS_LOG_LEVEL", "info")
-	fs.StringVar(&level, "log-level", level, "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
+	level := env.LevelFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -58,28 +53,18 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	if o.nats.URL == "" {
-		errs = append(errs, errors.New("--nats-url (or PROXOPS_NATS_URL) is required"))
-	}
-	if o.nats.User == "" && o.nats.CredsFile == "" && o.nats.NKeySeedFile == "" && o.nats.Password != "" {
-		o.nats.User = string(bus.RoleStatus)
-	}
+	errs = append(errs, service.NATS(&o.nats, bus.RoleStatus, "proxops-status"))
 	var err error
-	if o.logLevel, err = service.ParseLevel(level); err != nil {
+	if o.logLevel, err = service.ParseLevel(*level); err != nil {
 		errs = append(errs, err)
 	}
-	o.nats.Name = "proxops-status"
 	return o, errors.Join(errs...)
 }
 
 func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	o, err := parseOptions(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "proxops-status:", err)
-		return 2
+	if code, done := service.ConfigError(stderr, "proxops-status", err); done {
+		return code
 	}
 	log := service.Logger(stderr, o.logLevel, "status")
 	ctx, stop := service.SignalContext()
