@@ -156,8 +156,10 @@ func (p *poolApplier) run(ctx context.Context) error {
 		return p.delete(ctx)
 	case plan.ActionSetPoolMembers:
 		return p.members(ctx)
+	default:
+		// A guest's or an artifact's action is no pool operation.
+		return terminal("%s is not a pool action", op.Action)
 	}
-	return terminal("unknown pool action %q", op.Action)
 }
 
 // comment is the comment the operation writes: its text with the ownership marker.
