@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 )
@@ -88,16 +89,7 @@ func (u *upInputs) learn() {
 
 // run looks at the inputs every interval until ctx ends.
 func (u *upInputs) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		u.check(ctx)
-	}
+	clock.Every(ctx, interval, func() { u.check(ctx) })
 }
 
 // check acts on the files that changed since the last look.

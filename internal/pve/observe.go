@@ -227,19 +227,25 @@ func (c *Client) pending(ctx context.Context, node string, typ inventory.GuestTy
 			digest = it.str("value")
 			continue
 		}
-		e := inventory.Entry{Key: key}
-		if it.has("value") {
-			e.Value, e.HasValue = redactValue(key, it.str("value")), true
-		}
-		if it.has("pending") {
-			e.Pending, e.HasPending = redactValue(key, it.str("pending")), true
-		}
-		if d, ok := it.int("delete"); ok {
-			e.Delete = int(d)
-		}
-		entries = append(entries, e)
+		entries = append(entries, pendingEntry(it, key))
 	}
 	return entries, digest, nil
+}
+
+// pendingEntry is one item of PVE's pending-style answers (…/pending, …/cloudinit): the key's value, its
+// pending value and whether it is to be deleted, secrets replaced.
+func pendingEntry(it object, key string) inventory.Entry {
+	e := inventory.Entry{Key: key}
+	if it.has("value") {
+		e.Value, e.HasValue = redactValue(key, it.str("value")), true
+	}
+	if it.has("pending") {
+		e.Pending, e.HasPending = redactValue(key, it.str("pending")), true
+	}
+	if d, ok := it.int("delete"); ok {
+		e.Delete = int(d)
+	}
+	return e
 }
 
 // cloudInit reads GET …/qemu/{vmid}/cloudinit (qemu-server cloudinit_pending): per cloud-init key, value is
@@ -261,17 +267,7 @@ func (c *Client) cloudInit(ctx context.Context, node string, vmid int) ([]invent
 		if key == "" {
 			continue
 		}
-		e := inventory.Entry{Key: key}
-		if it.has("value") {
-			e.Value, e.HasValue = redactValue(key, it.str("value")), true
-		}
-		if it.has("pending") {
-			e.Pending, e.HasPending = redactValue(key, it.str("pending")), true
-		}
-		if d, ok := it.int("delete"); ok {
-			e.Delete = int(d)
-		}
-		out = append(out, e)
+		out = append(out, pendingEntry(it, key))
 	}
 	slices.SortStableFunc(out, func(a, b inventory.Entry) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
