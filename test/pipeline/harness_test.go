@@ -196,6 +196,28 @@ func readRepo(t testing.TB, dir string) repoFiles {
 	return files
 }
 
+// startAsServiceUsers starts the executors of pve1, pve2 and pve3 and a planner named name, each connected
+// as its own deployment user of the env's server (password "pw-<user>"), with API calls bounded by
+// apiTimeout: a call the user may not make shows up as that timeout.
+func (e *env) startAsServiceUsers(name string, apiTimeout time.Duration) {
+	e.t.Helper()
+	as := func(user string) *bus.Bus {
+		b, err := e.server.ConnectUser(user, "pw-"+user, bus.Options{APITimeout: apiTimeout})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	for _, n := range []string{"pve1", "pve2", "pve3"} {
+		user, _ := bus.ExecutorUser(cluster, n)
+		e.startExecutorOn(as(user), n)
+	}
+	cfg := e.plannerConfig(name)
+	cfg.Bus = as(string(bus.RolePlanner))
+	e.startPlanner(cfg)
+}
+
 // snapshot stores a repository as a tree snapshot and returns its tree name.
 func (e *env) snapshot(files repoFiles) string {
 	e.t.Helper()

@@ -477,21 +477,7 @@ func TestApplyRunsUnderTheServicesOwnNATSPermissions(t *testing.T) {
 		users = append(users, bus.User{Name: u.Name, Password: "pw-" + u.Name, Permissions: u.Permissions})
 	}
 	e := newEnvUsers(t, pvesim.DefaultSpec(), users)
-	as := func(user string) *bus.Bus {
-		b, err := e.server.ConnectUser(user, "pw-"+user, bus.Options{APITimeout: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.Close() })
-		return b
-	}
-	for _, n := range []string{"pve1", "pve2", "pve3"} {
-		user, _ := bus.ExecutorUser(cluster, n)
-		e.startExecutorOn(as(user), n)
-	}
-	cfg := e.plannerConfig("restricted")
-	cfg.Bus = as("planner")
-	e.startPlanner(cfg)
+	e.startAsServiceUsers("restricted", 3*time.Second)
 	files := e.vms(map[string]int{"web-01": 101, "web-02": 102})
 	e.apply(files)
 	if len(e.owned()) != 2 {
