@@ -3,8 +3,6 @@ package notifier
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -32,15 +30,8 @@ func (n *notifier) updateHealth(ctx context.Context, p *provider, note Notificat
 	n.healthMu.Lock()
 	defer n.healthMu.Unlock()
 	var providers []report.NotificationDelivery
-	data, _, err := n.cfg.Bus.GetBytes(ctx, bus.BucketNotify, deliveriesKey(note.Cluster))
-	switch {
-	case errors.Is(err, bus.ErrNotFound):
-	case err != nil:
-		return err
-	default:
-		if err := json.Unmarshal(data, &providers); err != nil {
-			return fmt.Errorf("delivery health of %s: %w", note.Cluster, err)
-		}
+	if err := n.recall(ctx, deliveriesKey(note.Cluster), &providers); err != nil {
+		return fmt.Errorf("delivery health of %s: %w", note.Cluster, err)
 	}
 	now := report.NotificationDelivery{Provider: p.cfg.Name, Type: p.cfg.Type, Event: note.Event, DeliveryID: note.ID}
 	if sendErr != nil {
@@ -60,12 +51,8 @@ func (n *notifier) updateHealth(ctx context.Context, p *provider, note Notificat
 	default:
 		providers = slices.Insert(providers, i, now)
 	}
-	out, err := json.Marshal(providers)
-	if err != nil {
-		return err
-	}
-	if _, err := n.cfg.Bus.PutBytes(ctx, bus.BucketNotify, deliveriesKey(note.Cluster), out); err != nil {
-		return err
+	if err := n.remember(ctx, deliveriesKey(note.Cluster), providers); err != nil {
+		return fmt.Errorf("delivery health of %s: %w", note.Cluster, err)
 	}
 	subject, err := bus.NotifySubject(note.Cluster)
 	if err != nil {

@@ -353,15 +353,8 @@ func clusterOf(e planEvent) string {
 // loadState returns the cluster's state before the event at seq: the stored state, or, when the event was
 // folded already (a redelivery), the state it was folded into.
 func (n *notifier) loadState(ctx context.Context, cluster string, seq uint64) (clusterState, error) {
-	data, _, err := n.cfg.Bus.GetBytes(ctx, bus.BucketNotify, cluster)
-	if errors.Is(err, bus.ErrNotFound) {
-		return clusterState{}, nil
-	}
-	if err != nil {
-		return clusterState{}, err
-	}
 	var st clusterState
-	if err := json.Unmarshal(data, &st); err != nil {
+	if err := n.recall(ctx, cluster, &st); err != nil {
 		return clusterState{}, fmt.Errorf("notifier state of %s: %w", cluster, err)
 	}
 	if st.Seq == seq && st.Prev != nil {
@@ -375,12 +368,31 @@ func (n *notifier) loadState(ctx context.Context, cluster string, seq uint64) (c
 func (n *notifier) storeState(ctx context.Context, cluster string, seq uint64, before, after clusterState) error {
 	before.Prev = nil
 	after.Seq, after.Prev = seq, &before
-	data, err := json.Marshal(after)
-	if err != nil {
-		return err
-	}
-	if _, err := n.cfg.Bus.PutBytes(ctx, bus.BucketNotify, cluster, data); err != nil {
+	if err := n.remember(ctx, cluster, after); err != nil {
 		return fmt.Errorf("notifier state of %s: %w", cluster, err)
 	}
 	return nil
+}
+
+// recall reads the notifier's memory under key in proxops_notify into v, JSON; an absent key leaves v as it
+// is.
+func (n *notifier) recall(ctx context.Context, key string, v any) error {
+	data, _, err := n.cfg.Bus.GetBytes(ctx, bus.BucketNotify, key)
+	switch {
+	case errors.Is(err, bus.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+// remember stores v under key in proxops_notify, as JSON.
+func (n *notifier) remember(ctx context.Context, key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = n.cfg.Bus.PutBytes(ctx, bus.BucketNotify, key, data)
+	return err
 }

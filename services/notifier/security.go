@@ -2,8 +2,6 @@ package notifier
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -99,26 +97,15 @@ func (n *notifier) handleGaps(ctx context.Context, d *bus.Delivery) error {
 }
 
 func (n *notifier) loadSecurity(ctx context.Context, cluster string) (securityState, error) {
-	data, _, err := n.cfg.Bus.GetBytes(ctx, bus.BucketNotify, securityKey(cluster))
-	if errors.Is(err, bus.ErrNotFound) {
-		return securityState{}, nil
-	}
-	if err != nil {
-		return securityState{}, err
-	}
 	var st securityState
-	if err := json.Unmarshal(data, &st); err != nil {
+	if err := n.recall(ctx, securityKey(cluster), &st); err != nil {
 		return securityState{}, fmt.Errorf("notifier security state of %s: %w", cluster, err)
 	}
 	return st, nil
 }
 
 func (n *notifier) storeSecurity(ctx context.Context, cluster string, st securityState) error {
-	data, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if _, err := n.cfg.Bus.PutBytes(ctx, bus.BucketNotify, securityKey(cluster), data); err != nil {
+	if err := n.remember(ctx, securityKey(cluster), st); err != nil {
 		return fmt.Errorf("notifier security state of %s: %w", cluster, err)
 	}
 	return nil
