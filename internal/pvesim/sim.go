@@ -68,7 +68,10 @@ type Sim struct {
 	shutdownWait time.Duration
 	clock        time.Time // Spec.Clock; zero: the current time
 	pools        map[string]*pool
-	mirrors      map[string]string
+	// firewallCluster is cluster.fw, firewallGuests each guest's <vmid>.fw (firewall.go).
+	firewallCluster *fwConf
+	firewallGuests  map[int]*fwConf
+	mirrors         map[string]string
 
 	faults faultState
 	gate   gate // the API daemon's worker limit
