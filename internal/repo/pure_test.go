@@ -13,7 +13,7 @@ import (
 
 // pure lists the packages of the functional core: they may import only the standard library, the YAML
 // library and each other.
-var pure = []string{"adopt", "diag", "event", "graph", "inventory", "manifest", "plan", "pveformat", "pvewire", "render", "report", "repo", "yamldecode"}
+var pure = []string{"adopt", "diag", "event", "firewall", "graph", "inventory", "manifest", "plan", "pveformat", "pvewire", "render", "report", "repo", "yamldecode"}
 
 // forbidden standard packages: network, processes, randomness, logging and the wall clock's sources.
 var forbidden = []string{"net/http", "net/rpc", "os/exec", "os/signal", "math/rand", "math/rand/v2", "crypto/rand",
