@@ -39,6 +39,17 @@ const (
 	// ActionSetPoolMembers adds the operation's guest (VMID, GuestType, Params node) to the pool, moving it
 	// out of its current pool, or with Params delete=1 removes it.
 	ActionSetPoolMembers Action = "set-pool-members"
+
+	// ActionApplyGuestFirewall makes a guest's firewall (options, rules, IP sets, aliases) the declared one
+	// on the guest's node; its Params carry what is declared (see internal/pve/firewall.go).
+	ActionApplyGuestFirewall Action = "apply-guest-firewall"
+	// The actions on the cluster's firewall objects run on the cluster's work queue. Params kind
+	// (security-group, ipset, alias) and name say which object; comment, rules, entries and cidr what it
+	// holds.
+	ActionCreateFirewallObject    Action = "create-firewall-object"
+	ActionConfigureFirewallObject Action = "configure-firewall-object"
+	ActionClaimFirewallObject     Action = "claim-firewall-object"
+	ActionDeleteFirewallObject    Action = "delete-firewall-object"
 )
 
 // ClusterScope is the Node of an operation on an object that belongs to no node (a resource pool): it runs
@@ -48,14 +59,22 @@ const ClusterScope = "_cluster"
 // PoolActions are the actions on resource pools.
 var PoolActions = []Action{ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers}
 
+// FirewallObjectActions are the actions on the cluster's firewall objects.
+var FirewallObjectActions = []Action{ActionCreateFirewallObject, ActionConfigureFirewallObject,
+	ActionClaimFirewallObject, ActionDeleteFirewallObject}
+
 // OnCluster reports whether an action runs on the cluster's work queue.
-func (a Action) OnCluster() bool { return slices.Contains(PoolActions, a) }
+func (a Action) OnCluster() bool {
+	return slices.Contains(PoolActions, a) || slices.Contains(FirewallObjectActions, a)
+}
 
 // Actions lists every action in a fixed order.
 var Actions = []Action{
 	ActionCreate, ActionClone, ActionConfigure, ActionResize, ActionStart, ActionShutdown, ActionStop,
 	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag, ActionRegenerateCloudInit,
 	ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers,
+	ActionApplyGuestFirewall, ActionCreateFirewallObject, ActionConfigureFirewallObject,
+	ActionClaimFirewallObject, ActionDeleteFirewallObject,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

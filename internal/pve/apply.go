@@ -97,6 +97,9 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if slices.Contains(plan.FirewallObjectActions, op.Action) {
+		return c.applyFirewallObject(ctx, op, opts)
+	}
 	if op.Action.OnCluster() {
 		return c.applyPool(ctx, op, opts)
 	}
@@ -135,6 +138,8 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.delete(ctx)
 	case plan.ActionRegenerateCloudInit:
 		err = a.regenerateCloudInit(ctx)
+	case plan.ActionApplyGuestFirewall:
+		err = a.applyGuestFirewall(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

@@ -31,6 +31,11 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionDeletePool, planv1.Action_ACTION_DELETE_POOL},
 	{plan.ActionClaimPool, planv1.Action_ACTION_CLAIM_POOL},
 	{plan.ActionSetPoolMembers, planv1.Action_ACTION_SET_POOL_MEMBERS},
+	{plan.ActionApplyGuestFirewall, planv1.Action_ACTION_APPLY_GUEST_FIREWALL},
+	{plan.ActionCreateFirewallObject, planv1.Action_ACTION_CREATE_FIREWALL_OBJECT},
+	{plan.ActionConfigureFirewallObject, planv1.Action_ACTION_CONFIGURE_FIREWALL_OBJECT},
+	{plan.ActionClaimFirewallObject, planv1.Action_ACTION_CLAIM_FIREWALL_OBJECT},
+	{plan.ActionDeleteFirewallObject, planv1.Action_ACTION_DELETE_FIREWALL_OBJECT},
 }}
 
 var planGuestTypeEnum = enumMap[inventory.GuestType, planv1.GuestType]{field: "guest type", pairs: []enumPair[inventory.GuestType, planv1.GuestType]{

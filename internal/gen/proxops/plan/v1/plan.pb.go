@@ -51,6 +51,14 @@ const (
 	Action_ACTION_DELETE_POOL      Action = 16
 	Action_ACTION_CLAIM_POOL       Action = 17
 	Action_ACTION_SET_POOL_MEMBERS Action = 18
+	// The firewall: a guest's options, rules, IP sets and aliases in one operation on its node's queue.
+	Action_ACTION_APPLY_GUEST_FIREWALL Action = 40
+	// The cluster's firewall objects (security groups, IP sets, aliases), on the cluster's work queue; the
+	// operation's params name the kind.
+	Action_ACTION_CREATE_FIREWALL_OBJECT    Action = 41
+	Action_ACTION_CONFIGURE_FIREWALL_OBJECT Action = 42
+	Action_ACTION_CLAIM_FIREWALL_OBJECT     Action = 43
+	Action_ACTION_DELETE_FIREWALL_OBJECT    Action = 44
 )
 
 // Enum value maps for Action.
@@ -75,27 +83,37 @@ var (
 		16: "ACTION_DELETE_POOL",
 		17: "ACTION_CLAIM_POOL",
 		18: "ACTION_SET_POOL_MEMBERS",
+		40: "ACTION_APPLY_GUEST_FIREWALL",
+		41: "ACTION_CREATE_FIREWALL_OBJECT",
+		42: "ACTION_CONFIGURE_FIREWALL_OBJECT",
+		43: "ACTION_CLAIM_FIREWALL_OBJECT",
+		44: "ACTION_DELETE_FIREWALL_OBJECT",
 	}
 	Action_value = map[string]int32{
-		"ACTION_UNSPECIFIED":          0,
-		"ACTION_CREATE":               1,
-		"ACTION_CLONE":                2,
-		"ACTION_CONFIGURE":            3,
-		"ACTION_RESIZE":               4,
-		"ACTION_START":                5,
-		"ACTION_SHUTDOWN":             6,
-		"ACTION_STOP":                 7,
-		"ACTION_RESUME":               8,
-		"ACTION_MARK_TEMPLATE":        9,
-		"ACTION_DOWNLOAD":             10,
-		"ACTION_DELETE":               11,
-		"ACTION_CLAIM_TAG":            12,
-		"ACTION_REGENERATE_CLOUDINIT": 13,
-		"ACTION_CREATE_POOL":          14,
-		"ACTION_CONFIGURE_POOL":       15,
-		"ACTION_DELETE_POOL":          16,
-		"ACTION_CLAIM_POOL":           17,
-		"ACTION_SET_POOL_MEMBERS":     18,
+		"ACTION_UNSPECIFIED":               0,
+		"ACTION_CREATE":                    1,
+		"ACTION_CLONE":                     2,
+		"ACTION_CONFIGURE":                 3,
+		"ACTION_RESIZE":                    4,
+		"ACTION_START":                     5,
+		"ACTION_SHUTDOWN":                  6,
+		"ACTION_STOP":                      7,
+		"ACTION_RESUME":                    8,
+		"ACTION_MARK_TEMPLATE":             9,
+		"ACTION_DOWNLOAD":                  10,
+		"ACTION_DELETE":                    11,
+		"ACTION_CLAIM_TAG":                 12,
+		"ACTION_REGENERATE_CLOUDINIT":      13,
+		"ACTION_CREATE_POOL":               14,
+		"ACTION_CONFIGURE_POOL":            15,
+		"ACTION_DELETE_POOL":               16,
+		"ACTION_CLAIM_POOL":                17,
+		"ACTION_SET_POOL_MEMBERS":          18,
+		"ACTION_APPLY_GUEST_FIREWALL":      40,
+		"ACTION_CREATE_FIREWALL_OBJECT":    41,
+		"ACTION_CONFIGURE_FIREWALL_OBJECT": 42,
+		"ACTION_CLAIM_FIREWALL_OBJECT":     43,
+		"ACTION_DELETE_FIREWALL_OBJECT":    44,
 	}
 )
 
@@ -2900,7 +2918,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xb1\x03\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xe0\x04\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2921,7 +2939,12 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x15ACTION_CONFIGURE_POOL\x10\x0f\x12\x16\n" +
 	"\x12ACTION_DELETE_POOL\x10\x10\x12\x15\n" +
 	"\x11ACTION_CLAIM_POOL\x10\x11\x12\x1b\n" +
-	"\x17ACTION_SET_POOL_MEMBERS\x10\x12*P\n" +
+	"\x17ACTION_SET_POOL_MEMBERS\x10\x12\x12\x1f\n" +
+	"\x1bACTION_APPLY_GUEST_FIREWALL\x10(\x12!\n" +
+	"\x1dACTION_CREATE_FIREWALL_OBJECT\x10)\x12$\n" +
+	" ACTION_CONFIGURE_FIREWALL_OBJECT\x10*\x12 \n" +
+	"\x1cACTION_CLAIM_FIREWALL_OBJECT\x10+\x12!\n" +
+	"\x1dACTION_DELETE_FIREWALL_OBJECT\x10,*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +
