@@ -183,17 +183,14 @@ func fwAliasRef(v string) bool {
 
 // fwIPOrCIDR is pve_verify_ip_or_cidr: an address or network; it returns the IP version.
 func fwIPOrCIDR(v string) (int, error) {
-	addr := v
-	if a, bits, ok := strings.Cut(v, "/"); ok {
-		addr = a
+	if strings.Contains(v, "/") {
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
 			return 0, ferr("invalid prefix length in %s", v)
 		}
-		_ = bits
 		return ipVersion(p.Addr()), nil
 	}
-	a, err := netip.ParseAddr(addr)
+	a, err := netip.ParseAddr(v)
 	if err != nil {
 		return 0, ferr("value does not look like a valid IP address or CIDR network")
 	}
