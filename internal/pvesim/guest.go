@@ -348,6 +348,7 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 			}
 		}
 		delete(s.guests, vmid)
+		s.haPurge(vmid)
 		return nil
 	})), nil
 }
