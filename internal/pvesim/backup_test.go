@@ -111,8 +111,8 @@ func TestBackupJobUpdateReplacesSelectionAndDeletesKeys(t *testing.T) {
 
 func TestNotBackedUpListsGuestsNoEnabledJobSelects(t *testing.T) {
 	c := poolCluster(t)
-	mustOK(t, c.do(http.MethodPost, "/cluster/backup", form("id", "a", "schedule", "daily", "vmid", "100")), "a")
-	mustOK(t, c.do(http.MethodPost, "/cluster/backup", form("id", "b", "schedule", "daily", "all", "1", "enabled", "0")), "b")
+	mustOK(t, c.do(http.MethodPost, "/cluster/backup", form("id", "ja", "schedule", "daily", "vmid", "100")), "a")
+	mustOK(t, c.do(http.MethodPost, "/cluster/backup", form("id", "jb", "schedule", "daily", "all", "1", "enabled", "0")), "b")
 	r := c.do(http.MethodGet, "/cluster/backup-info/not-backed-up", nil)
 	mustOK(t, r, "not backed up")
 	var out []map[string]any
