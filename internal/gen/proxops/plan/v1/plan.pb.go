@@ -51,6 +51,18 @@ const (
 	Action_ACTION_DELETE_POOL      Action = 16
 	Action_ACTION_CLAIM_POOL       Action = 17
 	Action_ACTION_SET_POOL_MEMBERS Action = 18
+	// HA resources, HA rules and backup jobs, on the cluster's work queue.
+	Action_ACTION_CREATE_HA_RESOURCE    Action = 20
+	Action_ACTION_CONFIGURE_HA_RESOURCE Action = 21
+	Action_ACTION_DELETE_HA_RESOURCE    Action = 22
+	Action_ACTION_CREATE_HA_RULE        Action = 23
+	Action_ACTION_CONFIGURE_HA_RULE     Action = 24
+	Action_ACTION_DELETE_HA_RULE        Action = 25
+	Action_ACTION_CREATE_BACKUP_JOB     Action = 26
+	Action_ACTION_CONFIGURE_BACKUP_JOB  Action = 27
+	Action_ACTION_DELETE_BACKUP_JOB     Action = 28
+	// Claim an HA resource, an HA rule or a backup job (the operation's object parameter says which).
+	Action_ACTION_CLAIM_CLUSTER_OBJECT Action = 29
 	// The firewall: a guest's options, rules, IP sets and aliases in one operation on its node's queue.
 	Action_ACTION_APPLY_GUEST_FIREWALL Action = 40
 	// The cluster's firewall objects (security groups, IP sets, aliases), on the cluster's work queue; the
@@ -83,6 +95,16 @@ var (
 		16: "ACTION_DELETE_POOL",
 		17: "ACTION_CLAIM_POOL",
 		18: "ACTION_SET_POOL_MEMBERS",
+		20: "ACTION_CREATE_HA_RESOURCE",
+		21: "ACTION_CONFIGURE_HA_RESOURCE",
+		22: "ACTION_DELETE_HA_RESOURCE",
+		23: "ACTION_CREATE_HA_RULE",
+		24: "ACTION_CONFIGURE_HA_RULE",
+		25: "ACTION_DELETE_HA_RULE",
+		26: "ACTION_CREATE_BACKUP_JOB",
+		27: "ACTION_CONFIGURE_BACKUP_JOB",
+		28: "ACTION_DELETE_BACKUP_JOB",
+		29: "ACTION_CLAIM_CLUSTER_OBJECT",
 		40: "ACTION_APPLY_GUEST_FIREWALL",
 		41: "ACTION_CREATE_FIREWALL_OBJECT",
 		42: "ACTION_CONFIGURE_FIREWALL_OBJECT",
@@ -109,6 +131,16 @@ var (
 		"ACTION_DELETE_POOL":               16,
 		"ACTION_CLAIM_POOL":                17,
 		"ACTION_SET_POOL_MEMBERS":          18,
+		"ACTION_CREATE_HA_RESOURCE":        20,
+		"ACTION_CONFIGURE_HA_RESOURCE":     21,
+		"ACTION_DELETE_HA_RESOURCE":        22,
+		"ACTION_CREATE_HA_RULE":            23,
+		"ACTION_CONFIGURE_HA_RULE":         24,
+		"ACTION_DELETE_HA_RULE":            25,
+		"ACTION_CREATE_BACKUP_JOB":         26,
+		"ACTION_CONFIGURE_BACKUP_JOB":      27,
+		"ACTION_DELETE_BACKUP_JOB":         28,
+		"ACTION_CLAIM_CLUSTER_OBJECT":      29,
 		"ACTION_APPLY_GUEST_FIREWALL":      40,
 		"ACTION_CREATE_FIREWALL_OBJECT":    41,
 		"ACTION_CONFIGURE_FIREWALL_OBJECT": 42,
@@ -2918,7 +2950,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xe0\x04\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\x92\a\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2939,7 +2971,17 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x15ACTION_CONFIGURE_POOL\x10\x0f\x12\x16\n" +
 	"\x12ACTION_DELETE_POOL\x10\x10\x12\x15\n" +
 	"\x11ACTION_CLAIM_POOL\x10\x11\x12\x1b\n" +
-	"\x17ACTION_SET_POOL_MEMBERS\x10\x12\x12\x1f\n" +
+	"\x17ACTION_SET_POOL_MEMBERS\x10\x12\x12\x1d\n" +
+	"\x19ACTION_CREATE_HA_RESOURCE\x10\x14\x12 \n" +
+	"\x1cACTION_CONFIGURE_HA_RESOURCE\x10\x15\x12\x1d\n" +
+	"\x19ACTION_DELETE_HA_RESOURCE\x10\x16\x12\x19\n" +
+	"\x15ACTION_CREATE_HA_RULE\x10\x17\x12\x1c\n" +
+	"\x18ACTION_CONFIGURE_HA_RULE\x10\x18\x12\x19\n" +
+	"\x15ACTION_DELETE_HA_RULE\x10\x19\x12\x1c\n" +
+	"\x18ACTION_CREATE_BACKUP_JOB\x10\x1a\x12\x1f\n" +
+	"\x1bACTION_CONFIGURE_BACKUP_JOB\x10\x1b\x12\x1c\n" +
+	"\x18ACTION_DELETE_BACKUP_JOB\x10\x1c\x12\x1f\n" +
+	"\x1bACTION_CLAIM_CLUSTER_OBJECT\x10\x1d\x12\x1f\n" +
 	"\x1bACTION_APPLY_GUEST_FIREWALL\x10(\x12!\n" +
 	"\x1dACTION_CREATE_FIREWALL_OBJECT\x10)\x12$\n" +
 	" ACTION_CONFIGURE_FIREWALL_OBJECT\x10*\x12 \n" +
