@@ -304,16 +304,11 @@ func ParseConfigFile(file string, data []byte) (*Config, diag.List) {
 func decodeConfig(file string, data []byte) (*Config, diag.List) {
 	cfg := DefaultConfig()
 	cfg.File = file
-	docs, diags := yamldecode.Documents(file, data)
-	if len(docs) > 1 {
-		diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: docs[1].Root.Line,
-			Column: docs[1].Root.Column, Message: "a configuration file holds one YAML document"})
-	}
-	if len(docs) == 0 {
+	root, diags := oneDocument(file, data, "a configuration file")
+	if root == nil {
 		return cfg, diags
 	}
 	d := yamldecode.NewDecoder(file)
-	root := docs[0].Root
 	d.Positions[""] = yamldecode.Of(root)
 	if root.Kind != yaml.MappingNode {
 		d.Errorf(yamldecode.Of(root), "", "expected a mapping of configuration keys, got %s", yamldecode.Shape(root))
