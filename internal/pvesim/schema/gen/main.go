@@ -63,6 +63,8 @@ var served = map[string][]string{
 	"/nodes/{node}/storage/{storage}/upload":        {"POST"},
 	"/pools":                                        {"GET", "POST", "PUT", "DELETE"},
 	"/pools/{poolid}":                               {"GET", "PUT", "DELETE"},
+	"/nodes/{node}/qemu/{vmid}/migrate":             {"GET", "POST"},
+	"/nodes/{node}/lxc/{vmid}/migrate":              {"GET", "POST"},
 }
 
 type node struct {
