@@ -20,6 +20,11 @@ type Owned struct {
 	Node string
 	// Fingerprint is never empty in a stored record; an empty one matches no guest.
 	Fingerprint string
+	// AppliedNode is the node ProxOps last put the guest on (created, cloned or migrated it there), or learned
+	// it on while it stood where its manifest placed it; empty when not known. Node follows the guest where it
+	// is observed; AppliedNode changes only by ProxOps' own doing, so a manifest whose spec.node differs from
+	// it is a move asked for in git, and a guest elsewhere for any other reason is only misplaced.
+	AppliedNode string
 }
 
 // Record asks the planner to store an ownership record once the guest is ProxOps'.

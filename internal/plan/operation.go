@@ -39,6 +39,10 @@ const (
 	// ActionSetPoolMembers adds the operation's guest (VMID, GuestType, Params node) to the pool, moving it
 	// out of its current pool, or with Params delete=1 removes it.
 	ActionSetPoolMembers Action = "set-pool-members"
+
+	// ActionMigrate moves the guest from its Node to the node Params target names (POST …/migrate), with
+	// Params online, restart and timeout (containers), with-local-disks and targetstorage (VMs).
+	ActionMigrate Action = "migrate"
 )
 
 // ClusterScope is the Node of an operation on an object that belongs to no node (a resource pool): it runs
@@ -55,7 +59,7 @@ func (a Action) OnCluster() bool { return slices.Contains(PoolActions, a) }
 var Actions = []Action{
 	ActionCreate, ActionClone, ActionConfigure, ActionResize, ActionStart, ActionShutdown, ActionStop,
 	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag, ActionRegenerateCloudInit,
-	ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers,
+	ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers, ActionMigrate,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

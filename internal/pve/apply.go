@@ -135,6 +135,8 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.delete(ctx)
 	case plan.ActionRegenerateCloudInit:
 		err = a.regenerateCloudInit(ctx)
+	case plan.ActionMigrate:
+		err = a.migrate(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

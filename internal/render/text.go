@@ -141,8 +141,8 @@ func PlanText(p plan.Plan) string {
 			// Updates and power changes are sorted into their sections below.
 		}
 	}
-	var create, update, power, del section
-	create.title, update.title, power.title, del.title = "will create", "will update", "power changes", "will delete (prune)"
+	var create, move, update, power, del section
+	create.title, move.title, update.title, power.title, del.title = "will create", "will move", "will update", "power changes", "will delete (prune)"
 	for _, o := range p.Operations {
 		switch {
 		case o.Action == plan.ActionCreate || o.Action == plan.ActionClone || o.Action == plan.ActionDownload ||
@@ -150,6 +150,8 @@ func PlanText(p plan.Plan) string {
 			create.lines = append(create.lines, opLine(o, false))
 		case o.Action == plan.ActionDelete || (o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
 			del.lines = append(del.lines, opLine(o, false))
+		case o.Action == plan.ActionMigrate:
+			move.lines = append(move.lines, opLine(o, false))
 		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
 			o.Action == plan.ActionRegenerateCloudInit:
 			update.lines = append(update.lines, opLine(o, true))
@@ -176,7 +178,7 @@ func PlanText(p plan.Plan) string {
 		}
 	}
 	sections := []section{
-		create, update, power, del,
+		create, move, update, power, del,
 		{title: "deferred prunes (budget)", lines: byKind[plan.FindingDeferredPrune]},
 		held,
 		{title: "pending until restart", lines: byKind[plan.FindingPending]},
