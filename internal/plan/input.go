@@ -62,6 +62,16 @@ type Settings struct {
 	ShutdownTimeout time.Duration
 	// PruneBudget caps the deletions of one plan; 0 is unlimited.
 	PruneBudget int
+	// Migrate is how guests move when their spec.node changes: manifest.MigrateOnline (default when empty),
+	// MigrateOffline or MigrateNever.
+	Migrate string
+	// MaxMigrations is how many guests one plan moves before it is held for confirmation; 0 is unlimited.
+	MaxMigrations int
+	// MigrationConcurrency is how many migrations of the cluster run at once (default 2).
+	MigrationConcurrency int
+	// MoveMisplaced moves every misplaced guest ProxOps owns back to its manifest's node (an operator's
+	// explicit request), not only those whose spec.node changed in git.
+	MoveMisplaced bool
 }
 
 // SettingsFor returns a cluster's settings from the process configuration and its cluster entry.
@@ -69,7 +79,8 @@ func SettingsFor(cfg *repo.Config, cl *repo.ClusterConfig) Settings {
 	if cfg == nil {
 		cfg = repo.DefaultConfig()
 	}
-	return Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl)}
+	return Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl),
+		Migrate: cfg.Reconcile.Migrate, MaxMigrations: cfg.Reconcile.MaxMigrations, MigrationConcurrency: cfg.Reconcile.MigrationConcurrency}
 }
 
 func (s Settings) restart() string {

@@ -168,6 +168,13 @@ func PlanText(p plan.Plan) string {
 		for _, ref := range p.HeldPrunes {
 			held.lines = append(held.lines, line{what: "held", ref: ref, node: "", id: "-", reason: "prune waits for confirmation"})
 		}
+		if moves := heldMoves(p); len(moves) > 0 {
+			held.title = "held for confirmation (migration latch)"
+			if len(p.HeldPrunes) > 0 {
+				held.title = "held for confirmation (mass-prune and migration latches)"
+			}
+			held.lines = append(held.lines, moves...)
+		}
 		held.note = []string{p.HeldReason, "confirm plan " + p.ID + " to apply it"}
 		for i := range held.lines {
 			for _, o := range p.Operations {
@@ -250,4 +257,19 @@ func RejectionText(r plan.Rejection) string {
 		fmt.Fprintf(&b, "  the cause may pass: planned again at %s\n", r.RetryAt.UTC().Format(time.RFC3339))
 	}
 	return b.String()
+}
+
+// heldMoves are the lines of a plan's migrations when the migration latch holds it.
+func heldMoves(p plan.Plan) []line {
+	if !strings.Contains(p.HeldReason, "migration latch") {
+		return nil
+	}
+	var out []line
+	for _, o := range p.Operations {
+		if o.Action == plan.ActionMigrate {
+			target, _ := o.Param("target")
+			out = append(out, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID), reason: "move to " + target + " waits for confirmation"})
+		}
+	}
+	return out
 }
