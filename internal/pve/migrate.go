@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/proxops/proxops/internal/inventory"
 )
@@ -52,6 +53,9 @@ func (a *applier) migrate(ctx context.Context) error {
 		}
 		if found && priorErr != nil {
 			a.out.Message = "earlier attempt failed: " + messageOf(priorErr)
+		}
+		if err := a.checkMigration(ctx, target); err != nil {
+			return err
 		}
 		body := map[string]string{"target": target}
 		for _, k := range migrateParams[a.op.GuestType] {
@@ -136,4 +140,28 @@ func strList(v any) []string {
 		}
 	}
 	return out
+}
+
+// checkMigration asks PVE right before the move what it allows and refuses, terminally and naming the reason,
+// a move PVE would start and then fail: a passthrough device, a local CD-ROM image, a storage the target lacks.
+func (a *applier) checkMigration(ctx context.Context, target string) error {
+	chk, err := a.c.CheckMigration(ctx, a.op.Node, a.op.GuestType, a.op.VMID, target)
+	if err != nil {
+		return failed(err, "%s", a.what())
+	}
+	var blocking []string
+	for _, r := range chk.LocalResources {
+		if !slices.Contains(chk.Mapped, r) {
+			blocking = append(blocking, r)
+		}
+	}
+	switch {
+	case len(blocking) > 0:
+		return terminal("%s: refused by PVE: it uses local devices (%s)", a.what(), strings.Join(blocking, ", "))
+	case len(chk.CDROMs) > 0:
+		return terminal("%s: refused by PVE: its CD-ROM holds a local image (%s)", a.what(), strings.Join(chk.CDROMs, ", "))
+	case len(chk.UnavailableStorages) > 0:
+		return terminal("%s: refused by PVE: node %s lacks storage %s", a.what(), target, strings.Join(chk.UnavailableStorages, ", "))
+	}
+	return nil
 }

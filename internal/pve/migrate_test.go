@@ -2,6 +2,7 @@ package pve_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +146,21 @@ func TestCheckMigrationReportsLocalDisksAndStorages(t *testing.T) {
 	if chk.Running || !chk.Known || chk.Allowed || len(chk.CDROMs) != 1 || len(chk.UnavailableStorages) != 1 ||
 		chk.UnavailableStorages[0] != "fast" {
 		t.Fatalf("check %+v", chk)
+	}
+}
+
+// A move PVE would refuse is refused before anything is sent, naming the reason.
+func TestMigrateRefusesWhatPVERefuses(t *testing.T) {
+	spec := baseSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1",
+		Config: seedVM + "ide2: local:iso/debian-12.iso,media=cdrom\n"}}
+	c := newSim(t, spec)
+	cl := c.client(t)
+	_, err := apply(t, cl, migrateOp(100, inventory.QEMU, "pve1", "pve2"), pve.ApplyOptions{})
+	if pve.ClassOf(err) != plan.ErrorTerminal || !strings.Contains(err.Error(), "local:iso/debian-12.iso") {
+		t.Fatalf("local ISO: %v", err)
+	}
+	if n := c.count("POST", "/nodes/{node}/qemu/{vmid}/migrate"); n != 0 {
+		t.Fatalf("%d migrations sent", n)
 	}
 }
