@@ -74,7 +74,6 @@ func (c *checker) migrate(m *Migrate) {
 	}
 }
 
-
 // CreationOnly reports whether a reference to a resource of this kind matters only when the referring guest
 // is created (the DiskImage a disk is imported from, the CTTemplate a container is made from, the TemplateVM a
 // VM is cloned from): it does not constrain where an existing guest lives.

@@ -69,9 +69,6 @@ type Settings struct {
 	MaxMigrations int
 	// MigrationConcurrency is how many migrations of the cluster run at once (default 2).
 	MigrationConcurrency int
-	// MoveMisplaced moves every misplaced guest ProxOps owns back to its manifest's node (an operator's
-	// explicit request), not only those whose spec.node changed in git.
-	MoveMisplaced bool
 }
 
 // SettingsFor returns a cluster's settings from the process configuration and its cluster entry.

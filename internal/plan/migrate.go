@@ -15,8 +15,7 @@ import (
 )
 
 // Moving guests. A guest moves when git asks for it: its manifest's spec.node differs from the node ProxOps
-// last put it on (Owned.AppliedNode), or the operator asks for every misplaced guest to be moved back
-// (Settings.MoveMisplaced). A guest on another node for any other reason (HA, a hand move, maintenance) is
+// last put it on (Owned.AppliedNode). A guest on another node for any other reason (HA, a hand move, maintenance) is
 // reported as misplaced and managed where it is. The move is the first operation of the guest's sequence; its
 // other changes follow on the new node.
 
@@ -54,7 +53,7 @@ func (d *differ) placement(r *manifest.Resource, g *inventory.Guest) (moveTo str
 		return "", false
 	}
 	switch {
-	case !asked && !d.in.Settings.MoveMisplaced:
+	case !asked:
 		return misplaced("")
 	case !owns:
 		return misplaced("it is moved only once ProxOps owns it (tagged and recorded)")
@@ -258,27 +257,25 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 	return nil
 }
 
-// learnAppliedNode completes a record that does not know where ProxOps put the guest yet (one written before
-// records carried it) while the guest stands where its manifest places it.
+// learnAppliedNode updates the node a record says ProxOps put the guest on when the guest stands where its
+// manifest places it and the record says otherwise or nothing (a record written before records carried the
+// node, or a guest moved by hand and then committed where it stands).
 func (d *differ) learnAppliedNode(s *guestUpdate) {
 	rec, ok := d.owned[s.g.VMID]
-	if !ok || rec.AppliedNode != "" || !s.tagged || rec.Fingerprint != s.fp || s.g.Node != s.r.Node() || rec.Ref != s.ref.String() {
+	if !ok || !s.recorded || rec.AppliedNode == s.g.Node || !s.tagged || rec.Fingerprint != s.fp || s.g.Node != s.r.Node() || rec.Ref != s.ref.String() {
 		return
 	}
 	rec.Node, rec.AppliedNode = s.g.Node, s.g.Node
 	d.records = append(d.records, Record{Owned: rec})
 }
 
-// appliedNodeFor is the AppliedNode a record of the guest keeps: the stored one, or the live node when the
-// guest stands where its manifest places it.
+// appliedNodeFor is the AppliedNode a record of the guest keeps: the live node when the guest stands where its
+// manifest places it, else the stored one.
 func (d *differ) appliedNodeFor(r *manifest.Resource, g *inventory.Guest) string {
-	if rec, ok := d.owned[g.VMID]; ok && rec.AppliedNode != "" {
-		return rec.AppliedNode
-	}
 	if g.Node == r.Node() {
 		return g.Node
 	}
-	return ""
+	return d.owned[g.VMID].AppliedNode
 }
 
 // limitMigrations holds a plan that moves more guests than reconcile.max-migrations for confirmation, and
