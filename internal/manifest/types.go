@@ -132,6 +132,8 @@ type VMSpec struct {
 	Options        *VMOptions        `yaml:"options,omitempty"`
 	CloudInitData  *CloudInitData    `yaml:"cloud-init-data,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
+	// Migrate says how the VM moves when spec.node changes.
+	Migrate *Migrate `yaml:"migrate,omitempty"`
 }
 
 // VMCPU is a VM's processor.
@@ -305,6 +307,8 @@ type LXCSpec struct {
 	Arch           string            `yaml:"arch,omitempty"`
 	Options        *LXCOptions       `yaml:"options,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
+	// Migrate says how the container moves when spec.node changes.
+	Migrate *Migrate `yaml:"migrate,omitempty"`
 }
 
 // LXCCPU is a container's processor.

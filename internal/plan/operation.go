@@ -65,6 +65,9 @@ const (
 	ActionConfigureFirewallObject Action = "configure-firewall-object"
 	ActionClaimFirewallObject     Action = "claim-firewall-object"
 	ActionDeleteFirewallObject    Action = "delete-firewall-object"
+	// ActionMigrate moves the guest from its Node to the node Params target names (POST …/migrate), with
+	// Params online, restart and timeout (containers), with-local-disks and targetstorage (VMs).
+	ActionMigrate Action = "migrate"
 )
 
 // ClusterObjectActions are the actions on HA resources, HA rules and backup jobs.
@@ -100,7 +103,7 @@ var Actions = []Action{
 	ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule,
 	ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob, ActionClaimClusterObject,
 	ActionApplyGuestFirewall, ActionCreateFirewallObject, ActionConfigureFirewallObject,
-	ActionClaimFirewallObject, ActionDeleteFirewallObject,
+	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionMigrate,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

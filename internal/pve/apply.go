@@ -143,6 +143,8 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.regenerateCloudInit(ctx)
 	case plan.ActionApplyGuestFirewall:
 		err = a.applyGuestFirewall(ctx)
+	case plan.ActionMigrate:
+		err = a.migrate(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

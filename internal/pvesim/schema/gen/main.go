@@ -103,6 +103,8 @@ var served = map[string][]string{
 	"/cluster/ha/groups/{group}":                             {"GET", "PUT", "DELETE"},
 	"/cluster/ha/status/current":                             {"GET"},
 	"/cluster/ha/status/manager_status":                      {"GET"},
+	"/nodes/{node}/qemu/{vmid}/migrate":                      {"GET", "POST"},
+	"/nodes/{node}/lxc/{vmid}/migrate":                       {"GET", "POST"},
 }
 
 type node struct {
