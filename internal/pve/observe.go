@@ -28,7 +28,8 @@ type ObserveRequest struct {
 var artifactContent = []string{"iso", "vztmpl", "import"}
 
 // Observe reads one node with the fewest requests: the qemu listing (full=1, for qmpstatus), the lxc
-// listing, the storage list, the cluster options (for the tag-style), one GET …/pending per guest (current
+// listing, the storage list, the cluster options (for the tag-style), the pools (GET /pools and the cluster
+// resources for their members), one GET …/pending per guest (current
 // value, pending value and pending delete of every key, and the digest; bounded concurrency), for a
 // container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
 // cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
@@ -55,6 +56,10 @@ func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Nod
 	if n.TagsCaseSensitive, err = c.tagsCaseSensitive(ctx); err != nil {
 		return n, err
 	}
+	if n.Pools, err = c.observePools(ctx); err != nil {
+		return n, err
+	}
+	n.PoolsObserved = true
 	if err := c.readPending(ctx, req.Node, n.Guests); err != nil {
 		return n, err
 	}

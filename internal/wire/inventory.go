@@ -107,7 +107,14 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
-		TagsCaseSensitive: n.Node.TagsCaseSensitive,
+		TagsCaseSensitive: n.Node.TagsCaseSensitive, PoolsObserved: n.Node.PoolsObserved,
+	}
+	for _, pl := range n.Node.Pools {
+		pp := &inventoryv1.Pool{Poolid: pl.ID, Comment: pl.Comment}
+		for _, v := range pl.Members {
+			pp.Vmids = append(pp.Vmids, int64(v))
+		}
+		p.Pools = append(p.Pools, pp)
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -137,8 +144,15 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	}
 	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
-		TagsCaseSensitive: p.GetTagsCaseSensitive(),
+		TagsCaseSensitive: p.GetTagsCaseSensitive(), PoolsObserved: p.GetPoolsObserved(),
 	}}
+	for _, pp := range p.GetPools() {
+		pl := inventory.Pool{ID: pp.GetPoolid(), Comment: pp.GetComment()}
+		for _, v := range pp.GetVmids() {
+			pl.Members = append(pl.Members, int(v))
+		}
+		n.Node.Pools = append(n.Node.Pools, pl)
+	}
 	for _, pg := range p.GetGuests() {
 		g, err := guestFromProto(pg, p.GetNode())
 		if err != nil {

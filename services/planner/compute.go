@@ -85,6 +85,10 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	if err != nil {
 		return computed{}, transient(err)
 	}
+	ownedObjects, err := p.ownedObjects(ctx, cluster)
+	if err != nil {
+		return computed{}, transient(err)
+	}
 	observed, diags, refused, err := p.observe(ctx, c, owned)
 	if err != nil {
 		return computed{}, transient(err)
@@ -94,7 +98,7 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		out.rejection.Transient, out.refused = len(refused) == 0, refused
 		return out, nil
 	}
-	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
+	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, OwnedObjects: ownedObjects, Secrets: resolver,
 		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree})
 	var rej *plan.RejectedError
 	switch {
