@@ -275,7 +275,7 @@ func (d *differ) planPoolMembership(s *guestUpdate) error {
 		d.finding(FindingAnomaly, ref, s.g.Node, vmid, "spec.pool",
 			fmt.Sprintf("pool %s is not ProxOps' (not declared under pool/); ProxOps does not add guests to it: declare the pool, or add the guest by hand", want))
 		return nil
-	case from != "" && !o.ownedAfter[from]:
+	case from != "" && !o.ownedAfter[from] && !o.ownedNow(from):
 		d.finding(FindingAnomaly, ref, s.g.Node, vmid, "spec.pool",
 			fmt.Sprintf("the guest is in pool %s, which ProxOps does not own; it is not moved to pool %s: move it by hand", from, want))
 		return nil

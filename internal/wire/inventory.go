@@ -47,6 +47,8 @@ type ObserveRequest struct {
 	// BaseURL is the base-url the repository declares for the cluster (empty: not said). An executor with
 	// its own endpoint refuses a request whose BaseURL names another endpoint.
 	BaseURL string
+	// Pools asks for the cluster's resource pools as well (cluster-wide: one node is asked).
+	Pools bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -203,7 +205,7 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
 	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
-		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL}
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL, Pools: r.Pools}
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -214,7 +216,7 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 	}
 	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
-		BaseURL: p.GetBaseUrl()}, nil
+		BaseURL: p.GetBaseUrl(), Pools: p.GetPools()}, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.

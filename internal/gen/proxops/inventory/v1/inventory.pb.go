@@ -89,7 +89,10 @@ type ObserveRequest struct {
 	ListNodes bool `protobuf:"varint,6,opt,name=list_nodes,json=listNodes,proto3" json:"list_nodes,omitempty"`
 	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
 	// own endpoint refuses the request when this is set and names another endpoint.
-	BaseUrl       string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	BaseUrl string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// Also read the cluster's resource pools (NodeInventory.pools): cluster-wide, so one node of a cluster is
+	// asked.
+	Pools         bool `protobuf:"varint,30,opt,name=pools,proto3" json:"pools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +174,13 @@ func (x *ObserveRequest) GetBaseUrl() string {
 		return x.BaseUrl
 	}
 	return ""
+}
+
+func (x *ObserveRequest) GetPools() bool {
+	if x != nil {
+		return x.Pools
+	}
+	return false
 }
 
 // NodeInventory is one node's live state.
@@ -1117,7 +1127,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x01\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1128,7 +1138,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"allContent\x12\x1d\n" +
 	"\n" +
 	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
-	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\xf0\x04\n" +
+	"\bbase_url\x18\a \x01(\tR\abaseUrl\x12\x14\n" +
+	"\x05pools\x18\x1e \x01(\bR\x05pools\"\xf0\x04\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
