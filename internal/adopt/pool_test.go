@@ -35,6 +35,8 @@ func TestAdoptionWritesPoolsAndTheGuestsPool(t *testing.T) {
 			pool = &res.Manifests[i]
 		case manifest.KindVM:
 			vm = &res.Manifests[i]
+		default:
+			t.Errorf("unexpected %s manifest %s", m.Kind, m.Path)
 		}
 	}
 	if pool == nil || vm == nil {

@@ -52,8 +52,11 @@ func ObjectOf(op Operation) (kind, id string, ok bool) {
 	case ActionCreatePool, ActionConfigurePool, ActionClaimPool, ActionDeletePool:
 		id, _ := op.Param("poolid")
 		return manifest.KindPool.ObjectKind(), id, id != ""
+	default:
+		// A guest's or an artifact's action, and a pool's membership (which writes to the guest's pool,
+		// named by the operation's guest), name no cluster object of their own.
+		return "", "", false
 	}
-	return "", "", false
 }
 
 // objectKey is a cluster object's kind and id.
@@ -317,6 +320,8 @@ func (d *differ) planCreatedGuestPools() {
 				Cluster: d.cluster, Node: ClusterScope, VMID: r.VMID(), GuestType: inventory.QEMU, Ref: r.Ref().String(),
 				Action: ActionSetPoolMembers, DependsOn: deps, Params: []KV{{Key: "poolid", Value: want}, {Key: "node", Value: r.Node()}},
 				Reason: fmt.Sprintf("%s: add to pool %s", r.Ref(), want), Changes: []Change{{Field: "pool", After: want}}})
+		default:
+			// A guest that exists: planPoolMembership converged its pool with its update.
 		}
 	}
 }
