@@ -157,6 +157,8 @@ type run struct {
 	namers    map[manifest.Kind]*namer
 	keys      *keyMatcher
 	ciDigests map[string]bool
+	// poolOf is the live pool of each guest (pool.go).
+	poolOf map[int]string
 }
 
 // Adopt turns a cluster's live guests and storage files into manifests.
@@ -181,6 +183,9 @@ func Adopt(in Input) (Result, error) {
 		r.namers[k] = &namer{kind: k, cluster: in.Cluster, taken: map[string]bool{}, occupied: occupied}
 	}
 	r.indexDeclared()
+	if err := r.adoptPools(); err != nil {
+		return Result{}, err
+	}
 	if err := r.adoptArtifacts(); err != nil {
 		return Result{}, err
 	}

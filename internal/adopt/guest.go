@@ -138,8 +138,14 @@ func (r *run) adoptGuest(g inventory.Guest, node *inventory.Node) error {
 	var res *manifest.Resource
 	if g.Type == inventory.LXC {
 		res = c.lxc()
+		if s := res.LXC(); s != nil {
+			s.Pool = r.poolOf[g.VMID]
+		}
 	} else {
 		res = c.qemu()
+		if s := res.VM(); s != nil {
+			s.Pool = r.poolOf[g.VMID]
+		}
 	}
 	// A key adoption could not carry at all is one gap with its whole value; its tokens are not repeated.
 	whole := map[string]bool{}

@@ -37,6 +37,29 @@ type Node struct {
 	// TagsCaseSensitive says the cluster's tag-style holds case-sensitive=1: PVE keeps the case of tags
 	// instead of lower-casing them (datacenter.cfg is cluster-wide; every node reports it).
 	TagsCaseSensitive bool
+	// Pools are the cluster's resource pools, sorted by id (cluster-wide: every node reports them), when
+	// PoolsObserved says they were read.
+	Pools         []Pool
+	PoolsObserved bool
+}
+
+// Pool is one resource pool: its id, its comment as PVE keeps it (ownership marker included) and the vmids
+// of its guests, sorted.
+type Pool struct {
+	ID      string
+	Comment string
+	Members []int
+}
+
+// Pools returns the cluster's resource pools as the first node that read them reports them, and whether any
+// node did.
+func (c Cluster) Pools() ([]Pool, bool) {
+	for _, n := range c.Nodes {
+		if n.PoolsObserved {
+			return n.Pools, true
+		}
+	}
+	return nil, false
 }
 
 // Guest is one VM or container.
@@ -175,6 +198,7 @@ func (n *Node) Sort() {
 	slices.SortFunc(n.Volumes, func(a, b Volume) int { return cmp.Compare(a.Volid, b.Volid) })
 	slices.Sort(n.ListedStorages)
 	n.ListedStorages = slices.Compact(n.ListedStorages)
+	slices.SortFunc(n.Pools, func(a, b Pool) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // Cluster is the observed state of every allowed node of one cluster.

@@ -239,6 +239,14 @@ func (a *ArtifactSpec) PlacedOn(node string) bool {
 	return slices.Contains(a.PlacementNodes(), node)
 }
 
+// IDOrName is the pool's PVE id: spec.id, else the manifest's name.
+func (s *PoolSpec) IDOrName(name string) string {
+	if s.ID != "" {
+		return s.ID
+	}
+	return name
+}
+
 // SplitTags splits a tag list on the separators PVE accepts (`;`, `,` and whitespace).
 func SplitTags(s string) []string { return pveformat.SplitList(s) }
 
@@ -259,6 +267,10 @@ func Resolve(r *Resource) *Resource {
 		out.Spec = resolveVM(&out, s)
 	case *LXCSpec:
 		out.Spec = resolveLXC(&out, s)
+	case *PoolSpec:
+		p := *s
+		p.ID = s.IDOrName(r.Metadata.Name)
+		out.Spec = &p
 	case *ArtifactSpec:
 		a := *s
 		a.Nodes = s.PlacementNodes()

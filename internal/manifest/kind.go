@@ -11,7 +11,7 @@ const APIVersion = "proxops/v1alpha1"
 // Kind is a canonical manifest kind.
 type Kind string
 
-// The seven kinds.
+// The kinds.
 const (
 	KindVM         Kind = "VM"
 	KindLXC        Kind = "LXC"
@@ -20,17 +20,19 @@ const (
 	KindISO        Kind = "ISO"
 	KindCTTemplate Kind = "CTTemplate"
 	KindDiskImage  Kind = "DiskImage"
+	// KindPool is a resource pool: a cluster object, on no node and without a vmid.
+	KindPool Kind = "Pool"
 )
 
 // Kinds lists every kind in documentation order.
-var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage}
+var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool}
 
 // kindAliases maps the lower-cased spellings accepted in `kind:` to the canonical kind.
 var kindAliases = map[string]Kind{
 	"vm": KindVM, "lxc": KindLXC, "templatevm": KindTemplateVM, "templatect": KindTemplateCT,
 	"iso": KindISO, "cttemplate": KindCTTemplate, "diskimage": KindDiskImage,
 	"ctt": KindCTTemplate, "disk": KindDiskImage, "tvm": KindTemplateVM, "template": KindTemplateVM,
-	"tct": KindTemplateCT,
+	"tct": KindTemplateCT, "pool": KindPool,
 }
 
 // ParseKind returns the canonical kind for a spelling: case-insensitive, with the aliases CTT, DISK, TVM,
@@ -57,13 +59,15 @@ func (k Kind) Root() string {
 		return "ctt"
 	case KindDiskImage:
 		return "diskimage"
+	case KindPool:
+		return "pool"
 	default:
 		return ""
 	}
 }
 
 // KindRoots lists the kind root directories in sorted order.
-var KindRoots = []string{"ctt", "diskimage", "iso", "lxc", "templatect", "templatevm", "vm"}
+var KindRoots = []string{"ctt", "diskimage", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
 
 // KindOfRoot returns the kind whose manifests live under a kind root directory.
 func KindOfRoot(dir string) (Kind, bool) {
@@ -91,6 +95,19 @@ func (k Kind) IsTemplate() bool { return k == KindTemplateVM || k == KindTemplat
 
 // IsArtifact reports whether the kind is a storage artifact (ISO, CTTemplate, DiskImage).
 func (k Kind) IsArtifact() bool { return k == KindISO || k == KindCTTemplate || k == KindDiskImage }
+
+// IsClusterObject reports whether the kind is a cluster object: one that belongs to no node, has no vmid and
+// that PVE cannot tag (Pool). Its operations run on the cluster's work queue, and ProxOps owns one only when
+// its comment carries the ownership marker and the ownership inventory records it by kind and id.
+func (k Kind) IsClusterObject() bool { return k == KindPool }
+
+// ObjectKind is the ownership inventory's name of a cluster-object kind (pool); "" for other kinds.
+func (k Kind) ObjectKind() string {
+	if k == KindPool {
+		return "pool"
+	}
+	return ""
+}
 
 // Content is the PVE storage content type of an artifact kind (iso, vztmpl, import).
 func (k Kind) Content() string {

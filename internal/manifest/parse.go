@@ -1,5 +1,5 @@
-// Package manifest holds the seven kinds of ProxOps manifests (VM, LXC, TemplateVM, TemplateCT, ISO,
-// CTTemplate, DiskImage): their types, parsing from multi-document YAML files with the position of every
+// Package manifest holds the kinds of ProxOps manifests (VM, LXC, TemplateVM, TemplateCT, ISO,
+// CTTemplate, DiskImage, Pool): their types, parsing from multi-document YAML files with the position of every
 // field, per-kind validation that reports every problem at once, the default values ProxOps applies
 // (computed by functions that return them, never written into the parsed value) and the references between
 // resources. It is pure: no I/O beyond the bytes it is given.
@@ -13,7 +13,7 @@ import (
 )
 
 // kindList is the list of kinds named in messages.
-var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage"
+var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage, Pool"
 
 var envelopeFields = []string{"apiVersion", "kind", "metadata", "spec"}
 
@@ -116,12 +116,17 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		r.Spec = &VMSpec{}
 	case kind.IsContainer():
 		r.Spec = &LXCSpec{}
+	case kind == KindPool:
+		r.Spec = &PoolSpec{}
 	default:
 		r.Spec = &ArtifactSpec{}
 	}
-	if yamldecode.IsNull(specNode) {
+	switch {
+	case yamldecode.IsNull(specNode) && kind == KindPool:
+		// A pool named by metadata.name, without a comment, needs no spec.
+	case yamldecode.IsNull(specNode):
 		d.Errorf(docPos, "spec", "required")
-	} else {
+	default:
 		d.Decode(specNode, "spec", r.Spec)
 	}
 	if !d.Has("") {

@@ -60,6 +60,7 @@ type Spec interface{ isSpec() }
 func (*VMSpec) isSpec()       {}
 func (*LXCSpec) isSpec()      {}
 func (*ArtifactSpec) isSpec() {}
+func (*PoolSpec) isSpec()     {}
 
 // Ref returns the resource's Kind/name.
 func (r *Resource) Ref() Ref { return Ref{Kind: r.Kind, Name: r.Metadata.Name} }
@@ -80,6 +81,23 @@ func (r *Resource) LXC() *LXCSpec {
 func (r *Resource) Artifact() *ArtifactSpec {
 	s, _ := r.Spec.(*ArtifactSpec)
 	return s
+}
+
+// Pool returns the spec of a Pool, else nil.
+func (r *Resource) Pool() *PoolSpec {
+	s, _ := r.Spec.(*PoolSpec)
+	return s
+}
+
+// GuestPool returns the resource pool a guest's spec.pool names ("" when it names none).
+func (r *Resource) GuestPool() string {
+	switch s := r.Spec.(type) {
+	case *VMSpec:
+		return s.Pool
+	case *LXCSpec:
+		return s.Pool
+	}
+	return ""
 }
 
 // Node returns the node a guest is placed on ("" for artifacts).
@@ -121,17 +139,19 @@ type VMSpec struct {
 	// Clone names a TemplateVM this VM is full-cloned from (VM only; then Disks must be empty).
 	Clone string `yaml:"clone,omitempty"`
 	// PVEName is PVE's name; defaults to metadata.name.
-	PVEName        string            `yaml:"pve-name,omitempty"`
-	PVEDescription string            `yaml:"pve-description,omitempty"`
-	Tags           []string          `yaml:"tags,omitempty"`
-	CPU            VMCPU             `yaml:"cpu"`
-	Memory         Quantity          `yaml:"memory,omitempty"`
-	Disks          []Disk            `yaml:"disks,omitempty"`
-	Networks       []NIC             `yaml:"networks,omitempty"`
-	Hardware       *Hardware         `yaml:"hardware,omitempty"`
-	Options        *VMOptions        `yaml:"options,omitempty"`
-	CloudInitData  *CloudInitData    `yaml:"cloud-init-data,omitempty"`
-	Extra          map[string]string `yaml:"extra,omitempty"`
+	PVEName        string   `yaml:"pve-name,omitempty"`
+	PVEDescription string   `yaml:"pve-description,omitempty"`
+	Tags           []string `yaml:"tags,omitempty"`
+	// Pool is the id of the resource pool the VM belongs to; empty: ProxOps does not own its membership.
+	Pool          string            `yaml:"pool,omitempty"`
+	CPU           VMCPU             `yaml:"cpu"`
+	Memory        Quantity          `yaml:"memory,omitempty"`
+	Disks         []Disk            `yaml:"disks,omitempty"`
+	Networks      []NIC             `yaml:"networks,omitempty"`
+	Hardware      *Hardware         `yaml:"hardware,omitempty"`
+	Options       *VMOptions        `yaml:"options,omitempty"`
+	CloudInitData *CloudInitData    `yaml:"cloud-init-data,omitempty"`
+	Extra         map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the VM moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`
 }
@@ -293,20 +313,22 @@ type LXCSpec struct {
 	State State  `yaml:"state,omitempty"`
 	// Template names the CTTemplate the container is created from: a create parameter only (PVE keeps no
 	// record of it), required to create the container, never compared with an existing one.
-	Template       string            `yaml:"template,omitempty"`
-	PVEDescription string            `yaml:"pve-description,omitempty"`
-	Tags           []string          `yaml:"tags,omitempty"`
-	Memory         Quantity          `yaml:"memory,omitempty"`
-	Swap           Quantity          `yaml:"swap,omitempty"`
-	CPU            LXCCPU            `yaml:"cpu,omitempty"`
-	Root           RootFS            `yaml:"root"`
-	MountPoints    []MountPoint      `yaml:"mount-points,omitempty"`
-	BindMounts     []BindMount       `yaml:"bind-mounts,omitempty"`
-	Networks       []LXCNIC          `yaml:"networks,omitempty"`
-	DNS            *DNS              `yaml:"dns,omitempty"`
-	Arch           string            `yaml:"arch,omitempty"`
-	Options        *LXCOptions       `yaml:"options,omitempty"`
-	Extra          map[string]string `yaml:"extra,omitempty"`
+	Template       string   `yaml:"template,omitempty"`
+	PVEDescription string   `yaml:"pve-description,omitempty"`
+	Tags           []string `yaml:"tags,omitempty"`
+	// Pool is the id of the resource pool the container belongs to; empty: ProxOps does not own its membership.
+	Pool        string            `yaml:"pool,omitempty"`
+	Memory      Quantity          `yaml:"memory,omitempty"`
+	Swap        Quantity          `yaml:"swap,omitempty"`
+	CPU         LXCCPU            `yaml:"cpu,omitempty"`
+	Root        RootFS            `yaml:"root"`
+	MountPoints []MountPoint      `yaml:"mount-points,omitempty"`
+	BindMounts  []BindMount       `yaml:"bind-mounts,omitempty"`
+	Networks    []LXCNIC          `yaml:"networks,omitempty"`
+	DNS         *DNS              `yaml:"dns,omitempty"`
+	Arch        string            `yaml:"arch,omitempty"`
+	Options     *LXCOptions       `yaml:"options,omitempty"`
+	Extra       map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the container moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`
 }
@@ -406,6 +428,15 @@ type ArtifactSpec struct {
 	Filename string    `yaml:"filename"`
 	URL      string    `yaml:"url"`
 	Checksum *Checksum `yaml:"checksum,omitempty"`
+}
+
+// PoolSpec is the spec of a Pool: a PVE resource pool.
+type PoolSpec struct {
+	// ID is PVE's pool id; defaults to metadata.name. A nested pool is parent/child (PVE 9, at most three
+	// levels); its parent must be declared or live.
+	ID string `yaml:"id,omitempty"`
+	// Comment is the pool's comment without the ownership marker, which ProxOps appends.
+	Comment string `yaml:"comment,omitempty"`
 }
 
 // Checksum pins a download's digest.

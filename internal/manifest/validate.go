@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/proxops/proxops/internal/diag"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/yamldecode"
 )
 
@@ -86,6 +87,12 @@ func Validate(r *Resource) diag.List {
 			break
 		}
 		c.lxc(s)
+	case *PoolSpec:
+		if r.Kind != KindPool {
+			c.errorf("spec", "%s %s needs a pool spec", Article(r.Kind), r.Kind)
+			break
+		}
+		c.pool(s)
 	case *ArtifactSpec:
 		if !r.Kind.IsArtifact() {
 			c.errorf("spec", "%s %s needs an artifact spec", Article(r.Kind), r.Kind)
@@ -312,6 +319,7 @@ func (c *checker) vm(s *VMSpec) {
 		c.errorf("spec.pve-name", "invalid PVE name %s (a DNS name: letters, digits, hyphens and dots)", diag.Excerpt(s.PVEName))
 	}
 	c.tags("spec.tags", s.Tags)
+	c.guestPool(s.Pool, s.Extra)
 	if s.Clone != "" {
 		switch {
 		case c.r.Kind == KindTemplateVM:
@@ -608,6 +616,7 @@ func (c *checker) lxc(s *LXCSpec) {
 		c.name("spec.template", s.Template)
 	}
 	c.tags("spec.tags", s.Tags)
+	c.guestPool(s.Pool, s.Extra)
 	c.size("spec.memory", s.Memory, c.has("spec.memory"), true)
 	if !s.Swap.IsZero() {
 		if _, err := s.Swap.MiB(); err != nil {
@@ -758,6 +767,65 @@ func (c *checker) artifact(s *ArtifactSpec) {
 				c.errorf("spec.checksum.value", "not a %s digest (%d hex digits)", cs.Algorithm, want)
 			}
 		}
+	}
+}
+
+// poolSegmentRE is one level of a PVE pool id (AccessControl.pm verify_poolname).
+var poolSegmentRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// MaxPoolLevels is how deep PVE nests pools: parent/child/grandchild.
+const MaxPoolLevels = 3
+
+// PoolIDError says what is wrong with a PVE pool id, or returns "" for a valid one.
+func PoolIDError(id string) string {
+	parts := strings.Split(id, "/")
+	switch {
+	case id == "":
+		return "required"
+	case len(parts) > MaxPoolLevels:
+		return fmt.Sprintf("pool id %s is nested too deeply (at most %d levels: parent/child/grandchild)", diag.Excerpt(id), MaxPoolLevels)
+	}
+	for _, p := range parts {
+		if !poolSegmentRE.MatchString(p) {
+			return fmt.Sprintf("invalid pool id %s: each level (parent/child) is letters, digits, dots, hyphens and underscores", diag.Excerpt(id))
+		}
+	}
+	return ""
+}
+
+// PoolParent is the parent of a nested pool id, "" for a top-level one.
+func PoolParent(id string) string {
+	if i := strings.LastIndex(id, "/"); i >= 0 {
+		return id[:i]
+	}
+	return ""
+}
+
+// pool checks a Pool's spec: its id (metadata.name when absent) and comment.
+func (c *checker) pool(s *PoolSpec) {
+	if s.ID != "" || c.has("spec.id") {
+		if msg := PoolIDError(s.ID); msg != "" {
+			c.errorf("spec.id", "%s", msg)
+		}
+	}
+	if strings.Contains(s.Comment, "\x00") {
+		c.errorf("spec.comment", "must not contain a NUL character")
+	}
+	if pveformat.Marked(s.Comment) {
+		c.errorf("spec.comment", "must not contain the ownership marker %s: ProxOps adds it", pveformat.OwnershipMarker)
+	}
+}
+
+// guestPool checks a guest's spec.pool, and that spec.extra does not put the guest in a pool as well.
+func (c *checker) guestPool(pool string, extra map[string]string) {
+	if pool != "" || c.has("spec.pool") {
+		if msg := PoolIDError(pool); msg != "" {
+			c.errorf("spec.pool", "%s", msg)
+		}
+	}
+	if v, ok := extra["pool"]; ok && pool != "" {
+		c.errorf("spec.extra.pool", "a guest in two pools: spec.pool is %s and spec.extra sets pool %s; remove pool from spec.extra",
+			diag.Excerpt(pool), diag.Excerpt(v))
 	}
 }
 

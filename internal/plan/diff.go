@@ -39,6 +39,12 @@ func Diff(in Input) (Plan, error) {
 	if diags := d.checkNodes(); len(diags) > 0 {
 		return Plan{}, reject(name, RejectObserve, diags)
 	}
+	if diags, unobserved := d.checkObjects(); unobserved {
+		return Plan{}, reject(name, RejectObserve, diags)
+	} else if len(diags) > 0 {
+		return Plan{}, reject(name, RejectParse, diags)
+	}
+	d.planPools()
 	for _, r := range d.resources {
 		if r.Kind.IsArtifact() {
 			d.planArtifact(r)
@@ -55,7 +61,9 @@ func Diff(in Input) (Plan, error) {
 	if len(d.cannotCreate) > 0 {
 		return Plan{}, reject(name, RejectCreate, d.cannotCreate.Sorted())
 	}
+	d.planCreatedGuestPools()
 	d.planPrunes()
+	d.planObjectPrunes()
 	return d.finish(), nil
 }
 
@@ -111,6 +119,8 @@ type differ struct {
 	tagStyle pveformat.TagStyle
 	// migrations are the ids of the plan's migrate operations.
 	migrations []string
+	// objs is the state of the cluster objects (objects.go).
+	objs objects
 }
 
 func newDiffer(in Input) *differ {
@@ -135,6 +145,7 @@ func newDiffer(in Input) *differ {
 		n := &nodes[i]
 		n.Guests, n.Storages = slices.Clone(n.Guests), slices.Clone(n.Storages)
 		n.Volumes, n.ListedStorages = slices.Clone(n.Volumes), slices.Clone(n.ListedStorages)
+		n.Pools = slices.Clone(n.Pools)
 		n.Sort()
 		for j := range n.Guests {
 			g := &n.Guests[j]
@@ -149,6 +160,7 @@ func newDiffer(in Input) *differ {
 			d.owned[o.VMID] = o
 		}
 	}
+	d.initObjects()
 	return d
 }
 
@@ -645,6 +657,7 @@ var updateSteps = []func(*differ, *guestUpdate) error{
 	(*differ).planResizes,
 	(*differ).planConfigure,
 	(*differ).recordTagged,
+	(*differ).planPoolMembership,
 	(*differ).planRegenerateCloudInit,
 	(*differ).planMarkTemplate,
 	(*differ).planPowerUp,
@@ -1214,12 +1227,13 @@ func (d *differ) planPrunes() {
 		}
 	}
 	budget := d.in.Settings.PruneBudget
-	for i, c := range cands {
-		if budget > 0 && i >= budget {
+	for _, c := range cands {
+		if budget > 0 && d.objs.pruned >= budget {
 			d.finding(FindingDeferredPrune, c.ref, c.g.Node, c.g.VMID, "",
 				fmt.Sprintf("prune deferred (budget %d per plan): present on PVE (proxops-tagged) but absent in git", budget))
 			continue
 		}
+		d.objs.pruned++
 		d.planDelete(c)
 		if heldKinds[c.kind] {
 			d.held = append(d.held, c.ref)

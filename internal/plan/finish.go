@@ -17,7 +17,8 @@ import (
 var actionRank = map[Action]int{
 	ActionDownload: 0, ActionCreate: 1, ActionClone: 2, ActionClaimTag: 3, ActionResume: 4, ActionShutdown: 5,
 	ActionStop: 6, ActionConfigure: 7, ActionResize: 8, ActionMarkTemplate: 9, ActionStart: 10, ActionDelete: 11,
-	ActionRegenerateCloudInit: 12, ActionMigrate: 13,
+	ActionRegenerateCloudInit: 12, ActionCreatePool: 13, ActionClaimPool: 14, ActionConfigurePool: 15,
+	ActionSetPoolMembers: 16, ActionDeletePool: 17, ActionMigrate: 18,
 }
 
 // findingRank orders findings by kind.
@@ -138,7 +139,8 @@ func (d *differ) finish() Plan {
 			return -1
 		}
 		if a.prune {
-			return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.vmid, b.vmid))
+			// Guests first (level 0), then cluster objects, deepest first (their level).
+			return cmp.Or(cmp.Compare(a.level, b.level), cmp.Compare(a.node, b.node), cmp.Compare(a.vmid, b.vmid))
 		}
 		return cmp.Or(cmp.Compare(a.level, b.level), cmp.Compare(actionRank[a.ops[0].Action], actionRank[b.ops[0].Action]),
 			cmp.Compare(a.node, b.node), cmp.Compare(a.vmid, b.vmid), manifest.CompareRefs(a.ref, b.ref))
@@ -166,6 +168,7 @@ func (d *differ) finish() Plan {
 		return cmp.Or(cmp.Compare(a.Owned.VMID, b.Owned.VMID), cmp.Compare(a.After, b.After))
 	})
 	p.Record = d.records
+	p.ObjectRecords = d.objectRecords()
 	p.ID = d.planID(p)
 	return p
 }
@@ -210,6 +213,7 @@ func (d *differ) planID(p Plan) string {
 		o := d.owned[vmid]
 		w("owned", strconv.Itoa(o.VMID), o.Ref, o.Node, o.Fingerprint)
 	}
+	d.hashObjects(w)
 	s := d.in.Settings
 	w("settings", s.restart(), strconv.Itoa(s.shutdownSeconds()), strconv.Itoa(s.PruneBudget))
 	for _, op := range p.Operations {

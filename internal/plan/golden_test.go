@@ -32,6 +32,15 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata/ca
 type observedJSON struct {
 	Cluster string     `json:"cluster"`
 	Nodes   []nodeJSON `json:"nodes"`
+	// Pools are the cluster's resource pools, which every node reports.
+	Pools []poolJSON `json:"pools"`
+}
+
+// poolJSON is a resource pool: its id, its comment as PVE keeps it, the vmids of its guests.
+type poolJSON struct {
+	ID      string `json:"id"`
+	Comment string `json:"comment"`
+	Members []int  `json:"members"`
 }
 
 type nodeJSON struct {
@@ -69,8 +78,11 @@ type guestJSON struct {
 	HA bool `json:"ha"`
 }
 
-// ownedJSON is an ownership record; a fingerprint "live" is the live guest's own.
+// ownedJSON is an ownership record; a fingerprint "live" is the live guest's own. A record with a kind is
+// a cluster object's (kind, id, ref).
 type ownedJSON struct {
+	Kind        string `json:"kind"`
+	ID          string `json:"id"`
 	VMID        int    `json:"vmid"`
 	Ref         string `json:"ref"`
 	Node        string `json:"node"`
@@ -196,7 +208,10 @@ func defaultStorages() []storageJSON {
 func (o observedJSON) cluster(name string) (inventory.Cluster, error) {
 	c := inventory.Cluster{Name: name}
 	for _, n := range o.Nodes {
-		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1"}
+		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1", PoolsObserved: true}
+		for _, p := range o.Pools {
+			node.Pools = append(node.Pools, inventory.Pool{ID: p.ID, Comment: p.Comment, Members: p.Members})
+		}
 		sts := n.Storages
 		if sts == nil {
 			sts = defaultStorages()
@@ -339,6 +354,10 @@ func loadCase(t testing.TB, dir string) goldenCase {
 		t.Fatal(err)
 	}
 	for _, o := range owned {
+		if o.Kind != "" {
+			in.OwnedObjects = append(in.OwnedObjects, plan.ObjectRecord{Kind: o.Kind, ID: o.ID, Ref: o.Ref})
+			continue
+		}
 		fp := o.Fingerprint
 		if fp == "live" {
 			g, ok := observed.Guest(o.VMID)

@@ -102,6 +102,8 @@ type Input struct {
 	Observed inventory.Cluster
 	// Owned is the cluster's ownership inventory.
 	Owned []Owned
+	// OwnedObjects are the cluster's ownership records of cluster objects (pools, ...).
+	OwnedObjects []ObjectRecord
 	// Secrets resolves ssh-key-refs and ci-password-ref; nil when the cluster has no secrets.
 	Secrets  SecretResolver
 	Settings Settings

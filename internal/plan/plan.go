@@ -53,6 +53,9 @@ type Plan struct {
 	Resources []string
 	// Record lists the guests to store in the ownership inventory, by vmid.
 	Record []Record
+	// ObjectRecords lists the cluster objects (pools, ...) to store in the ownership inventory before the
+	// plan's first operation is dispatched, sorted by kind and id.
+	ObjectRecords []ObjectRecord
 	// Gaps are the live settings of the declared guests the manifest model does not carry (adopt.Gaps),
 	// sorted by node, vmid, key: shown with the plan, not part of its content id, never acted on.
 	Gaps []inventory.Gap

@@ -22,13 +22,16 @@ type ObserveRequest struct {
 	ContentStorages []string
 	// AllContent lists every storage of the node, every content type (adoption).
 	AllContent bool
+	// Pools reads the cluster's resource pools too (cluster-wide: one node of a cluster is asked).
+	Pools bool
 }
 
 // artifactContent are the content types that hold the artifacts ProxOps manages.
 var artifactContent = []string{"iso", "vztmpl", "import"}
 
 // Observe reads one node with the fewest requests: the qemu listing (full=1, for qmpstatus), the lxc
-// listing, the storage list, the cluster options (for the tag-style), one GET …/pending per guest (current
+// listing, the storage list, the cluster options (for the tag-style), when asked the pools (GET /pools and
+// the cluster resources for their members), one GET …/pending per guest (current
 // value, pending value and pending delete of every key, and the digest; bounded concurrency), for a
 // container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
 // cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
@@ -54,6 +57,12 @@ func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Nod
 	}
 	if n.TagsCaseSensitive, err = c.tagsCaseSensitive(ctx); err != nil {
 		return n, err
+	}
+	if req.Pools {
+		if n.Pools, err = c.observePools(ctx); err != nil {
+			return n, err
+		}
+		n.PoolsObserved = true
 	}
 	if err := c.readPending(ctx, req.Node, n.Guests); err != nil {
 		return n, err

@@ -117,7 +117,7 @@ func featuresValue(live Features, o *manifest.LXCOptions, create bool) Features 
 }
 
 // LXCCreate returns the parameters of POST /nodes/{node}/lxc for an LXC or TemplateCT: ostemplate, every
-// owned key, spec.extra, then start (1 only for an LXC whose desired state is started). The vmid is the
+// owned key, spec.extra, pool (spec.pool), then start (1 only for an LXC whose desired state is started). The vmid is the
 // operation's.
 func LXCCreate(g Desired) (Values, error) {
 	s, err := g.lxc()
@@ -206,6 +206,9 @@ func LXCCreate(g Desired) (Values, error) {
 		}
 	}
 	out = append(out, extraValues(s.Extra, LXCCreateOnly, true)...)
+	if s.Pool != "" {
+		add("pool", s.Pool)
+	}
 	if _, ok := s.Extra["start"]; !ok {
 		add("start", boolString(r.Kind == manifest.KindLXC && r.DesiredState() == manifest.StateStarted))
 	}

@@ -204,13 +204,16 @@ func (g Desired) sshKeysDigest(c *manifest.CloudInitData) string {
 }
 
 // QEMUCreate returns the parameters of POST /nodes/{node}/qemu for a VM or TemplateVM: every owned key, then
-// spec.extra, then start (1 only for a VM whose desired state is started). The vmid is the operation's.
+// spec.extra, pool (spec.pool), then start (1 only for a VM whose desired state is started). The vmid is the operation's.
 func QEMUCreate(g Desired) (Values, error) {
 	s, vs, err := g.vmConfig(nil)
 	if err != nil {
 		return nil, err
 	}
 	out := append(vs, extraValues(s.Extra, QEMUCreateOnly, true)...)
+	if s.Pool != "" {
+		out = append(out, Value{Key: "pool", Value: s.Pool})
+	}
 	if _, ok := s.Extra["start"]; !ok {
 		out = append(out, Value{Key: "start", Value: boolString(g.Resource.Kind == manifest.KindVM && g.Resource.DesiredState() == manifest.StateStarted)})
 	}

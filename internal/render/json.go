@@ -31,7 +31,9 @@ type PlanJSON struct {
 	Operations []OpJSON      `json:"operations"`
 	Findings   []FindingJSON `json:"findings"`
 	Record     []RecordJSON  `json:"record"`
-	Resources  []string      `json:"resources"`
+	// ObjectRecords are the cluster objects (pools, ...) to store in the ownership inventory.
+	ObjectRecords []ObjectRecordJSON `json:"object_records,omitempty"`
+	Resources     []string           `json:"resources"`
 	// Gaps are the live settings of the declared guests the manifests do not carry (as status reports
 	// them); not part of the plan id.
 	Gaps []GapDocument `json:"gaps,omitempty"`
@@ -99,6 +101,13 @@ type RecordJSON struct {
 	After       string `json:"after,omitempty"`
 }
 
+// ObjectRecordJSON is a cluster object to store in the ownership inventory, by kind and id.
+type ObjectRecordJSON struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	Ref  string `json:"ref"`
+}
+
 // RejectionJSON is a cluster that could not be planned.
 type RejectionJSON struct {
 	Cluster     string           `json:"cluster"`
@@ -152,6 +161,9 @@ func ToJSON(p plan.Plan) PlanJSON {
 	}
 	for _, r := range p.Record {
 		out.Record = append(out.Record, RecordJSON{VMID: r.Owned.VMID, Ref: r.Owned.Ref, Node: r.Owned.Node, Fingerprint: r.Owned.Fingerprint, After: r.After})
+	}
+	for _, r := range p.ObjectRecords {
+		out.ObjectRecords = append(out.ObjectRecords, ObjectRecordJSON{Kind: r.Kind, ID: r.ID, Ref: r.Ref})
 	}
 	for _, g := range p.Gaps {
 		out.Gaps = append(out.Gaps, gapDocument(g))

@@ -531,6 +531,7 @@ func (l *loader) assemble(c *Cluster, results map[string]*parsed) {
 		c.Resources = append(c.Resources, r)
 	}
 	l.checkVMIDs(c)
+	l.checkPoolIDs(c)
 	l.checkNodes(c)
 	l.checkReferences(c, byRef)
 	slices.SortFunc(c.Resources, func(a, b *manifest.Resource) int { return manifest.CompareRefs(a.Ref(), b.Ref()) })

@@ -47,6 +47,8 @@ type ObserveRequest struct {
 	// BaseURL is the base-url the repository declares for the cluster (empty: not said). An executor with
 	// its own endpoint refuses a request whose BaseURL names another endpoint.
 	BaseURL string
+	// Pools asks for the cluster's resource pools as well (cluster-wide: one node is asked).
+	Pools bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -107,7 +109,14 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
-		TagsCaseSensitive: n.Node.TagsCaseSensitive,
+		TagsCaseSensitive: n.Node.TagsCaseSensitive, PoolsObserved: n.Node.PoolsObserved,
+	}
+	for _, pl := range n.Node.Pools {
+		pp := &inventoryv1.Pool{Poolid: pl.ID, Comment: pl.Comment}
+		for _, v := range pl.Members {
+			pp.Vmids = append(pp.Vmids, int64(v))
+		}
+		p.Pools = append(p.Pools, pp)
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -137,8 +146,15 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	}
 	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
-		TagsCaseSensitive: p.GetTagsCaseSensitive(),
+		TagsCaseSensitive: p.GetTagsCaseSensitive(), PoolsObserved: p.GetPoolsObserved(),
 	}}
+	for _, pp := range p.GetPools() {
+		pl := inventory.Pool{ID: pp.GetPoolid(), Comment: pp.GetComment()}
+		for _, v := range pp.GetVmids() {
+			pl.Members = append(pl.Members, int(v))
+		}
+		n.Node.Pools = append(n.Node.Pools, pl)
+	}
 	for _, pg := range p.GetGuests() {
 		g, err := guestFromProto(pg, p.GetNode())
 		if err != nil {
@@ -189,7 +205,7 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
 	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
-		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL}
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL, Pools: r.Pools}
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -200,7 +216,7 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 	}
 	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
-		BaseURL: p.GetBaseUrl()}, nil
+		BaseURL: p.GetBaseUrl(), Pools: p.GetPools()}, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.

@@ -83,7 +83,7 @@ func PlannedToProto(e plan.Planned) (proto.Message, error) {
 		EventId: e.EventID, RequestId: e.RequestID, Operations: ops, Findings: findings, DryRun: e.DryRun,
 		Suspended: e.Suspended, Held: e.Plan.Held, HeldReason: e.Plan.HeldReason, Resources: e.Plan.Resources,
 		Record: records, HeldPrunes: e.Plan.HeldPrunes, RequestIds: e.RequestIDs, RequestedBy: e.RequestedBy,
-		Gaps: gapsToProto(e.Plan.Gaps),
+		Gaps: gapsToProto(e.Plan.Gaps), ObjectRecords: objectRecordsToProto(e.Plan.ObjectRecords),
 	}, nil
 }
 
@@ -111,7 +111,8 @@ func PlannedFromProto(m proto.Message) (plan.Planned, error) {
 			RequestIDs: p.GetRequestIds(), DryRun: p.GetDryRun(), Suspended: p.GetSuspended(), RequestedBy: p.GetRequestedBy()},
 		Plan: plan.Plan{ID: p.GetPlanId(), Cluster: p.GetCluster(), Operations: ops, Findings: findings,
 			Held: p.GetHeld(), HeldReason: p.GetHeldReason(), HeldPrunes: p.GetHeldPrunes(), Resources: p.GetResources(),
-			Record: recordsFromProto(p.GetRecord()), Gaps: gapsFromProto(p.GetGaps())},
+			Record: recordsFromProto(p.GetRecord()), Gaps: gapsFromProto(p.GetGaps()),
+			ObjectRecords: objectRecordsFromProto(p.GetObjectRecords())},
 	}, nil
 }
 

@@ -151,10 +151,11 @@ func (a *adopter) observer() observe.Client {
 	return observe.Client{Bus: a.bus, Timeout: a.cfg.ObserveTimeout}
 }
 
-// observeRequest asks one node for everything an adoption needs: every storage's content.
+// observeRequest asks one node for everything an adoption needs: every storage's content, and the
+// cluster's pools.
 func observeRequest(cluster, node string, listNodes bool) wire.ObserveRequest {
 	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true,
-		ListNodes: listNodes}
+		ListNodes: listNodes, Pools: true}
 }
 
 // decrypt reads and decrypts a cluster's secrets file: from the snapshot, or (LocalSecrets) from this host

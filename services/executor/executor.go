@@ -215,7 +215,7 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	client, _, err := e.pve.current(ctx)
 	if err == nil {
 		n, err = client.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
-			ContentStorages: req.ContentStorages, AllContent: req.AllContent})
+			ContentStorages: req.ContentStorages, AllContent: req.AllContent, Pools: req.Pools})
 	}
 	n.Cluster, n.Node = req.Cluster, req.Node
 	inv := wire.NodeInventory{Node: n, RequestID: req.RequestID, ObservedAt: time.Now().UTC()}
@@ -694,13 +694,18 @@ func (h *opRun) acquire(ctx context.Context, onLost func()) (func(), error) {
 			return nil, err
 		}
 		releases = append(releases, gm.Unlock)
-		g, err := h.guard(ctx)
-		if err != nil {
-			release()
-			return nil, err
+		// A guest's guard is its node's (only that node's executors may write it): an operation of the
+		// cluster's work queue that names a guest (a pool's membership) writes the pool, not the guest's
+		// config, and takes none.
+		if h.op.Node != bus.ClusterScope {
+			g, err := h.guard(ctx)
+			if err != nil {
+				release()
+				return nil, err
+			}
+			g.keep(ctx, onLost)
+			releases = append(releases, g.release)
 		}
-		g.keep(ctx, onLost)
-		releases = append(releases, g.release)
 	}
 	if h.op.Storage != "" && (h.op.Action == plan.ActionClone || h.op.Action == plan.ActionDownload) {
 		e.mu.Lock()

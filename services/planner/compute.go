@@ -85,6 +85,10 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	if err != nil {
 		return computed{}, transient(err)
 	}
+	ownedObjects, err := p.ownedObjects(ctx, cluster)
+	if err != nil {
+		return computed{}, transient(err)
+	}
 	observed, diags, refused, err := p.observe(ctx, c, owned)
 	if err != nil {
 		return computed{}, transient(err)
@@ -94,7 +98,7 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		out.rejection.Transient, out.refused = len(refused) == 0, refused
 		return out, nil
 	}
-	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
+	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, OwnedObjects: ownedObjects, Secrets: resolver,
 		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree})
 	var rej *plan.RejectedError
 	switch {
@@ -399,10 +403,12 @@ func (p *planner) observer() observe.Client {
 }
 
 // observeRequest asks one node for its inventory. It names the cluster's base-url, which an executor with its
-// own endpoint checks against it.
+// own endpoint checks against it. The cluster's pools are asked of one node: the one asked for the cluster's
+// nodes, or the first of the allowlist.
 func (p *planner) observeRequest(c *repo.Cluster, node string, content []string, listNodes bool) wire.ObserveRequest {
+	pools := listNodes || (len(c.Config.Nodes) > 0 && node == slices.Min(c.Config.Nodes))
 	return wire.ObserveRequest{Cluster: c.Name, Node: node, RequestID: newID("obs"), ContentStorages: content,
-		ListNodes: listNodes, BaseURL: c.Config.BaseURL}
+		ListNodes: listNodes, BaseURL: c.Config.BaseURL, Pools: pools}
 }
 
 // multiNode returns, sorted, the nodes asked to list a storage that other nodes are asked to list too (a

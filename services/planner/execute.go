@@ -34,6 +34,12 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 		return d.finish(ctx, planned, f, log)
 	}
 	d.recordsAfter = recordsAfter(pl)
+	for _, rec := range pl.ObjectRecords {
+		if err := d.recordObject(ctx, runID, rec, log); err != nil {
+			// The executors refuse to write to the object until it is recorded: its operations fail visibly.
+			log.Error("ownership record not written", "kind", rec.Kind, "id", rec.ID, "err", err)
+		}
+	}
 	for _, rec := range pl.Record {
 		if rec.After == "" {
 			if err := d.recordOwned(ctx, runID, rec.Owned, log); err != nil {
@@ -168,6 +174,11 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	l.Info("operation succeeded", "already_done", res.AlreadyDone, "upid", res.UPID)
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
+	}
+	if op, ok := pl.Operation(res.OpID); ok && op.Action == plan.ActionDeletePool {
+		if kind, id, ok := plan.ObjectOf(op); ok {
+			d.forgetObject(ctx, kind, id, l)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -21,12 +22,18 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/repofs"
 )
 
-// ManifestRoots are the top-level directories whose files make up a manifest snapshot: the seven kind roots
-// and clusters/ (configs, compositions and their secrets files). ConfigFile, at the root, is also part of it.
-var ManifestRoots = []string{"clusters", "ctt", "diskimage", "iso", "lxc", "templatect", "templatevm", "vm"}
+// ManifestRoots are the top-level directories whose files make up a manifest snapshot, sorted: every kind
+// root (manifest.KindRoots) and clusters/ (configs, compositions and their secrets files). ConfigFile, at the
+// root, is also part of it.
+var ManifestRoots = func() []string {
+	out := append([]string{"clusters"}, manifest.KindRoots...)
+	slices.Sort(out)
+	return out
+}()
 
 // ConfigFile is the optional process-wide configuration at the repository root.
 const ConfigFile = "proxops.yaml"

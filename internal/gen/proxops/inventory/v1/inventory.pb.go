@@ -89,7 +89,10 @@ type ObserveRequest struct {
 	ListNodes bool `protobuf:"varint,6,opt,name=list_nodes,json=listNodes,proto3" json:"list_nodes,omitempty"`
 	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
 	// own endpoint refuses the request when this is set and names another endpoint.
-	BaseUrl       string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	BaseUrl string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// Also read the cluster's resource pools (NodeInventory.pools): cluster-wide, so one node of a cluster is
+	// asked.
+	Pools         bool `protobuf:"varint,30,opt,name=pools,proto3" json:"pools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +176,13 @@ func (x *ObserveRequest) GetBaseUrl() string {
 	return ""
 }
 
+func (x *ObserveRequest) GetPools() bool {
+	if x != nil {
+		return x.Pools
+	}
+	return false
+}
+
 // NodeInventory is one node's live state.
 type NodeInventory struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -200,8 +210,14 @@ type NodeInventory struct {
 	// The cluster's tag-style says case-sensitive=1 (GET /cluster/options): PVE keeps the case of tags
 	// instead of lower-casing them.
 	TagsCaseSensitive bool `protobuf:"varint,13,opt,name=tags_case_sensitive,json=tagsCaseSensitive,proto3" json:"tags_case_sensitive,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The cluster's resource pools (GET /pools and the cluster resources' pool of each guest), sorted by id:
+	// cluster-wide, so every node reports the same. Meaningful only when pools_observed is set.
+	Pools []*Pool `protobuf:"bytes,30,rep,name=pools,proto3" json:"pools,omitempty"`
+	// The pools were read (an executor that does not read them leaves it unset, and the planner then plans no
+	// pool).
+	PoolsObserved bool `protobuf:"varint,31,opt,name=pools_observed,json=poolsObserved,proto3" json:"pools_observed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInventory) Reset() {
@@ -325,6 +341,83 @@ func (x *NodeInventory) GetTagsCaseSensitive() bool {
 	return false
 }
 
+func (x *NodeInventory) GetPools() []*Pool {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+func (x *NodeInventory) GetPoolsObserved() bool {
+	if x != nil {
+		return x.PoolsObserved
+	}
+	return false
+}
+
+// Pool is one resource pool.
+type Pool struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Poolid string                 `protobuf:"bytes,1,opt,name=poolid,proto3" json:"poolid,omitempty"`
+	// The comment as PVE keeps it, ownership marker included.
+	Comment string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// The vmids of the guests in the pool, sorted.
+	Vmids         []int64 `protobuf:"varint,3,rep,packed,name=vmids,proto3" json:"vmids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pool) Reset() {
+	*x = Pool{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pool) ProtoMessage() {}
+
+func (x *Pool) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pool.ProtoReflect.Descriptor instead.
+func (*Pool) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Pool) GetPoolid() string {
+	if x != nil {
+		return x.Poolid
+	}
+	return ""
+}
+
+func (x *Pool) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *Pool) GetVmids() []int64 {
+	if x != nil {
+		return x.Vmids
+	}
+	return nil
+}
+
 // Guest is one qemu VM or LXC container with its raw config.
 type Guest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -356,7 +449,7 @@ type Guest struct {
 
 func (x *Guest) Reset() {
 	*x = Guest{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +461,7 @@ func (x *Guest) String() string {
 func (*Guest) ProtoMessage() {}
 
 func (x *Guest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +474,7 @@ func (x *Guest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guest.ProtoReflect.Descriptor instead.
 func (*Guest) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{2}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Guest) GetVmid() int64 {
@@ -492,7 +585,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +597,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +610,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -580,7 +673,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +685,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +698,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Storage) GetStorage() string {
@@ -681,7 +774,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +786,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +799,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Volume) GetStorage() string {
@@ -773,7 +866,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +878,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +891,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -843,7 +936,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +948,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +961,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -946,7 +1039,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1051,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1064,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Gap) GetKind() string {
@@ -1034,7 +1127,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x01\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1045,7 +1138,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"allContent\x12\x1d\n" +
 	"\n" +
 	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
-	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\x97\x04\n" +
+	"\bbase_url\x18\a \x01(\tR\abaseUrl\x12\x14\n" +
+	"\x05pools\x18\x1e \x01(\bR\x05pools\"\xf0\x04\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1064,7 +1158,13 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\x12\x1f\n" +
 	"\verror_class\x18\f \x01(\tR\n" +
 	"errorClass\x12.\n" +
-	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\"\xba\x03\n" +
+	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\x120\n" +
+	"\x05pools\x18\x1e \x03(\v2\x1a.proxops.inventory.v1.PoolR\x05pools\x12%\n" +
+	"\x0epools_observed\x18\x1f \x01(\bR\rpoolsObserved\"N\n" +
+	"\x04Pool\x12\x16\n" +
+	"\x06poolid\x18\x01 \x01(\tR\x06poolid\x12\x18\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\x12\x14\n" +
+	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"\xba\x03\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1146,35 +1246,37 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
 	(*NodeInventory)(nil),         // 2: proxops.inventory.v1.NodeInventory
-	(*Guest)(nil),                 // 3: proxops.inventory.v1.Guest
-	(*ConfigEntry)(nil),           // 4: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 5: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 6: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 7: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 8: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 9: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*Pool)(nil),                  // 3: proxops.inventory.v1.Pool
+	(*Guest)(nil),                 // 4: proxops.inventory.v1.Guest
+	(*ConfigEntry)(nil),           // 5: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 6: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 7: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 8: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 9: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 10: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
-	10, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
-	3,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	5,  // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	6,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	0,  // 4: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	4,  // 5: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	4,  // 6: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	9,  // 7: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	8,  // 8: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	4,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
+	6,  // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	7,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	3,  // 4: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
+	0,  // 5: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	5,  // 6: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	5,  // 7: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	10, // 8: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	9,  // 9: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1188,7 +1290,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

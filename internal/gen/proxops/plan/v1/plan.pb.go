@@ -1193,7 +1193,10 @@ type Plan struct {
 	RequestedBy string `protobuf:"bytes,19,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	// The live settings of the declared guests that the manifest model does not carry (what status reports
 	// as gaps), sorted by node, vmid, key; shown with the plan, not part of plan_id.
-	Gaps          []*v1.Gap `protobuf:"bytes,20,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	Gaps []*v1.Gap `protobuf:"bytes,20,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	// Cluster objects (pools, ...) to store in the ownership inventory before the plan's first operation is
+	// dispatched, sorted by kind and id.
+	ObjectRecords []*ObjectRecord `protobuf:"bytes,30,rep,name=object_records,json=objectRecords,proto3" json:"object_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1368,6 +1371,166 @@ func (x *Plan) GetGaps() []*v1.Gap {
 	return nil
 }
 
+func (x *Plan) GetObjectRecords() []*ObjectRecord {
+	if x != nil {
+		return x.ObjectRecords
+	}
+	return nil
+}
+
+// ObjectRecord names a cluster object (a pool, ...) of the ownership inventory by its kind and id.
+type ObjectRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ownership inventory's kind: lowercase letters (pool).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// PVE's id of the object (a pool id, parent/child for a nested one).
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Kind/name the object is declared as.
+	Ref           string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectRecord) Reset() {
+	*x = ObjectRecord{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectRecord) ProtoMessage() {}
+
+func (x *ObjectRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectRecord.ProtoReflect.Descriptor instead.
+func (*ObjectRecord) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ObjectRecord) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ObjectRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ObjectRecord) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+// OwnedObject is one cluster object of the ownership inventory, the KV bucket proxops_owned under
+// <cluster>.obj.<kind>.<id>: an object ProxOps created or claimed. An object is written to only when its
+// comment carries the ownership marker and this record exists.
+type OwnedObject struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Kind    string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id      string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	// Kind/name the object was declared as.
+	Ref string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The run that recorded it.
+	RunId         string                 `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnedObject) Reset() {
+	*x = OwnedObject{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedObject) ProtoMessage() {}
+
+func (x *OwnedObject) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedObject.ProtoReflect.Descriptor instead.
+func (*OwnedObject) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OwnedObject) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *OwnedObject) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OwnedObject) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *OwnedObject) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *OwnedObject) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OwnedObject) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
 // OwnedRecord is one guest of the ownership inventory: a guest ProxOps created or claimed, with the identity
 // fingerprint it had then.
 type OwnedRecord struct {
@@ -1388,7 +1551,7 @@ type OwnedRecord struct {
 
 func (x *OwnedRecord) Reset() {
 	*x = OwnedRecord{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1563,7 @@ func (x *OwnedRecord) String() string {
 func (*OwnedRecord) ProtoMessage() {}
 
 func (x *OwnedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[7]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1576,7 @@ func (x *OwnedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnedRecord.ProtoReflect.Descriptor instead.
 func (*OwnedRecord) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{7}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OwnedRecord) GetVmid() int64 {
@@ -1482,7 +1645,7 @@ type OwnedGuest struct {
 
 func (x *OwnedGuest) Reset() {
 	*x = OwnedGuest{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1657,7 @@ func (x *OwnedGuest) String() string {
 func (*OwnedGuest) ProtoMessage() {}
 
 func (x *OwnedGuest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[8]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1670,7 @@ func (x *OwnedGuest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnedGuest.ProtoReflect.Descriptor instead.
 func (*OwnedGuest) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{8}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OwnedGuest) GetCluster() string {
@@ -1628,7 +1791,7 @@ type ClusterControl struct {
 
 func (x *ClusterControl) Reset() {
 	*x = ClusterControl{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1803,7 @@ func (x *ClusterControl) String() string {
 func (*ClusterControl) ProtoMessage() {}
 
 func (x *ClusterControl) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1816,7 @@ func (x *ClusterControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterControl.ProtoReflect.Descriptor instead.
 func (*ClusterControl) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClusterControl) GetCluster() string {
@@ -1870,7 +2033,7 @@ type PlanRejected struct {
 
 func (x *PlanRejected) Reset() {
 	*x = PlanRejected{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2045,7 @@ func (x *PlanRejected) String() string {
 func (*PlanRejected) ProtoMessage() {}
 
 func (x *PlanRejected) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2058,7 @@ func (x *PlanRejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRejected.ProtoReflect.Descriptor instead.
 func (*PlanRejected) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PlanRejected) GetCluster() string {
@@ -1998,7 +2161,7 @@ type PlanHeld struct {
 
 func (x *PlanHeld) Reset() {
 	*x = PlanHeld{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2173,7 @@ func (x *PlanHeld) String() string {
 func (*PlanHeld) ProtoMessage() {}
 
 func (x *PlanHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2186,7 @@ func (x *PlanHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanHeld.ProtoReflect.Descriptor instead.
 func (*PlanHeld) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanHeld) GetCluster() string {
@@ -2081,7 +2244,7 @@ type PlanConfirmation struct {
 
 func (x *PlanConfirmation) Reset() {
 	*x = PlanConfirmation{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2256,7 @@ func (x *PlanConfirmation) String() string {
 func (*PlanConfirmation) ProtoMessage() {}
 
 func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2269,7 @@ func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanConfirmation.ProtoReflect.Descriptor instead.
 func (*PlanConfirmation) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanConfirmation) GetCluster() string {
@@ -2157,7 +2320,7 @@ type PlanFinished struct {
 
 func (x *PlanFinished) Reset() {
 	*x = PlanFinished{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2332,7 @@ func (x *PlanFinished) String() string {
 func (*PlanFinished) ProtoMessage() {}
 
 func (x *PlanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2345,7 @@ func (x *PlanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanFinished.ProtoReflect.Descriptor instead.
 func (*PlanFinished) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanFinished) GetCluster() string {
@@ -2311,7 +2474,7 @@ type OperationOutcome struct {
 
 func (x *OperationOutcome) Reset() {
 	*x = OperationOutcome{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2486,7 @@ func (x *OperationOutcome) String() string {
 func (*OperationOutcome) ProtoMessage() {}
 
 func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2499,7 @@ func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
 func (*OperationOutcome) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OperationOutcome) GetOpId() string {
@@ -2409,7 +2572,7 @@ type OperationResult struct {
 
 func (x *OperationResult) Reset() {
 	*x = OperationResult{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2584,7 @@ func (x *OperationResult) String() string {
 func (*OperationResult) ProtoMessage() {}
 
 func (x *OperationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2597,7 @@ func (x *OperationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationResult.ProtoReflect.Descriptor instead.
 func (*OperationResult) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OperationResult) GetRunId() string {
@@ -2609,7 +2772,7 @@ type OperationRecord struct {
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2784,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2797,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OperationRecord) GetRunId() string {
@@ -2799,7 +2962,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
 	"\x04vmid\x18\x04 \x01(\x03R\x04vmid\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\x90\x05\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xd6\x05\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
@@ -2827,7 +2990,20 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vrequest_ids\x18\x12 \x03(\tR\n" +
 	"requestIds\x12!\n" +
 	"\frequested_by\x18\x13 \x01(\tR\vrequestedBy\x12-\n" +
-	"\x04gaps\x18\x14 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\"\xa2\x01\n" +
+	"\x04gaps\x18\x14 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\x12D\n" +
+	"\x0eobject_records\x18\x1e \x03(\v2\x1d.proxops.plan.v1.ObjectRecordR\robjectRecords\"D\n" +
+	"\fObjectRecord\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\"\xb1\x01\n" +
+	"\vOwnedObject\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x10\n" +
+	"\x03ref\x18\x04 \x01(\tR\x03ref\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12;\n" +
+	"\vrecorded_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"\xa2\x01\n" +
 	"\vOwnedRecord\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
@@ -3063,7 +3239,7 @@ func file_proxops_plan_v1_plan_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_plan_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(Action)(0),                   // 0: proxops.plan.v1.Action
 	(GuestType)(0),                // 1: proxops.plan.v1.GuestType
@@ -3079,19 +3255,21 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*Operation)(nil),             // 11: proxops.plan.v1.Operation
 	(*Finding)(nil),               // 12: proxops.plan.v1.Finding
 	(*Plan)(nil),                  // 13: proxops.plan.v1.Plan
-	(*OwnedRecord)(nil),           // 14: proxops.plan.v1.OwnedRecord
-	(*OwnedGuest)(nil),            // 15: proxops.plan.v1.OwnedGuest
-	(*ClusterControl)(nil),        // 16: proxops.plan.v1.ClusterControl
-	(*PlanRejected)(nil),          // 17: proxops.plan.v1.PlanRejected
-	(*PlanHeld)(nil),              // 18: proxops.plan.v1.PlanHeld
-	(*PlanConfirmation)(nil),      // 19: proxops.plan.v1.PlanConfirmation
-	(*PlanFinished)(nil),          // 20: proxops.plan.v1.PlanFinished
-	(*OperationOutcome)(nil),      // 21: proxops.plan.v1.OperationOutcome
-	(*OperationResult)(nil),       // 22: proxops.plan.v1.OperationResult
-	(*OperationRecord)(nil),       // 23: proxops.plan.v1.OperationRecord
-	(*v1.Gap)(nil),                // 24: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*v11.RepoChanged)(nil),       // 26: proxops.repo.v1.RepoChanged
+	(*ObjectRecord)(nil),          // 14: proxops.plan.v1.ObjectRecord
+	(*OwnedObject)(nil),           // 15: proxops.plan.v1.OwnedObject
+	(*OwnedRecord)(nil),           // 16: proxops.plan.v1.OwnedRecord
+	(*OwnedGuest)(nil),            // 17: proxops.plan.v1.OwnedGuest
+	(*ClusterControl)(nil),        // 18: proxops.plan.v1.ClusterControl
+	(*PlanRejected)(nil),          // 19: proxops.plan.v1.PlanRejected
+	(*PlanHeld)(nil),              // 20: proxops.plan.v1.PlanHeld
+	(*PlanConfirmation)(nil),      // 21: proxops.plan.v1.PlanConfirmation
+	(*PlanFinished)(nil),          // 22: proxops.plan.v1.PlanFinished
+	(*OperationOutcome)(nil),      // 23: proxops.plan.v1.OperationOutcome
+	(*OperationResult)(nil),       // 24: proxops.plan.v1.OperationResult
+	(*OperationRecord)(nil),       // 25: proxops.plan.v1.OperationRecord
+	(*v1.Gap)(nil),                // 26: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*v11.RepoChanged)(nil),       // 28: proxops.repo.v1.RepoChanged
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -3105,33 +3283,35 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	3,  // 8: proxops.plan.v1.Finding.kind:type_name -> proxops.plan.v1.FindingKind
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
-	14, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
-	24, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
-	25, // 13: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
-	26, // 14: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
-	25, // 15: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
-	25, // 16: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
-	25, // 17: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
-	7,  // 18: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	25, // 19: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 20: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	21, // 21: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	25, // 22: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 23: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 24: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 25: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 26: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 27: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	25, // 28: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 29: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 30: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	25, // 31: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 32: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	16, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
+	26, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
+	14, // 13: proxops.plan.v1.Plan.object_records:type_name -> proxops.plan.v1.ObjectRecord
+	27, // 14: proxops.plan.v1.OwnedObject.recorded_at:type_name -> google.protobuf.Timestamp
+	27, // 15: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
+	28, // 16: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
+	27, // 17: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
+	27, // 18: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
+	27, // 19: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
+	7,  // 20: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	27, // 21: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 22: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	23, // 23: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	27, // 24: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 25: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 26: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 27: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 28: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 29: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	27, // 30: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 31: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 32: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	27, // 33: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 34: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
@@ -3145,7 +3325,7 @@ func file_proxops_plan_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_plan_v1_plan_proto_rawDesc), len(file_proxops_plan_v1_plan_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,70 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/wire"
+)
+
+// ownedObjects reads a cluster's ownership records of cluster objects (<cluster>.obj.<kind>.<id>).
+func (p *planner) ownedObjects(ctx context.Context, cluster string) ([]plan.ObjectRecord, error) {
+	filter, err := bus.ObjectOwnedFilter(cluster)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := p.bus.Entries(ctx, bus.BucketOwned, filter)
+	if err != nil {
+		return nil, fmt.Errorf("read ownership inventory of %s's objects: %w", cluster, err)
+	}
+	var out []plan.ObjectRecord
+	for _, e := range entries {
+		o, err := wire.UnmarshalOwnedObject(e.Value)
+		if err != nil {
+			p.log.Warn("unusable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)
+			continue
+		}
+		out = append(out, o.ObjectRecord)
+	}
+	return out, nil
+}
+
+// recordObject stores a cluster object in the ownership inventory; the error names the record.
+func (d *driver) recordObject(ctx context.Context, runID string, r plan.ObjectRecord, log *slog.Logger) error {
+	key, err := bus.ObjectOwnedKey(d.cluster, bus.ObjectKind(r.Kind), r.ID)
+	if err != nil {
+		return fmt.Errorf("ownership record of %s %s not written: %w", r.Kind, r.ID, err)
+	}
+	m, err := wire.OwnedObjectToProto(wire.OwnedObject{Cluster: d.cluster, ObjectRecord: r, RunID: runID, RecordedAt: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)
+	}
+	for attempt := 0; ; attempt++ {
+		_, err = d.p.bus.PutProto(ctx, bus.BucketOwned, key, m)
+		if err == nil || attempt >= 4 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)
+	}
+	log.Debug("object recorded as owned", "kind", r.Kind, "id", r.ID, "ref", r.Ref)
+	return nil
+}
+
+// forgetObject removes a deleted cluster object from the ownership inventory.
+func (d *driver) forgetObject(ctx context.Context, kind, id string, log *slog.Logger) {
+	key, err := bus.ObjectOwnedKey(d.cluster, bus.ObjectKind(kind), id)
+	if err != nil {
+		return
+	}
+	if err := d.p.bus.DeleteKey(ctx, bus.BucketOwned, key); err != nil && !errors.Is(err, bus.ErrNotFound) {
+		log.Warn("ownership record of a deleted object not removed", "kind", kind, "id", id, "err", err)
+	}
+}
