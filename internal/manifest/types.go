@@ -131,6 +131,7 @@ type VMSpec struct {
 	Hardware       *Hardware         `yaml:"hardware,omitempty"`
 	Options        *VMOptions        `yaml:"options,omitempty"`
 	CloudInitData  *CloudInitData    `yaml:"cloud-init-data,omitempty"`
+	Firewall       *Firewall         `yaml:"firewall,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
 }
 
@@ -304,6 +305,7 @@ type LXCSpec struct {
 	DNS            *DNS              `yaml:"dns,omitempty"`
 	Arch           string            `yaml:"arch,omitempty"`
 	Options        *LXCOptions       `yaml:"options,omitempty"`
+	Firewall       *Firewall         `yaml:"firewall,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
 }
 
