@@ -37,6 +37,8 @@ type Node struct {
 	// TagsCaseSensitive says the cluster's tag-style holds case-sensitive=1: PVE keeps the case of tags
 	// instead of lower-casing them (datacenter.cfg is cluster-wide; every node reports it).
 	TagsCaseSensitive bool
+	// ClusterFirewall is the cluster's firewall objects, when the observe asked for them (nil otherwise).
+	ClusterFirewall *ClusterFirewall
 }
 
 // Guest is one VM or container.
@@ -65,6 +67,8 @@ type Guest struct {
 	// Delete a key removed since (secrets replaced as in Config).
 	CloudInitDrive bool
 	CloudInit      []Entry
+	// Firewall is the guest's firewall, when the observe asked for it (nil otherwise).
+	Firewall *Firewall
 }
 
 // Entry is one config key with its current and pending state.

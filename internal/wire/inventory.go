@@ -47,6 +47,12 @@ type ObserveRequest struct {
 	// BaseURL is the base-url the repository declares for the cluster (empty: not said). An executor with
 	// its own endpoint refuses a request whose BaseURL names another endpoint.
 	BaseURL string
+	// FirewallVMIDs are the guests whose firewall to read where they are on the node.
+	FirewallVMIDs []int
+	// AllFirewalls reads the firewall of every guest (adoption).
+	AllFirewalls bool
+	// ClusterFirewall asks for the cluster's firewall objects as well.
+	ClusterFirewall bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -57,6 +63,7 @@ func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
 	p := &inventoryv1.Guest{
 		Vmid: int64(g.VMID), Type: t, Name: g.Name, Status: g.Status, Qmpstatus: g.QMPStatus, Template: g.Template,
 		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged, CloudinitDrive: g.CloudInitDrive,
+		Firewall: guestFirewallToProto(g.Firewall),
 	}
 	if p.Config, err = entriesToProto("config", g.Config); err != nil {
 		return nil, err
@@ -99,6 +106,7 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 		QMPStatus: p.GetQmpstatus(), Template: p.GetTemplate(), Lock: p.GetLock(), Tags: p.GetTags(),
 		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), CloudInitDrive: p.GetCloudinitDrive(),
 		Config: entriesFromProto(p.GetConfig()), CloudInit: entriesFromProto(p.GetCloudinit()),
+		Firewall: guestFirewallFromProto(p.GetFirewall()),
 	}
 	return g, nil
 }
@@ -107,7 +115,7 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
-		TagsCaseSensitive: n.Node.TagsCaseSensitive,
+		TagsCaseSensitive: n.Node.TagsCaseSensitive, ClusterFirewall: clusterFirewallToProto(n.Node.ClusterFirewall),
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -137,7 +145,7 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	}
 	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
-		TagsCaseSensitive: p.GetTagsCaseSensitive(),
+		TagsCaseSensitive: p.GetTagsCaseSensitive(), ClusterFirewall: clusterFirewallFromProto(p.GetClusterFirewall()),
 	}}
 	for _, pg := range p.GetGuests() {
 		g, err := guestFromProto(pg, p.GetNode())
@@ -189,7 +197,8 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
 	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
-		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL}
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL,
+		FirewallVmids: vmidsToProto(r.FirewallVMIDs), AllFirewalls: r.AllFirewalls, ClusterFirewall: r.ClusterFirewall}
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -200,7 +209,8 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 	}
 	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
-		BaseURL: p.GetBaseUrl()}, nil
+		BaseURL: p.GetBaseUrl(), FirewallVMIDs: vmidsFromProto(p.GetFirewallVmids()), AllFirewalls: p.GetAllFirewalls(),
+		ClusterFirewall: p.GetClusterFirewall()}, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.
