@@ -141,6 +141,7 @@ func (r *run) adoptGuest(g inventory.Guest, node *inventory.Node) error {
 	} else {
 		res = c.qemu()
 	}
+	setFirewall(res, c.firewall(res))
 	// A key adoption could not carry at all is one gap with its whole value; its tokens are not repeated.
 	whole := map[string]bool{}
 	for _, x := range c.gaps {
