@@ -106,12 +106,18 @@ if [[ $live == 1 ]]; then
 	exit 0
 fi
 
-echo "==> proxops up --once"
-"$bin" up --once --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/up.log" || {
-	echo "demo: proxops up --once did not converge; its log:" >&2
-	tail -n 50 "$work/up.log" >&2
-	exit 1
+# up_once LOG FAILURE runs one reconcile of the whole system, its log in $work/LOG; on failure it says FAILURE
+# and shows the end of the log.
+up_once() {
+	"$bin" up --once --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/$1" || {
+		echo "demo: proxops up --once $2; its log:" >&2
+		tail -n 50 "$work/$1" >&2
+		exit 1
+	}
 }
+
+echo "==> proxops up --once"
+up_once up.log "did not converge"
 echo
 echo "==> proxops diff --exit-code"
 "$bin" diff --exit-code --repo "$work/repo" --data-dir "$work/data"
@@ -123,11 +129,7 @@ echo "==> someone changes VM web-01 by hand on PVE: memory 3072 MiB, through the
 curl -fsS -X PUT -H 'Authorization: PVEAPIToken=root@pam!demo=6d1c2f0a-7b3e-4c59-8a21-0e9f4d3b2c10' \
 	--data memory=3072 "$url/api2/json/nodes/pve1/qemu/101/config" >/dev/null
 echo "==> proxops up --once: the drift is corrected and the notifier tells the webhook receiver"
-"$bin" up --once --repo "$work/repo" --data-dir "$work/data" --listen 127.0.0.1:0 2>"$work/up2.log" || {
-	echo "demo: proxops up --once did not correct the drift; its log:" >&2
-	tail -n 50 "$work/up2.log" >&2
-	exit 1
-}
+up_once up2.log "did not correct the drift"
 echo
 echo "==> what the webhook receiver got (nothing left the machine)"
 grep -v '^listening on' "$work/hook.log" || { echo "demo: no notification arrived" >&2; exit 1; }

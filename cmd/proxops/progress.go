@@ -59,6 +59,7 @@ var words = map[plan.Action][2]string{
 	plan.ActionDelete:              {"Destroying", "destruction"},
 	plan.ActionClaimTag:            {"Claiming", "claim"},
 	plan.ActionRegenerateCloudInit: {"Regenerating cloud-init", "cloud-init regeneration"},
+	plan.ActionMigrate:             {"Migrating", "migration"},
 }
 
 func actionWords(a plan.Action) (ing, noun string) {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxops/proxops/internal/defaults"
 )
 
 // Defaults.
@@ -86,15 +88,9 @@ func newBus(nc *nats.Conn, opts Options, own bool) (*Bus, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("new bus: no connection")
 	}
-	if opts.APITimeout <= 0 {
-		opts.APITimeout = DefaultAPITimeout
-	}
-	if opts.RequestTimeout <= 0 {
-		opts.RequestTimeout = DefaultRequestTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&opts.APITimeout, DefaultAPITimeout)
+	defaults.Positive(&opts.RequestTimeout, DefaultRequestTimeout)
+	defaults.Logger(&opts.Logger)
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(opts.APITimeout))
 	if err != nil {
 		return nil, fmt.Errorf("new bus: jetstream: %w", err)

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/proxops/proxops/internal/defaults"
 )
 
 // ConsumerConfig describes a durable pull consumer with explicit acknowledgement.
@@ -36,15 +38,11 @@ func (b *Bus) EnsureConsumer(ctx context.Context, cfg ConsumerConfig) error {
 	if cfg.Stream == "" || cfg.Durable == "" || cfg.Filter == "" {
 		return fmt.Errorf("ensure consumer: stream, durable and filter are required")
 	}
-	if cfg.AckWait <= 0 {
-		cfg.AckWait = 30 * time.Second
-	}
+	defaults.Positive(&cfg.AckWait, 30*time.Second)
 	if cfg.MaxDeliver == 0 {
 		cfg.MaxDeliver = -1
 	}
-	if cfg.MaxAckPending <= 0 {
-		cfg.MaxAckPending = 1000
-	}
+	defaults.Positive(&cfg.MaxAckPending, 1000)
 	jc := jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
 		Description:   cfg.Description,
@@ -102,15 +100,9 @@ func IsTerminal(err error) bool {
 // Consume handles the messages of a durable pull consumer until ctx is cancelled, then stops fetching and
 // waits for the handlers in flight. The consumer must exist (EnsureConsumer).
 func (b *Bus) Consume(ctx context.Context, stream, durable string, opts ConsumeOptions, h Handler) error {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 1
-	}
-	if opts.MaxWait <= 0 {
-		opts.MaxWait = 5 * time.Second
-	}
-	if opts.RetryDelay <= 0 {
-		opts.RetryDelay = 5 * time.Second
-	}
+	defaults.Positive(&opts.Concurrency, 1)
+	defaults.Positive(&opts.MaxWait, 5*time.Second)
+	defaults.Positive(&opts.RetryDelay, 5*time.Second)
 	actx, cancel := b.api(ctx)
 	cons, err := b.js.Consumer(actx, stream, durable)
 	cancel()

@@ -201,49 +201,46 @@ func ExecutorPermissions(cluster, node string) (Permissions, error) {
 	if err != nil {
 		return Permissions{}, err
 	}
-	op, _ := OpSubject(cluster, node)
-	result, _ := ResultSubject(cluster, node)
 	inventory, _ := InventorySubject(cluster, node)
-	dlq, _ := DLQSubject(cluster, node)
 	observe, _ := ObserveSubject(cluster, node)
-	durable, _ := ExecutorConsumer(cluster, node)
 	var s permSet
 	s.inbox(user)
-	s.consume(StreamOps, durable, op)
-	s.publish(result, inventory, dlq)
+	s.workQueue(cluster, node)
+	s.publish(inventory)
 	s.subscribe(observe)
-	// An operation that ran out of deliveries with none settled is announced by the server; the node's
-	// executors read it from the work queue, dead-letter it and remove it.
-	advisory, _ := MaxDeliveriesAdvisorySubject(StreamOps, durable)
-	s.subscribe(advisory)
+	// An operation that ran out of deliveries with none settled is announced by the server (workQueue); the
+	// node's executors read it from the work queue, dead-letter it and remove it.
 	s.publish("$JS.API.STREAM.INFO."+StreamOps, "$JS.API.STREAM.MSG.GET."+StreamOps, "$JS.API.STREAM.MSG.DELETE."+StreamOps)
 	s.responses = true
 	s.objWrite(ObjectBlobs)
 	// Operation records and guest guards: read any (a run opened before records named their node keeps its
-	// records under <run>.<op>), write only the node's own.
+	// records under <run>.<op>), write only the node's own (workQueue).
 	s.kvRead(BucketOps)
-	own, _ := NodeOpsFilters(cluster, node)
-	for _, f := range own {
-		s.publish("$KV." + BucketOps + "." + f)
-	}
 	// Every executor of the cluster also serves the cluster's work queue (the objects that belong to no
 	// node), one operation at a time across all of them, with its results, dead letters and records.
-	clusterOp, _ := OpSubject(cluster, ClusterScope)
-	clusterDurable, _ := ExecutorConsumer(cluster, ClusterScope)
-	clusterResult, _ := ResultSubject(cluster, ClusterScope)
-	clusterDLQ, _ := DLQSubject(cluster, ClusterScope)
-	s.consume(StreamOps, clusterDurable, clusterOp)
-	s.publish(clusterResult, clusterDLQ)
-	clusterAdvisory, _ := MaxDeliveriesAdvisorySubject(StreamOps, clusterDurable)
-	s.subscribe(clusterAdvisory)
-	clusterOwn, _ := NodeOpsFilters(cluster, ClusterScope)
-	for _, f := range clusterOwn {
-		s.publish("$KV." + BucketOps + "." + f)
-	}
+	s.workQueue(cluster, ClusterScope)
 	// Before running an operation: is its run the cluster's open run, and what does the ownership
 	// inventory record for the guest it writes to.
 	s.kvRead(BucketClusters, BucketOwned)
 	return s.permissions(), nil
+}
+
+// workQueue lets an executor consume one work queue of a cluster (a node's, or ClusterScope's), publish
+// its results and dead letters, hear the server's advisory about an operation that ran out of deliveries,
+// and write the queue's own operation records and guest guards.
+func (s *permSet) workQueue(cluster, scope string) {
+	op, _ := OpSubject(cluster, scope)
+	durable, _ := ExecutorConsumer(cluster, scope)
+	result, _ := ResultSubject(cluster, scope)
+	dlq, _ := DLQSubject(cluster, scope)
+	s.consume(StreamOps, durable, op)
+	s.publish(result, dlq)
+	advisory, _ := MaxDeliveriesAdvisorySubject(StreamOps, durable)
+	s.subscribe(advisory)
+	own, _ := NodeOpsFilters(cluster, scope)
+	for _, f := range own {
+		s.publish("$KV." + BucketOps + "." + f)
+	}
 }
 
 // AdopterPermissions: consume inventories, read and publish gap reports, read ownership and trees, serve

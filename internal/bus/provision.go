@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxops/proxops/internal/defaults"
 )
 
 // Provisioning defaults.
@@ -43,27 +45,13 @@ type ProvisionConfig struct {
 }
 
 func (c ProvisionConfig) withDefaults() ProvisionConfig {
-	if c.Replicas <= 0 {
-		c.Replicas = 1
-	}
-	if c.DuplicateWindow <= 0 {
-		c.DuplicateWindow = DefaultDuplicateWindow
-	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.DeliveriesTTL <= 0 {
-		c.DeliveriesTTL = DefaultDeliveriesTTL
-	}
-	if c.BlobTTL <= 0 {
-		c.BlobTTL = DefaultBlobTTL
-	}
-	if c.OpRecordTTL <= 0 {
-		c.OpRecordTTL = DefaultOpRecordTTL
-	}
-	if c.PreviewTTL <= 0 {
-		c.PreviewTTL = DefaultPreviewTTL
-	}
+	defaults.Positive(&c.Replicas, 1)
+	defaults.Positive(&c.DuplicateWindow, DefaultDuplicateWindow)
+	defaults.Positive(&c.LeaseTTL, DefaultLeaseTTL)
+	defaults.Positive(&c.DeliveriesTTL, DefaultDeliveriesTTL)
+	defaults.Positive(&c.BlobTTL, DefaultBlobTTL)
+	defaults.Positive(&c.OpRecordTTL, DefaultOpRecordTTL)
+	defaults.Positive(&c.PreviewTTL, DefaultPreviewTTL)
 	return c
 }
 

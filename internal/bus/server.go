@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/proxops/proxops/internal/defaults"
 )
 
 // ClientInfoFile is the file, in an embedded server's data directory, that tells local clients (the proxops
@@ -76,12 +78,8 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if cfg.Name == "" {
 		cfg.Name = "proxops"
 	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.ReadyTimeout, 10*time.Second)
+	defaults.Logger(&cfg.Logger)
 	s := &Server{cfg: cfg}
 	dir := cfg.Dir
 	if dir == "" {

@@ -9,6 +9,8 @@ package httpserver
 import (
 	"net/http"
 	"time"
+
+	"github.com/proxops/proxops/internal/defaults"
 )
 
 // Default limits. Nothing ProxOps serves streams: every response is written at once, well within Write.
@@ -32,21 +34,11 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.ReadHeader <= 0 {
-		l.ReadHeader = DefaultReadHeaderTimeout
-	}
-	if l.Read <= 0 {
-		l.Read = DefaultReadTimeout
-	}
-	if l.Write <= 0 {
-		l.Write = DefaultWriteTimeout
-	}
-	if l.Idle <= 0 {
-		l.Idle = DefaultIdleTimeout
-	}
-	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
+	defaults.Positive(&l.ReadHeader, DefaultReadHeaderTimeout)
+	defaults.Positive(&l.Read, DefaultReadTimeout)
+	defaults.Positive(&l.Write, DefaultWriteTimeout)
+	defaults.Positive(&l.Idle, DefaultIdleTimeout)
+	defaults.Positive(&l.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	return l
 }
 

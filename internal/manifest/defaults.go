@@ -278,6 +278,7 @@ func resolveVM(r *Resource, s *VMSpec) *VMSpec {
 	v.PVEName = r.PVEName()
 	v.Tags = NormalizeTags(s.Tags)
 	v.CPU.Flags = slices.Clone(s.CPU.Flags)
+	v.Migrate = cloneMigrate(s.Migrate)
 	v.Disks = make([]Disk, len(s.Disks))
 	for i, d := range s.Disks {
 		d.Interface = d.SlotAt(i)
@@ -346,6 +347,7 @@ func resolveLXC(r *Resource, s *LXCSpec) *LXCSpec {
 	v := *s
 	v.State = r.DesiredState()
 	v.Tags = NormalizeTags(s.Tags)
+	v.Migrate = cloneMigrate(s.Migrate)
 	v.MountPoints = make([]MountPoint, len(s.MountPoints))
 	for i, m := range s.MountPoints {
 		m.Slot = m.SlotAt(i)

@@ -133,6 +133,8 @@ type VMSpec struct {
 	CloudInitData  *CloudInitData    `yaml:"cloud-init-data,omitempty"`
 	Firewall       *Firewall         `yaml:"firewall,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
+	// Migrate says how the VM moves when spec.node changes.
+	Migrate *Migrate `yaml:"migrate,omitempty"`
 }
 
 // VMCPU is a VM's processor.
@@ -307,6 +309,8 @@ type LXCSpec struct {
 	Options        *LXCOptions       `yaml:"options,omitempty"`
 	Firewall       *Firewall         `yaml:"firewall,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
+	// Migrate says how the container moves when spec.node changes.
+	Migrate *Migrate `yaml:"migrate,omitempty"`
 }
 
 // LXCCPU is a container's processor.

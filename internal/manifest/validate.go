@@ -307,6 +307,7 @@ func (c *checker) vm(s *VMSpec) {
 	c.node("spec.node", s.Node)
 	c.vmid("spec.vmid", s.VMID)
 	c.state("spec.state", s.State)
+	c.migrate(s.Migrate)
 	if s.PVEName != "" && !dnsNameRE.MatchString(s.PVEName) {
 		c.errorf("spec.pve-name", "invalid PVE name %s (a DNS name: letters, digits, hyphens and dots)", diag.Excerpt(s.PVEName))
 	}
@@ -607,6 +608,7 @@ func (c *checker) lxc(s *LXCSpec) {
 	c.node("spec.node", s.Node)
 	c.vmid("spec.vmid", s.VMID)
 	c.state("spec.state", s.State)
+	c.migrate(s.Migrate)
 	if s.Template != "" || c.has("spec.template") {
 		c.name("spec.template", s.Template)
 	}

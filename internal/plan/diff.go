@@ -114,6 +114,8 @@ type differ struct {
 	cannotCreate diag.List
 	// tagStyle is how the cluster stores tags (its tag-style).
 	tagStyle pveformat.TagStyle
+	// migrations are the ids of the plan's migrate operations.
+	migrations []string
 }
 
 func newDiffer(in Input) *differ {
@@ -525,9 +527,12 @@ func (d *differ) planGuest(r *manifest.Resource) error {
 		d.finding(FindingAnomaly, ref.String(), g.Node, vmid, "spec.vmid", fmt.Sprintf("vmid %d is a %s on PVE (%s), the manifest declares a %s; ProxOps does not touch it", vmid, typeWord(g.Type), liveName(g), typeWord(want)))
 		return nil
 	}
+	var moveTo string
 	if g.Node != r.Node() {
-		d.finding(FindingMisplaced, ref.String(), g.Node, vmid, "spec.node",
-			fmt.Sprintf("found on node %s, the manifest places it on %s; ProxOps manages it where it is and never recreates it", g.Node, r.Node()))
+		var hold bool
+		if moveTo, hold = d.placement(r, g); hold {
+			return nil
+		}
 	}
 	tagged := pveformat.Owned(liveTags(g))
 	if !tagged && liveName(g) != desiredName(r) && !nameless(g, r) {
@@ -564,12 +569,13 @@ func (d *differ) planGuest(r *manifest.Resource) error {
 		return nil
 	}
 	return d.planUpdate(&guestUpdate{r: r, g: g, fp: fp, tagged: tagged,
-		recorded: hasRec && rec.Ref == ref.String() && rec.Node == g.Node && recMatches, toTemplate: markTemplate})
+		recorded: hasRec && rec.Ref == ref.String() && rec.Node == g.Node && recMatches, toTemplate: markTemplate, moveTo: moveTo})
 }
 
 // record stores a declared guest in the ownership inventory (after an operation, or at once).
 func (d *differ) record(r *manifest.Resource, g *inventory.Guest, fp, after string) {
-	d.records = append(d.records, Record{Owned: Owned{VMID: r.VMID(), Ref: r.Ref().String(), Node: g.Node, Fingerprint: fp}, After: after})
+	d.records = append(d.records, Record{Owned: Owned{VMID: r.VMID(), Ref: r.Ref().String(), Node: g.Node, Fingerprint: fp,
+		AppliedNode: d.appliedNodeFor(r, g)}, After: after})
 }
 
 func hasPending(g *inventory.Guest) bool {
@@ -608,6 +614,8 @@ type guestUpdate struct {
 	recorded bool
 	// toTemplate: the manifest declares a template, the guest is not one yet and ProxOps may convert it.
 	toTemplate bool
+	// moveTo is the node the plan migrates the guest to first (empty: it stays).
+	moveTo string
 
 	desiredState manifest.State
 	running      bool // running and not a template: changes may wait for a restart
@@ -631,6 +639,7 @@ type guestUpdate struct {
 
 // updateSteps plan an update of an existing guest, one concern each, in the order they run.
 var updateSteps = []func(*differ, *guestUpdate) error{
+	(*differ).planMigrate,
 	(*differ).diffConfig,
 	(*differ).holdForeignPending,
 	(*differ).findPendingKeys,
@@ -977,6 +986,9 @@ func (d *differ) planCreate(r *manifest.Resource) error {
 		}
 		return nil
 	}
+	if d.checkCreationRefs(r) {
+		return nil
+	}
 	u := &unit{ref: ref, level: d.level(ref), node: r.Node(), vmid: vmid}
 	if s := r.VM(); s != nil && s.Clone != "" && r.Kind == manifest.KindVM {
 		return d.planClone(r, u)
@@ -999,7 +1011,7 @@ func (d *differ) planCreate(r *manifest.Resource) error {
 	u.ops = append(u.ops, Operation{ID: id, Cluster: d.cluster, Node: r.Node(), VMID: vmid, GuestType: t,
 		Ref: ref.String(), Action: ActionCreate, Values: kvs(vals), Precondition: Precondition{ExpectAbsent: true},
 		Reason: fmt.Sprintf("%s: not on PVE; will %s", ref, what), Storage: createStorage(r)})
-	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: r.Node()}, After: id})
+	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: r.Node(), AppliedNode: r.Node()}, After: id})
 	if r.Kind.IsTemplate() {
 		u.ops = append(u.ops, Operation{ID: d.opID(guestOpID(t, vmid, ActionMarkTemplate, "")), Cluster: d.cluster,
 			Node: r.Node(), VMID: vmid, GuestType: t, Ref: ref.String(), Action: ActionMarkTemplate, DependsOn: []string{id},
@@ -1055,20 +1067,18 @@ func (d *differ) planClone(r *manifest.Resource, u *unit) error {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		shared := true
 		for _, k := range slots {
 			st := pvewire.ParseDrive(cfg[k]).Storage()
 			if storage == "" && k != "efidisk0" && k != "tpmstate0" {
 				storage = st
 			}
-			if s, ok := lt.node.Storage(st); !ok || !s.Shared {
-				shared = false
-			}
 		}
-		if srcNode != r.Node() && !shared {
-			d.finding(FindingAnomaly, ref.String(), r.Node(), vmid, "spec.clone",
-				fmt.Sprintf("TemplateVM %s is on node %s and its volumes are not all on shared storage; a clone onto %s is not possible", s.Clone, srcNode, r.Node()))
-			return nil
+		if srcNode != r.Node() {
+			if why := d.cloneTargetProblem(lt.node, r.Node(), cfg, slots); why != "" {
+				d.cannotCreate = append(d.cannotCreate, diagAt(r, "spec.clone",
+					"vmid %d is to be cloned from TemplateVM %s on node %s onto node %s, which PVE refuses: %s", vmid, s.Clone, srcNode, r.Node(), why))
+				return nil
+			}
 		}
 	} else {
 		ts := tmpl.VM()
@@ -1101,7 +1111,7 @@ func (d *differ) planClone(r *manifest.Resource, u *unit) error {
 		Ref: ref.String(), Action: ActionClone, Values: kvs(vals), Delete: dels, Params: params, SourceVMID: tmpl.VMID(),
 		Storage: storage, Precondition: Precondition{ExpectAbsent: true},
 		Reason: fmt.Sprintf("%s: not on PVE; will full-clone from TemplateVM %s (vmid %d)", ref, s.Clone, tmpl.VMID())})
-	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: r.Node()}, After: id})
+	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: r.Node(), AppliedNode: r.Node()}, After: id})
 	d.planCreatedFirewall(r, u)
 	if r.DesiredState() == manifest.StateStarted {
 		u.ops = append(u.ops, Operation{ID: d.opID(guestOpID(inventory.QEMU, vmid, ActionStart, "")), Cluster: d.cluster,

@@ -17,7 +17,7 @@ import (
 var actionRank = map[Action]int{
 	ActionDownload: 0, ActionCreate: 1, ActionClone: 2, ActionClaimTag: 3, ActionResume: 4, ActionShutdown: 5,
 	ActionStop: 6, ActionConfigure: 7, ActionResize: 8, ActionMarkTemplate: 9, ActionStart: 10, ActionDelete: 11,
-	ActionRegenerateCloudInit: 12, ActionApplyGuestFirewall: 13,
+	ActionRegenerateCloudInit: 12, ActionMigrate: 13, ActionApplyGuestFirewall: 14,
 }
 
 // findingRank orders findings by kind.
@@ -166,6 +166,7 @@ func (d *differ) finish() Plan {
 		p.Held = true
 		p.HeldReason = strings.Join(why, "; ") + "; confirm the plan to apply it"
 	}
+	d.limitMigrations(&p)
 	for _, r := range d.resources {
 		p.Resources = append(p.Resources, r.Ref().String())
 	}

@@ -129,6 +129,8 @@ type guestJSON struct {
 	Digest string `json:"digest"`
 	// Firewall is the guest's firewall, as an observe that asked for it reports it.
 	Firewall *firewallJSON `json:"firewall"`
+	// HA: the guest is an HA resource.
+	HA bool `json:"ha"`
 }
 
 // ownedJSON is an ownership record; a fingerprint "live" is the live guest's own.
@@ -137,6 +139,8 @@ type ownedJSON struct {
 	Ref         string `json:"ref"`
 	Node        string `json:"node"`
 	Fingerprint string `json:"fingerprint"`
+	// Applied is the node ProxOps last put the guest on; absent: the record's node ("-": not known).
+	Applied string `json:"applied"`
 }
 
 // secretsJSON stands for a cluster's SOPS file: ssh-keys by name, the password names that resolve.
@@ -193,7 +197,7 @@ func secretValue(key, value string) string {
 }
 
 func (g guestJSON) guest(node string) (inventory.Guest, error) {
-	out := inventory.Guest{VMID: g.VMID, Type: inventory.GuestType(g.Type), Node: node, Status: g.Status,
+	out := inventory.Guest{VMID: g.VMID, Type: inventory.GuestType(g.Type), Node: node, Status: g.Status, HAManaged: g.HA,
 		QMPStatus: g.QMPStatus, Template: g.Template, Lock: g.Lock, Digest: g.Digest, Firewall: g.Firewall.firewall()}
 	if out.Type == "" {
 		out.Type = inventory.QEMU
@@ -407,7 +411,14 @@ func loadCase(t testing.TB, dir string) goldenCase {
 			}
 			fp = inventory.Fingerprint(g)
 		}
-		in.Owned = append(in.Owned, plan.Owned{VMID: o.VMID, Ref: o.Ref, Node: o.Node, Fingerprint: fp})
+		applied := o.Applied
+		switch applied {
+		case "":
+			applied = o.Node
+		case "-":
+			applied = ""
+		}
+		in.Owned = append(in.Owned, plan.Owned{VMID: o.VMID, Ref: o.Ref, Node: o.Node, Fingerprint: fp, AppliedNode: applied})
 	}
 	var sec secretsJSON
 	if ok, err := readJSON(filepath.Join(dir, "secrets.json"), &sec); err != nil {

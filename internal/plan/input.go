@@ -20,6 +20,11 @@ type Owned struct {
 	Node string
 	// Fingerprint is never empty in a stored record; an empty one matches no guest.
 	Fingerprint string
+	// AppliedNode is the node ProxOps last put the guest on (created, cloned or migrated it there), or learned
+	// it on while it stood where its manifest placed it; empty when not known. Node follows the guest where it
+	// is observed; AppliedNode changes only by ProxOps' own doing, so a manifest whose spec.node differs from
+	// it is a move asked for in git, and a guest elsewhere for any other reason is only misplaced.
+	AppliedNode string
 }
 
 // Record asks the planner to store an ownership record once the guest is ProxOps'.
@@ -57,6 +62,13 @@ type Settings struct {
 	ShutdownTimeout time.Duration
 	// PruneBudget caps the deletions of one plan; 0 is unlimited.
 	PruneBudget int
+	// Migrate is how guests move when their spec.node changes: manifest.MigrateOnline (default when empty),
+	// MigrateOffline or MigrateNever.
+	Migrate string
+	// MaxMigrations is how many guests one plan moves before it is held for confirmation; 0 is unlimited.
+	MaxMigrations int
+	// MigrationConcurrency is how many migrations of the cluster run at once (default 2).
+	MigrationConcurrency int
 }
 
 // SettingsFor returns a cluster's settings from the process configuration and its cluster entry.
@@ -64,7 +76,8 @@ func SettingsFor(cfg *repo.Config, cl *repo.ClusterConfig) Settings {
 	if cfg == nil {
 		cfg = repo.DefaultConfig()
 	}
-	return Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl)}
+	return Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl),
+		Migrate: cfg.Reconcile.Migrate, MaxMigrations: cfg.Reconcile.MaxMigrations, MigrationConcurrency: cfg.Reconcile.MigrationConcurrency}
 }
 
 func (s Settings) restart() string {

@@ -40,6 +40,21 @@ const (
 	// out of its current pool, or with Params delete=1 removes it.
 	ActionSetPoolMembers Action = "set-pool-members"
 
+	// The actions on HA resources, HA rules and backup jobs run on the cluster's work queue too. Their
+	// Params name the object (sid, rule or id) and the options they write (comment without the marker;
+	// delete lists the options a configure removes).
+	ActionCreateHAResource    Action = "create-ha-resource"
+	ActionConfigureHAResource Action = "configure-ha-resource"
+	ActionDeleteHAResource    Action = "delete-ha-resource"
+	ActionCreateHARule        Action = "create-ha-rule"
+	ActionConfigureHARule     Action = "configure-ha-rule"
+	ActionDeleteHARule        Action = "delete-ha-rule"
+	ActionCreateBackupJob     Action = "create-backup-job"
+	ActionConfigureBackupJob  Action = "configure-backup-job"
+	ActionDeleteBackupJob     Action = "delete-backup-job"
+	// ActionClaimClusterObject adds the ownership marker to an HA resource, HA rule or backup job (Params
+	// object: ha-resource, ha-rule or backup-job).
+	ActionClaimClusterObject Action = "claim-cluster-object"
 	// ActionApplyGuestFirewall makes a guest's firewall (options, rules, IP sets, aliases) the declared one
 	// on the guest's node; its Params carry what is declared (see internal/pve/firewall.go).
 	ActionApplyGuestFirewall Action = "apply-guest-firewall"
@@ -50,7 +65,17 @@ const (
 	ActionConfigureFirewallObject Action = "configure-firewall-object"
 	ActionClaimFirewallObject     Action = "claim-firewall-object"
 	ActionDeleteFirewallObject    Action = "delete-firewall-object"
+	// ActionMigrate moves the guest from its Node to the node Params target names (POST …/migrate), with
+	// Params online, restart and timeout (containers), with-local-disks and targetstorage (VMs).
+	ActionMigrate Action = "migrate"
 )
+
+// ClusterObjectActions are the actions on HA resources, HA rules and backup jobs.
+var ClusterObjectActions = []Action{
+	ActionCreateHAResource, ActionConfigureHAResource, ActionDeleteHAResource,
+	ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule,
+	ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob, ActionClaimClusterObject,
+}
 
 // ClusterScope is the Node of an operation on an object that belongs to no node (a resource pool): it runs
 // on the cluster's work queue, which every executor of the cluster serves (the bus's ClusterScope).
@@ -65,7 +90,8 @@ var FirewallObjectActions = []Action{ActionCreateFirewallObject, ActionConfigure
 
 // OnCluster reports whether an action runs on the cluster's work queue.
 func (a Action) OnCluster() bool {
-	return slices.Contains(PoolActions, a) || slices.Contains(FirewallObjectActions, a)
+	return slices.Contains(PoolActions, a) || slices.Contains(ClusterObjectActions, a) ||
+		slices.Contains(FirewallObjectActions, a)
 }
 
 // Actions lists every action in a fixed order.
@@ -73,8 +99,11 @@ var Actions = []Action{
 	ActionCreate, ActionClone, ActionConfigure, ActionResize, ActionStart, ActionShutdown, ActionStop,
 	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag, ActionRegenerateCloudInit,
 	ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers,
+	ActionCreateHAResource, ActionConfigureHAResource, ActionDeleteHAResource,
+	ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule,
+	ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob, ActionClaimClusterObject,
 	ActionApplyGuestFirewall, ActionCreateFirewallObject, ActionConfigureFirewallObject,
-	ActionClaimFirewallObject, ActionDeleteFirewallObject,
+	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionMigrate,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

@@ -101,7 +101,10 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		return c.applyFirewallObject(ctx, op, opts)
 	}
 	if op.Action.OnCluster() {
-		return c.applyPool(ctx, op, opts)
+		if slices.Contains(plan.PoolActions, op.Action) {
+			return c.applyPool(ctx, op, opts)
+		}
+		return c.applyClusterObject(ctx, op, opts)
 	}
 	a := &applier{c: c, op: op, opts: opts}
 	if !validNodeName(op.Node) {
@@ -140,6 +143,8 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.regenerateCloudInit(ctx)
 	case plan.ActionApplyGuestFirewall:
 		err = a.applyGuestFirewall(ctx)
+	case plan.ActionMigrate:
+		err = a.migrate(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

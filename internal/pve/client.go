@@ -31,6 +31,7 @@ import (
 	proxmox "github.com/luthermonson/go-proxmox"
 
 	"github.com/proxops/proxops/internal/clock"
+	"github.com/proxops/proxops/internal/defaults"
 	"github.com/proxops/proxops/internal/plan"
 )
 
@@ -102,9 +103,7 @@ type Client struct {
 // New connects to PVE: it builds the clients, logs in when ticket auth is used, reads the PVE version and
 // refuses releases older than MinVersion.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&log)
 	cfg = cfg.withDefaults()
 	base, err := normaliseBaseURL(cfg.BaseURL)
 	if err != nil {
@@ -161,30 +160,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
 }
 
 func (cfg Config) withDefaults() Config {
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 30 * time.Second
-	}
-	if cfg.ReadAttempts <= 0 {
-		cfg.ReadAttempts = 4
-	}
-	if cfg.ReadBackoff <= 0 {
-		cfg.ReadBackoff = 200 * time.Millisecond
-	}
-	if cfg.ObserveConcurrency <= 0 {
-		cfg.ObserveConcurrency = 8
-	}
-	if cfg.TaskPollMin <= 0 {
-		cfg.TaskPollMin = 250 * time.Millisecond
-	}
+	defaults.Positive(&cfg.RequestTimeout, 30*time.Second)
+	defaults.Positive(&cfg.ReadAttempts, 4)
+	defaults.Positive(&cfg.ReadBackoff, 200*time.Millisecond)
+	defaults.Positive(&cfg.ObserveConcurrency, 8)
+	defaults.Positive(&cfg.TaskPollMin, 250*time.Millisecond)
 	if cfg.TaskPollMax < cfg.TaskPollMin {
 		cfg.TaskPollMax = max(5*time.Second, cfg.TaskPollMin)
 	}
-	if cfg.TaskTimeout <= 0 {
-		cfg.TaskTimeout = 30 * time.Minute
-	}
-	if cfg.MaxResponseBytes <= 0 {
-		cfg.MaxResponseBytes = DefaultMaxResponseBytes
-	}
+	defaults.Positive(&cfg.TaskTimeout, 30*time.Minute)
+	defaults.Positive(&cfg.MaxResponseBytes, DefaultMaxResponseBytes)
 	return cfg
 }
 

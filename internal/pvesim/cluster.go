@@ -24,7 +24,7 @@ var handlers = map[string]handler{
 	"GET /nodes/{node}/qemu":  (*Sim).handleQemuList,
 	"POST /nodes/{node}/qemu": (*Sim).handleQemuCreate,
 	"GET /nodes/{node}/qemu/{vmid}": func(s *Sim, c *call) (any, error) {
-		return s.subdirs(c, "qemu", "clone", "cloudinit", "config", "pending", "resize", "snapshot", "status", "template")
+		return s.subdirs(c, "qemu", "clone", "cloudinit", "config", "migrate", "pending", "resize", "snapshot", "status", "template")
 	},
 	"DELETE /nodes/{node}/qemu/{vmid}":        (*Sim).handleDestroy,
 	"GET /nodes/{node}/qemu/{vmid}/config":    (*Sim).handleConfigGet,
@@ -43,7 +43,7 @@ var handlers = map[string]handler{
 	"GET /nodes/{node}/lxc":                          (*Sim).handleLXCList,
 	"POST /nodes/{node}/lxc":                         (*Sim).handleLXCCreate,
 	"GET /nodes/{node}/lxc/{vmid}": func(s *Sim, c *call) (any, error) {
-		return s.subdirs(c, "lxc", "clone", "config", "pending", "resize", "snapshot", "status", "template")
+		return s.subdirs(c, "lxc", "clone", "config", "migrate", "pending", "resize", "snapshot", "status", "template")
 	},
 	"DELETE /nodes/{node}/lxc/{vmid}":                      (*Sim).handleDestroy,
 	"GET /nodes/{node}/lxc/{vmid}/config":                  (*Sim).handleConfigGet,
@@ -73,16 +73,20 @@ var handlers = map[string]handler{
 	"DELETE /nodes/{node}/lxc/{vmid}/snapshot/{snapname}":  (*Sim).handleSnapshotDelete,
 	"POST /nodes/{node}/storage/{storage}/download-url":    (*Sim).handleDownloadURL,
 	"POST /nodes/{node}/storage/{storage}/upload":          (*Sim).handleUpload,
-	"GET /pools":                            (*Sim).handlePools,
-	"POST /pools":                           (*Sim).handlePoolCreate,
-	"PUT /pools":                            (*Sim).handlePoolUpdate,
-	"DELETE /pools":                         (*Sim).handlePoolDelete,
-	"GET /pools/{poolid}":                   (*Sim).handlePoolRead,
-	"PUT /pools/{poolid}":                   (*Sim).handlePoolUpdate,
-	"DELETE /pools/{poolid}":                (*Sim).handlePoolDelete,
-	"DELETE /nodes/{node}/tasks/{upid}":     (*Sim).handleTaskStop,
-	"GET /nodes/{node}/tasks/{upid}/status": (*Sim).handleTaskStatus,
-	"GET /nodes/{node}/tasks/{upid}/log":    (*Sim).handleTaskLog,
+	"GET /pools":                             (*Sim).handlePools,
+	"POST /pools":                            (*Sim).handlePoolCreate,
+	"PUT /pools":                             (*Sim).handlePoolUpdate,
+	"DELETE /pools":                          (*Sim).handlePoolDelete,
+	"GET /pools/{poolid}":                    (*Sim).handlePoolRead,
+	"PUT /pools/{poolid}":                    (*Sim).handlePoolUpdate,
+	"DELETE /pools/{poolid}":                 (*Sim).handlePoolDelete,
+	"DELETE /nodes/{node}/tasks/{upid}":      (*Sim).handleTaskStop,
+	"GET /nodes/{node}/qemu/{vmid}/migrate":  (*Sim).handleQemuMigratePrecondition,
+	"POST /nodes/{node}/qemu/{vmid}/migrate": (*Sim).handleQemuMigrate,
+	"GET /nodes/{node}/lxc/{vmid}/migrate":   (*Sim).handleLXCMigratePrecondition,
+	"POST /nodes/{node}/lxc/{vmid}/migrate":  (*Sim).handleLXCMigrate,
+	"GET /nodes/{node}/tasks/{upid}/status":  (*Sim).handleTaskStatus,
+	"GET /nodes/{node}/tasks/{upid}/log":     (*Sim).handleTaskLog,
 }
 
 var _ = http.MethodGet

@@ -349,6 +349,7 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 		}
 		delete(s.guests, vmid)
 		s.dropGuestFW(vmid)
+		s.haPurge(vmid)
 		return nil
 	})), nil
 }

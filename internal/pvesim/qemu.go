@@ -635,26 +635,7 @@ func (s *Sim) haTask(c *call, g *guest, typ, state string) string {
 	}
 	return s.startTask(c.str("node"), typ, strconv.Itoa(vmid), c.user, func(l taskLog) error {
 		l.printf("Requesting HA %s for %s %d", verb, word, vmid)
-		if g, ok := s.guests[vmid]; ok && g.ha {
-			g.haState = state
-		}
-		s.after(s.haDelay, func() {
-			g, ok := s.guests[vmid]
-			if !ok || !g.ha || g.haState != state {
-				return
-			}
-			if state == "started" && !g.running {
-				if g.kind == "qemu" {
-					_ = s.qemuStartNow(g, taskLog{t: &task{}})
-				} else if g.conf()["template"] != "1" {
-					s.applyPending(g)
-					g.running, g.startedAt = true, time.Now()
-				}
-			} else if state == "stopped" && g.running {
-				g.running, g.qmpstatus = false, ""
-				s.applyPending(g)
-			}
-		})
+		s.haRequest(vmid, state) // the HA manager acts after haDelay (ha.go)
 		return nil
 	})
 }

@@ -72,6 +72,8 @@ type Sim struct {
 	firewallCluster *fwConf
 	firewallGuests  map[int]*fwConf
 	mirrors         map[string]string
+	backupJobs      map[string]map[string]string // jobs.cfg vzdump entries: id → options
+	ha              haConfig
 
 	faults faultState
 	gate   gate // the API daemon's worker limit
@@ -210,6 +212,8 @@ func New(spec Spec) (*Sim, error) {
 		shutdownWait: time.Duration(spec.ShutdownWait),
 		pools:        map[string]*pool{},
 		mirrors:      map[string]string{},
+		backupJobs:   map[string]map[string]string{},
+		ha:           newHAConfig(),
 		clock:        spec.Clock,
 	}
 	for k, v := range defaultLockTimeouts {
@@ -615,13 +619,7 @@ func (s *Sim) addGuest(gs GuestSpec) error {
 	}
 	cf, warnings := parseConfigFile(s.desc(gs.Type), gs.VMID, gs.Config)
 	s.warnings = append(s.warnings, warnings...)
-	g := &guest{vmid: gs.VMID, kind: gs.Type, node: gs.Node, file: cf, raw: gs.Config, ha: gs.HA, ignoreACPI: gs.IgnoreACPI}
-	if gs.HA {
-		g.haState = "stopped"
-		if gs.Running {
-			g.haState = "started"
-		}
-	}
+	g := &guest{vmid: gs.VMID, kind: gs.Type, node: gs.Node, file: cf, raw: gs.Config, ignoreACPI: gs.IgnoreACPI}
 	if gs.Running {
 		g.running, g.qmpstatus, g.startedAt = true, "running", time.Now()
 	}
@@ -629,6 +627,7 @@ func (s *Sim) addGuest(gs GuestSpec) error {
 		g.ciSeen, g.ciDrive = cloudInitKeys(g.conf()), cloudinitDrive(g.conf()) != ""
 	}
 	s.guests[gs.VMID] = g
+	s.setHAManaged(g, gs.HA)
 	s.registerGuestVolumes(g)
 	return nil
 }

@@ -181,7 +181,8 @@ func (s *Sim) PatchGuest(vmid int, p GuestPatch) error {
 	return nil
 }
 
-// SetHA makes a guest an HA resource (its requested state follows its power state) or removes it.
+// SetHA makes a guest an HA resource (its requested state follows its power state) or removes it and
+// its sid from the rules.
 func (s *Sim) SetHA(vmid int, managed bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,14 +190,7 @@ func (s *Sim) SetHA(vmid int, managed bool) error {
 	if !ok {
 		return fmt.Errorf("set ha: guest %d does not exist", vmid)
 	}
-	g.ha = managed
-	g.haState = ""
-	if managed {
-		g.haState = "stopped"
-		if g.running {
-			g.haState = "started"
-		}
-	}
+	s.setHAManaged(g, managed)
 	return nil
 }
 

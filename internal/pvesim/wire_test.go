@@ -71,6 +71,14 @@ func TestSimulatorRefusesKnownBadRequests(t *testing.T) {
 		{"path and body disagree", "POST", "/nodes/pve1/qemu/100/config", []string{"vmid", "101", "name", "x"}, "", 400, "vmid", "duplicate parameter (already defined in URI) with conflicting values!"},
 		{"unknown parameter", "POST", "/nodes/pve1/qemu/100/config", []string{"frobnicate", "1"}, "", 400, "frobnicate", "property is not defined in schema and the schema does not allow additional properties"},
 		{"bad bridge", "POST", "/nodes/pve1/qemu/100/config", []string{"net1", "virtio,bridge=vmbr9"}, "", 500, "", "bridge 'vmbr9' does not exist"},
+		{"migrate to the local node", "POST", "/nodes/pve1/qemu/100/migrate", []string{"target", "pve1"}, "", 400, "target", "target is local node."},
+		{"migrate to an unknown node", "POST", "/nodes/pve1/qemu/100/migrate", []string{"target", "pve7"}, "", 500, "", "no such cluster node 'pve7'"},
+		{"migrate without a target", "POST", "/nodes/pve1/qemu/100/migrate", nil, "", 400, "target", "property is missing and it is not optional"},
+		{"migrate online as a word", "POST", "/nodes/pve1/qemu/100/migrate", []string{"target", "pve2", "online", "yes-please"}, "", 400, "online", "type check ('boolean') failed"},
+		{"migrate a guest from the wrong node", "POST", "/nodes/pve2/qemu/100/migrate", []string{"target", "pve3"}, "", 500, "", "Configuration file 'nodes/pve2/qemu-server/100.conf' does not exist"},
+		{"migrate with a bad storage map", "POST", "/nodes/pve1/qemu/100/migrate", []string{"target", "pve2", "targetstorage", "local-lvm:nope"}, "", 500, "", "storage 'nope' does not exist"},
+		{"container migrate with a vm option", "POST", "/nodes/pve1/lxc/200/migrate", []string{"target", "pve2", "with-local-disks", "1"}, "", 400, "with-local-disks", "property is not defined in schema"},
+		{"container precondition from the wrong node", "GET", "/nodes/pve3/lxc/200/migrate", nil, "", 500, "", "Configuration file 'nodes/pve3/lxc/200.conf' does not exist"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -141,8 +141,8 @@ func PlanText(p plan.Plan) string {
 			// Updates and power changes are sorted into their sections below.
 		}
 	}
-	var create, update, power, del section
-	create.title, update.title, power.title, del.title = "will create", "will update", "power changes", "will delete (prune)"
+	var create, move, update, power, del section
+	create.title, move.title, update.title, power.title, del.title = "will create", "will move", "will update", "power changes", "will delete (prune)"
 	for _, o := range p.Operations {
 		switch {
 		case o.Action == plan.ActionCreate || o.Action == plan.ActionClone || o.Action == plan.ActionDownload ||
@@ -150,6 +150,8 @@ func PlanText(p plan.Plan) string {
 			create.lines = append(create.lines, opLine(o, false))
 		case o.Action == plan.ActionDelete || (o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
 			del.lines = append(del.lines, opLine(o, false))
+		case o.Action == plan.ActionMigrate:
+			move.lines = append(move.lines, opLine(o, false))
 		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
 			o.Action == plan.ActionRegenerateCloudInit || o.Action == plan.ActionApplyGuestFirewall:
 			update.lines = append(update.lines, opLine(o, true))
@@ -175,6 +177,13 @@ func PlanText(p plan.Plan) string {
 					reason: "firewall would drop every inbound connection; waits for confirmation"})
 			}
 		}
+		if moves := heldMoves(p); len(moves) > 0 {
+			held.title = "held for confirmation (migration latch)"
+			if len(p.HeldPrunes) > 0 {
+				held.title = "held for confirmation (mass-prune and migration latches)"
+			}
+			held.lines = append(held.lines, moves...)
+		}
 		held.note = []string{p.HeldReason, "confirm plan " + p.ID + " to apply it"}
 		for i := range held.lines {
 			for _, o := range p.Operations {
@@ -185,7 +194,7 @@ func PlanText(p plan.Plan) string {
 		}
 	}
 	sections := []section{
-		create, update, power, del,
+		create, move, update, power, del,
 		{title: "deferred prunes (budget)", lines: byKind[plan.FindingDeferredPrune]},
 		held,
 		{title: "pending until restart", lines: byKind[plan.FindingPending]},
@@ -257,4 +266,19 @@ func RejectionText(r plan.Rejection) string {
 		fmt.Fprintf(&b, "  the cause may pass: planned again at %s\n", r.RetryAt.UTC().Format(time.RFC3339))
 	}
 	return b.String()
+}
+
+// heldMoves are the lines of a plan's migrations when the migration latch holds it.
+func heldMoves(p plan.Plan) []line {
+	if !strings.Contains(p.HeldReason, "migration latch") {
+		return nil
+	}
+	var out []line
+	for _, o := range p.Operations {
+		if o.Action == plan.ActionMigrate {
+			target, _ := o.Param("target")
+			out = append(out, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID), reason: "move to " + target + " waits for confirmation"})
+		}
+	}
+	return out
 }

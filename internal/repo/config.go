@@ -84,6 +84,12 @@ type ReconcileConfig struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout"`
 	// LockWait is how long an operation waits on a guest locked by a long PVE job.
 	LockWait time.Duration `yaml:"lock-wait"`
+	// Migrate is how a guest whose spec.node changes moves: online, offline or never.
+	Migrate string `yaml:"migrate"`
+	// MaxMigrations is how many guests of a cluster one plan may move before it waits for confirmation.
+	MaxMigrations int `yaml:"max-migrations"`
+	// MigrationConcurrency is how many migrations of a cluster run at once.
+	MigrationConcurrency int `yaml:"migration-concurrency"`
 }
 
 // ExecutorConfig is the executor section.
@@ -237,6 +243,10 @@ func DefaultConfig() *Config {
 			Restart:         "auto",
 			ShutdownTimeout: 60 * time.Second,
 			LockWait:        2 * time.Hour,
+
+			Migrate:              "online",
+			MaxMigrations:        5,
+			MigrationConcurrency: 2,
 		},
 		Executor:  ExecutorConfig{Concurrency: 4, StorageConcurrency: 1},
 		Listen:    "127.0.0.1:9494",
@@ -304,16 +314,11 @@ func ParseConfigFile(file string, data []byte) (*Config, diag.List) {
 func decodeConfig(file string, data []byte) (*Config, diag.List) {
 	cfg := DefaultConfig()
 	cfg.File = file
-	docs, diags := yamldecode.Documents(file, data)
-	if len(docs) > 1 {
-		diags = append(diags, diag.Diagnostic{Severity: diag.Error, File: file, Line: docs[1].Root.Line,
-			Column: docs[1].Root.Column, Message: "a configuration file holds one YAML document"})
-	}
-	if len(docs) == 0 {
+	root, diags := oneDocument(file, data, "a configuration file")
+	if root == nil {
 		return cfg, diags
 	}
 	d := yamldecode.NewDecoder(file)
-	root := docs[0].Root
 	d.Positions[""] = yamldecode.Of(root)
 	if root.Kind != yaml.MappingNode {
 		d.Errorf(yamldecode.Of(root), "", "expected a mapping of configuration keys, got %s", yamldecode.Shape(root))
@@ -406,6 +411,13 @@ func validateProcess(cfg *Config) diag.List {
 		c.errorf("reconcile.prune-budget", "must not be negative (0 means unlimited)")
 	}
 	c.enum("reconcile.restart", r.Restart, "auto", "never")
+	c.enum("reconcile.migrate", r.Migrate, "online", "offline", "never")
+	if r.MaxMigrations < 0 {
+		c.errorf("reconcile.max-migrations", "must not be negative (0 means no limit)")
+	}
+	if r.MigrationConcurrency < 1 {
+		c.errorf("reconcile.migration-concurrency", "must be at least 1")
+	}
 	if cfg.Executor.Concurrency < 1 {
 		c.errorf("executor.concurrency", "must be at least 1")
 	}

@@ -640,6 +640,15 @@ func (l *loader) checkReferences(c *Cluster, byRef map[manifest.Ref]*manifest.Re
 			if node == "" || !c.allows(node) {
 				continue
 			}
+			if ref.Target.Kind.CreationOnly() {
+				// Where a guest may live does not depend on what it was made from: the planner checks these
+				// references for the guests it has to create.
+				if target.Kind == manifest.KindTemplateVM && target.VMID() != 0 && target.VMID() == r.VMID() {
+					clusterError(c, r.Source.File, pos, r.Ref().String(), ref.Field,
+						"TemplateVM %s has the same vmid %d as this VM", diag.Excerpt(target.Metadata.Name), target.VMID())
+				}
+				continue
+			}
 			if a := target.Artifact(); a != nil && !a.PlacedOn(node) {
 				clusterError(c, r.Source.File, pos, r.Ref().String(), ref.Field,
 					"%s %s is not placed on node %s (%s nodes: [%s])", target.Kind, diag.Excerpt(target.Metadata.Name), node, target.Kind, strings.Join(a.PlacementNodes(), " "))

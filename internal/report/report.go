@@ -268,38 +268,35 @@ type Tracking struct {
 
 // Seq returns the last sequence folded from a stream.
 func (t Tracking) Seq(s Stream) uint64 {
-	switch s {
-	case StreamRepo:
-		return t.RepoSeq
-	case StreamPlans:
-		return t.PlansSeq
-	case StreamResults:
-		return t.ResultsSeq
-	case StreamGaps:
-		return t.GapsSeq
-	case StreamDLQ:
-		return t.DLQSeq
-	case StreamNotify:
-		return t.NotifySeq
+	if p := t.seqField(s); p != nil {
+		return *p
 	}
 	return 0
 }
 
 func (t *Tracking) setSeq(s Stream, seq uint64) {
+	if p := t.seqField(s); p != nil {
+		*p = seq
+	}
+}
+
+// seqField is the field that holds a stream's sequence; nil for a stream that is not tracked.
+func (t *Tracking) seqField(s Stream) *uint64 {
 	switch s {
 	case StreamRepo:
-		t.RepoSeq = seq
+		return &t.RepoSeq
 	case StreamPlans:
-		t.PlansSeq = seq
+		return &t.PlansSeq
 	case StreamResults:
-		t.ResultsSeq = seq
+		return &t.ResultsSeq
 	case StreamGaps:
-		t.GapsSeq = seq
+		return &t.GapsSeq
 	case StreamDLQ:
-		t.DLQSeq = seq
+		return &t.DLQSeq
 	case StreamNotify:
-		t.NotifySeq = seq
+		return &t.NotifySeq
 	}
+	return nil
 }
 
 // ResourceTiming is the wall-clock part of one resource's status.

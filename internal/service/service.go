@@ -90,6 +90,14 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// ParseWithLevel parses fs like Parse, then the value of its --log-level flag (level) like ParseLevel.
+func ParseWithLevel(fs *flag.FlagSet, args []string, level *string) (slog.Level, error) {
+	if err := Parse(fs, args); err != nil {
+		return 0, err
+	}
+	return ParseLevel(*level)
+}
+
 // LevelFlag registers --log-level on fs, with PROXOPS_LOG_LEVEL as its default; ParseLevel reads the value
 // after parsing.
 func (e *Env) LevelFlag(fs *flag.FlagSet) *string {

@@ -131,3 +131,18 @@ func TestLevelFlagDefaultsToTheEnvironment(t *testing.T) {
 		t.Errorf("level %q, NATS URL %q; want both from the environment", *level, nats.URL)
 	}
 }
+
+func TestParseWithLevelReadsTheLevelAfterTheFlags(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	name := fs.String("log-level", "info", "")
+	if l, err := service.ParseWithLevel(fs, []string{"-log-level", "error"}, name); err != nil || l != slog.LevelError {
+		t.Errorf("ParseWithLevel(error) = %v, %v", l, err)
+	}
+	if _, err := service.ParseWithLevel(fs, []string{"-log-level", "loud"}, name); err == nil || !strings.Contains(err.Error(), `"loud"`) {
+		t.Errorf("ParseWithLevel(loud) = %v, want the level named", err)
+	}
+	if _, err := service.ParseWithLevel(fs, []string{"extra"}, name); err == nil || !strings.Contains(err.Error(), `"extra"`) {
+		t.Errorf("ParseWithLevel with an argument = %v, want it named", err)
+	}
+}

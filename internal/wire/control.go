@@ -32,7 +32,7 @@ func OwnedGuestToProto(o OwnedGuest) (proto.Message, error) {
 		return nil, fmt.Errorf("owned guest %s/%d: vmid must be positive", o.Cluster, o.VMID)
 	}
 	p := &planv1.OwnedGuest{Cluster: o.Cluster, Vmid: int64(o.VMID), Ref: o.Ref, Node: o.Node, Fingerprint: o.Fingerprint,
-		RunId: o.RunID}
+		RunId: o.RunID, AppliedNode: o.AppliedNode}
 	if !o.RecordedAt.IsZero() {
 		p.RecordedAt = timeToProto(o.RecordedAt)
 	}
@@ -46,7 +46,7 @@ func OwnedGuestFromProto(m proto.Message) (OwnedGuest, error) {
 		return OwnedGuest{}, fmt.Errorf("owned guest: %w", err)
 	}
 	o := OwnedGuest{Cluster: p.GetCluster(), RunID: p.GetRunId(), Owned: plan.Owned{VMID: int(p.GetVmid()), Ref: p.GetRef(),
-		Node: p.GetNode(), Fingerprint: p.GetFingerprint()}}
+		Node: p.GetNode(), Fingerprint: p.GetFingerprint(), AppliedNode: p.GetAppliedNode()}}
 	if p.GetRecordedAt() != nil {
 		if o.RecordedAt, err = timeFromProto(p.GetRecordedAt()); err != nil {
 			return OwnedGuest{}, fmt.Errorf("owned guest %s/%d: recorded at: %w", o.Cluster, o.VMID, err)

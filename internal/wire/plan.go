@@ -31,11 +31,22 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionDeletePool, planv1.Action_ACTION_DELETE_POOL},
 	{plan.ActionClaimPool, planv1.Action_ACTION_CLAIM_POOL},
 	{plan.ActionSetPoolMembers, planv1.Action_ACTION_SET_POOL_MEMBERS},
+	{plan.ActionCreateHAResource, planv1.Action_ACTION_CREATE_HA_RESOURCE},
+	{plan.ActionConfigureHAResource, planv1.Action_ACTION_CONFIGURE_HA_RESOURCE},
+	{plan.ActionDeleteHAResource, planv1.Action_ACTION_DELETE_HA_RESOURCE},
+	{plan.ActionCreateHARule, planv1.Action_ACTION_CREATE_HA_RULE},
+	{plan.ActionConfigureHARule, planv1.Action_ACTION_CONFIGURE_HA_RULE},
+	{plan.ActionDeleteHARule, planv1.Action_ACTION_DELETE_HA_RULE},
+	{plan.ActionCreateBackupJob, planv1.Action_ACTION_CREATE_BACKUP_JOB},
+	{plan.ActionConfigureBackupJob, planv1.Action_ACTION_CONFIGURE_BACKUP_JOB},
+	{plan.ActionDeleteBackupJob, planv1.Action_ACTION_DELETE_BACKUP_JOB},
+	{plan.ActionClaimClusterObject, planv1.Action_ACTION_CLAIM_CLUSTER_OBJECT},
 	{plan.ActionApplyGuestFirewall, planv1.Action_ACTION_APPLY_GUEST_FIREWALL},
 	{plan.ActionCreateFirewallObject, planv1.Action_ACTION_CREATE_FIREWALL_OBJECT},
 	{plan.ActionConfigureFirewallObject, planv1.Action_ACTION_CONFIGURE_FIREWALL_OBJECT},
 	{plan.ActionClaimFirewallObject, planv1.Action_ACTION_CLAIM_FIREWALL_OBJECT},
 	{plan.ActionDeleteFirewallObject, planv1.Action_ACTION_DELETE_FIREWALL_OBJECT},
+	{plan.ActionMigrate, planv1.Action_ACTION_MIGRATE},
 }}
 
 var planGuestTypeEnum = enumMap[inventory.GuestType, planv1.GuestType]{field: "guest type", pairs: []enumPair[inventory.GuestType, planv1.GuestType]{

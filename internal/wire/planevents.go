@@ -76,7 +76,7 @@ func PlannedToProto(e plan.Planned) (proto.Message, error) {
 	var records []*planv1.OwnedRecord
 	for _, r := range e.Plan.Record {
 		records = append(records, &planv1.OwnedRecord{Vmid: int64(r.Owned.VMID), Ref: r.Owned.Ref, Node: r.Owned.Node,
-			Fingerprint: r.Owned.Fingerprint, After: r.After})
+			Fingerprint: r.Owned.Fingerprint, After: r.After, AppliedNode: r.Owned.AppliedNode})
 	}
 	return &planv1.Plan{
 		PlanId: e.Plan.ID, RunId: e.RunID, Cluster: e.Plan.Cluster, Repo: e.Repo, Commit: e.Commit, Tree: e.Tree,
@@ -119,7 +119,7 @@ func recordsFromProto(ps []*planv1.OwnedRecord) []plan.Record {
 	var out []plan.Record
 	for _, r := range ps {
 		out = append(out, plan.Record{Owned: plan.Owned{VMID: int(r.GetVmid()), Ref: r.GetRef(), Node: r.GetNode(),
-			Fingerprint: r.GetFingerprint()}, After: r.GetAfter()})
+			Fingerprint: r.GetFingerprint(), AppliedNode: r.GetAppliedNode()}, After: r.GetAfter()})
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/defaults"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 )
@@ -46,12 +47,8 @@ func (c Config) withDefaults() Config {
 	if c.Keys == nil {
 		c.Keys = secrets.FromEnvironment(os.LookupEnv)
 	}
-	if c.ObserveTimeout <= 0 {
-		c.ObserveTimeout = DefaultObserveTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&c.ObserveTimeout, DefaultObserveTimeout)
+	defaults.Logger(&c.Logger)
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/defaults"
 	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/pve"
 )
@@ -112,39 +113,21 @@ func (c Config) withDefaults() Config {
 		host, _ := os.Hostname()
 		c.Replica = host + "-" + strconv.Itoa(os.Getpid())
 	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 4
-	}
-	if c.StorageConcurrency <= 0 {
-		c.StorageConcurrency = 1
-	}
-	if c.LockWait <= 0 {
-		c.LockWait = 2 * time.Hour
-	}
-	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.GuardTTL <= 0 {
-		c.GuardTTL = c.AckWait
-	}
+	defaults.Positive(&c.Concurrency, 4)
+	defaults.Positive(&c.StorageConcurrency, 1)
+	defaults.Positive(&c.LockWait, 2*time.Hour)
+	defaults.Positive(&c.AckWait, 30*time.Second)
+	defaults.Positive(&c.GuardTTL, c.AckWait)
 	if c.MaxDeliver == 0 {
 		c.MaxDeliver = 10
 	}
-	if c.RetryBackoff <= 0 {
-		c.RetryBackoff = 2 * time.Second
-	}
+	defaults.Positive(&c.RetryBackoff, 2*time.Second)
 	if c.TaskRetries == 0 {
 		c.TaskRetries = 1
 	}
-	if c.CredentialsCheck <= 0 {
-		c.CredentialsCheck = 10 * time.Second
-	}
-	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = 20 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&c.CredentialsCheck, 10*time.Second)
+	defaults.Positive(&c.ShutdownGrace, 20*time.Second)
+	defaults.Logger(&c.Logger)
 	return c
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/defaults"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
 )
@@ -110,21 +111,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Bus == nil {
 		return errors.New("notifier: no bus")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Attempts <= 0 {
-		cfg.Attempts = DefaultAttempts
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = DefaultBackoff
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = DefaultMaxBackoff
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
+	defaults.Logger(&cfg.Logger)
+	defaults.Positive(&cfg.Attempts, DefaultAttempts)
+	defaults.Positive(&cfg.Backoff, DefaultBackoff)
+	defaults.Positive(&cfg.MaxBackoff, DefaultMaxBackoff)
+	defaults.Positive(&cfg.Timeout, DefaultTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

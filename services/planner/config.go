@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/defaults"
 	"github.com/proxops/proxops/internal/opsign"
 	"github.com/proxops/proxops/internal/repo"
 	"github.com/proxops/proxops/internal/secrets"
@@ -98,27 +99,13 @@ func (c Config) withDefaults() Config {
 	if c.Keys == nil {
 		c.Keys = secrets.FromEnvironment(os.LookupEnv)
 	}
-	if c.ObserveTimeout <= 0 {
-		c.ObserveTimeout = DefaultObserveTimeout
-	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = DefaultSweepInterval
-	}
-	if c.Tick <= 0 {
-		c.Tick = DefaultTick
-	}
-	if c.StaleResult <= 0 {
-		c.StaleResult = DefaultStaleResult
-	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&c.ObserveTimeout, DefaultObserveTimeout)
+	defaults.Positive(&c.LeaseTTL, DefaultLeaseTTL)
+	defaults.Positive(&c.SweepInterval, DefaultSweepInterval)
+	defaults.Positive(&c.Tick, DefaultTick)
+	defaults.Positive(&c.StaleResult, DefaultStaleResult)
+	defaults.Positive(&c.Concurrency, DefaultConcurrency)
+	defaults.Logger(&c.Logger)
 	return c
 }
 

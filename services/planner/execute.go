@@ -223,12 +223,8 @@ func (d *driver) reloadResults(ctx context.Context, r *plan.Run, pl plan.Plan, r
 	n := 0
 	err = d.p.bus.ReadStream(ctx, bus.StreamResults, filter, from, func(m *bus.Message) error {
 		from = m.Sequence + 1
-		res, err := wire.DecodeResult(ctx, m.Decode)
-		if err != nil {
-			d.log.Warn("undecodable result ignored", "seq", m.Sequence, "err", err)
-			return nil
-		}
-		if res.RunID != runID {
+		res, ok := d.runResult(ctx, m, runID)
+		if !ok {
 			return nil
 		}
 		n++
@@ -242,6 +238,17 @@ func (d *driver) reloadResults(ctx context.Context, r *plan.Run, pl plan.Plan, r
 	return from, nil
 }
 
+// runResult decodes a message of the results stream; ok is false when it is undecodable (logged and
+// skipped) or belongs to another run.
+func (d *driver) runResult(ctx context.Context, m *bus.Message, runID string) (plan.Result, bool) {
+	res, err := wire.DecodeResult(ctx, m.Decode)
+	if err != nil {
+		d.log.Warn("undecodable result ignored", "seq", m.Sequence, "err", err)
+		return plan.Result{}, false
+	}
+	return res, res.RunID == runID
+}
+
 // followResults sends the run's results from sequence from on, following the stream; it picks up again
 // after a failure where it stopped.
 func (d *driver) followResults(ctx context.Context, runID string, from uint64, out chan<- plan.Result) {
@@ -249,12 +256,8 @@ func (d *driver) followResults(ctx context.Context, runID string, from uint64, o
 	for ctx.Err() == nil {
 		err := d.p.bus.Follow(ctx, bus.StreamResults, []string{filter}, from, func(m *bus.Message, _ time.Time) error {
 			from = m.Sequence + 1
-			res, err := wire.DecodeResult(ctx, m.Decode)
-			if err != nil {
-				d.log.Warn("undecodable result ignored", "seq", m.Sequence, "err", err)
-				return nil
-			}
-			if res.RunID != runID {
+			res, ok := d.runResult(ctx, m, runID)
+			if !ok {
 				return nil
 			}
 			select {

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/defaults"
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/httpserver"
 	"github.com/proxops/proxops/internal/metrics"
@@ -74,18 +75,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Registry == nil {
 		return c, errors.New("status: no metrics registry")
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Logger(&c.Logger)
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	if c.StaleAfter <= 0 {
-		c.StaleAfter = DefaultStaleAfter
-	}
-	if c.Refresh <= 0 {
-		c.Refresh = DefaultRefresh
-	}
+	defaults.Positive(&c.StaleAfter, DefaultStaleAfter)
+	defaults.Positive(&c.Refresh, DefaultRefresh)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

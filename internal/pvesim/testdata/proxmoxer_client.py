@@ -110,7 +110,18 @@ def main():
     expect(disk == "local-lvm:vm-%d-disk-0,size=2G" % imported, "imported disk %r" % disk)
     imports = [i["volid"] for i in api.nodes("pve1").storage("local").content.get(content="import")]
     expect(imports == ["local:import/noble.qcow2"], "import source kept %r" % imports)
-    for extra in (vmid + 10, vmid + 12, imported):
+    # Migrate the full clone, whose disk is local, to pve3: the precondition lists the disk, the qmigrate task
+    # copies it and the config moves.
+    pre = api.nodes("pve1").qemu(vmid + 10).migrate.get(target="pve3")
+    expect(pre["running"] == 0 and [d["volid"] for d in pre["local_disks"]] == ["local-lvm:vm-%d-disk-0" % (vmid + 10)],
+           "migrate precondition %r" % pre)
+    upid = api.nodes("pve1").qemu(vmid + 10).migrate.post(target="pve3")
+    expect(":qmigrate:%d:" % (vmid + 10) in upid, "migrate upid %s" % upid)
+    expect(wait(api, "pve1", upid) == "OK", "migrate")
+    expect(api.nodes("pve3").qemu(vmid + 10).config.get()["scsi0"].startswith("local-lvm:vm-%d-disk-0" % (vmid + 10)),
+           "migrated config")
+    expect(wait(api, "pve3", api.nodes("pve3").qemu(vmid + 10).delete()) == "OK", "destroy the migrated VM")
+    for extra in (vmid + 12, imported):
         expect(wait(api, "pve1", api.nodes("pve1").qemu(extra).delete()) == "OK", "destroy %d" % extra)
 
     resources = api.cluster.resources.get(type="vm")

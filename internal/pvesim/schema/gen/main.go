@@ -90,6 +90,21 @@ var served = map[string][]string{
 	"/cluster/firewall/ipset/{name}/{cidr}":                  {"GET", "PUT", "DELETE"},
 	"/cluster/firewall/aliases":                              {"GET", "POST"},
 	"/cluster/firewall/aliases/{name}":                       {"GET", "PUT", "DELETE"},
+	"/cluster/backup":                                        {"GET", "POST"},
+	"/cluster/backup/{id}":                                   {"GET", "PUT", "DELETE"},
+	"/cluster/backup-info/not-backed-up":                     {"GET"},
+	"/cluster/ha/resources":                                  {"GET", "POST"},
+	"/cluster/ha/resources/{sid}":                            {"GET", "PUT", "DELETE"},
+	"/cluster/ha/resources/{sid}/migrate":                    {"POST"},
+	"/cluster/ha/resources/{sid}/relocate":                   {"POST"},
+	"/cluster/ha/rules":                                      {"GET", "POST"},
+	"/cluster/ha/rules/{rule}":                               {"GET", "PUT", "DELETE"},
+	"/cluster/ha/groups":                                     {"GET", "POST"},
+	"/cluster/ha/groups/{group}":                             {"GET", "PUT", "DELETE"},
+	"/cluster/ha/status/current":                             {"GET"},
+	"/cluster/ha/status/manager_status":                      {"GET"},
+	"/nodes/{node}/qemu/{vmid}/migrate":                      {"GET", "POST"},
+	"/nodes/{node}/lxc/{vmid}/migrate":                       {"GET", "POST"},
 }
 
 type node struct {

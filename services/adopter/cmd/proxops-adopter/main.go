@@ -59,10 +59,7 @@ func configure(args []string, getenv func(string) string) (adopter.Config, strin
 	fs.BoolVar(&cfg.LocalSecrets, "local-secrets", false, "read a secrets-file outside the repository from this host's disk")
 	metricsListen := fs.String("metrics-listen", DefaultMetricsListen, "address of the /metrics endpoint (empty: off)")
 	levelName := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := service.Parse(fs, args); err != nil {
-		return cfg, "", 0, err
-	}
-	level, err := service.ParseLevel(*levelName)
+	level, err := service.ParseWithLevel(fs, args, levelName)
 	if err != nil {
 		return cfg, "", 0, err
 	}

@@ -56,10 +56,7 @@ func configure(args []string, getenv func(string) string) (planner.Config, strin
 		"nkey seed file the planner signs operations with; executors trust its public key [PROXOPS_SIGNING_KEY_FILE]")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9496", "address of the /metrics endpoint (empty: off)")
 	levelName := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := service.Parse(fs, args); err != nil {
-		return cfg, "", 0, err
-	}
-	level, err := service.ParseLevel(*levelName)
+	level, err := service.ParseWithLevel(fs, args, levelName)
 	if err != nil {
 		return cfg, "", 0, err
 	}

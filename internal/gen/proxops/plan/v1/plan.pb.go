@@ -51,6 +51,18 @@ const (
 	Action_ACTION_DELETE_POOL      Action = 16
 	Action_ACTION_CLAIM_POOL       Action = 17
 	Action_ACTION_SET_POOL_MEMBERS Action = 18
+	// HA resources, HA rules and backup jobs, on the cluster's work queue.
+	Action_ACTION_CREATE_HA_RESOURCE    Action = 20
+	Action_ACTION_CONFIGURE_HA_RESOURCE Action = 21
+	Action_ACTION_DELETE_HA_RESOURCE    Action = 22
+	Action_ACTION_CREATE_HA_RULE        Action = 23
+	Action_ACTION_CONFIGURE_HA_RULE     Action = 24
+	Action_ACTION_DELETE_HA_RULE        Action = 25
+	Action_ACTION_CREATE_BACKUP_JOB     Action = 26
+	Action_ACTION_CONFIGURE_BACKUP_JOB  Action = 27
+	Action_ACTION_DELETE_BACKUP_JOB     Action = 28
+	// Claim an HA resource, an HA rule or a backup job (the operation's object parameter says which).
+	Action_ACTION_CLAIM_CLUSTER_OBJECT Action = 29
 	// The firewall: a guest's options, rules, IP sets and aliases in one operation on its node's queue.
 	Action_ACTION_APPLY_GUEST_FIREWALL Action = 40
 	// The cluster's firewall objects (security groups, IP sets, aliases), on the cluster's work queue; the
@@ -59,6 +71,9 @@ const (
 	Action_ACTION_CONFIGURE_FIREWALL_OBJECT Action = 42
 	Action_ACTION_CLAIM_FIREWALL_OBJECT     Action = 43
 	Action_ACTION_DELETE_FIREWALL_OBJECT    Action = 44
+	// Move a guest to another node of the cluster (POST .../migrate); params: target, online, restart, timeout,
+	// with-local-disks, targetstorage.
+	Action_ACTION_MIGRATE Action = 30
 )
 
 // Enum value maps for Action.
@@ -83,11 +98,22 @@ var (
 		16: "ACTION_DELETE_POOL",
 		17: "ACTION_CLAIM_POOL",
 		18: "ACTION_SET_POOL_MEMBERS",
+		20: "ACTION_CREATE_HA_RESOURCE",
+		21: "ACTION_CONFIGURE_HA_RESOURCE",
+		22: "ACTION_DELETE_HA_RESOURCE",
+		23: "ACTION_CREATE_HA_RULE",
+		24: "ACTION_CONFIGURE_HA_RULE",
+		25: "ACTION_DELETE_HA_RULE",
+		26: "ACTION_CREATE_BACKUP_JOB",
+		27: "ACTION_CONFIGURE_BACKUP_JOB",
+		28: "ACTION_DELETE_BACKUP_JOB",
+		29: "ACTION_CLAIM_CLUSTER_OBJECT",
 		40: "ACTION_APPLY_GUEST_FIREWALL",
 		41: "ACTION_CREATE_FIREWALL_OBJECT",
 		42: "ACTION_CONFIGURE_FIREWALL_OBJECT",
 		43: "ACTION_CLAIM_FIREWALL_OBJECT",
 		44: "ACTION_DELETE_FIREWALL_OBJECT",
+		30: "ACTION_MIGRATE",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED":               0,
@@ -109,11 +135,22 @@ var (
 		"ACTION_DELETE_POOL":               16,
 		"ACTION_CLAIM_POOL":                17,
 		"ACTION_SET_POOL_MEMBERS":          18,
+		"ACTION_CREATE_HA_RESOURCE":        20,
+		"ACTION_CONFIGURE_HA_RESOURCE":     21,
+		"ACTION_DELETE_HA_RESOURCE":        22,
+		"ACTION_CREATE_HA_RULE":            23,
+		"ACTION_CONFIGURE_HA_RULE":         24,
+		"ACTION_DELETE_HA_RULE":            25,
+		"ACTION_CREATE_BACKUP_JOB":         26,
+		"ACTION_CONFIGURE_BACKUP_JOB":      27,
+		"ACTION_DELETE_BACKUP_JOB":         28,
+		"ACTION_CLAIM_CLUSTER_OBJECT":      29,
 		"ACTION_APPLY_GUEST_FIREWALL":      40,
 		"ACTION_CREATE_FIREWALL_OBJECT":    41,
 		"ACTION_CONFIGURE_FIREWALL_OBJECT": 42,
 		"ACTION_CLAIM_FIREWALL_OBJECT":     43,
 		"ACTION_DELETE_FIREWALL_OBJECT":    44,
+		"ACTION_MIGRATE":                   30,
 	}
 )
 
@@ -1342,7 +1379,9 @@ type OwnedRecord struct {
 	// Empty in a plan when the fingerprint is the one the result of the operation named in after reports.
 	Fingerprint string `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	// The operation whose success makes the guest ProxOps'; empty when it already is.
-	After         string `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	After string `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	// The node ProxOps puts the guest on (OwnedGuest.applied_node); empty when not known.
+	AppliedNode   string `protobuf:"bytes,6,opt,name=applied_node,json=appliedNode,proto3" json:"applied_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1412,6 +1451,13 @@ func (x *OwnedRecord) GetAfter() string {
 	return ""
 }
 
+func (x *OwnedRecord) GetAppliedNode() string {
+	if x != nil {
+		return x.AppliedNode
+	}
+	return ""
+}
+
 // OwnedGuest is one entry of the ownership inventory, the KV bucket proxops_owned under <cluster>.<vmid>: a
 // guest ProxOps created or claimed, with the identity fingerprint it had then. A prune needs the ownership
 // tag and a record whose fingerprint matches the live guest.
@@ -1425,8 +1471,11 @@ type OwnedGuest struct {
 	// The smbios1 uuid (qemu) or the set of hwaddrs (lxc) PVE regenerates on clone; never empty.
 	Fingerprint string `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	// The run that recorded it.
-	RunId         string                 `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	RunId      string                 `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RecordedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	// The node ProxOps last put the guest on (created, cloned or migrated it there); empty when not known. A
+	// manifest whose spec.node differs from it asks for a migration.
+	AppliedNode   string `protobuf:"bytes,8,opt,name=applied_node,json=appliedNode,proto3" json:"applied_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1508,6 +1557,13 @@ func (x *OwnedGuest) GetRecordedAt() *timestamppb.Timestamp {
 		return x.RecordedAt
 	}
 	return nil
+}
+
+func (x *OwnedGuest) GetAppliedNode() string {
+	if x != nil {
+		return x.AppliedNode
+	}
+	return ""
 }
 
 // ClusterControl is the planners' shared state of one cluster, the KV bucket proxops_clusters under
@@ -2771,13 +2827,14 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vrequest_ids\x18\x12 \x03(\tR\n" +
 	"requestIds\x12!\n" +
 	"\frequested_by\x18\x13 \x01(\tR\vrequestedBy\x12-\n" +
-	"\x04gaps\x18\x14 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\"\x7f\n" +
+	"\x04gaps\x18\x14 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\"\xa2\x01\n" +
 	"\vOwnedRecord\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x14\n" +
-	"\x05after\x18\x05 \x01(\tR\x05after\"\xd6\x01\n" +
+	"\x05after\x18\x05 \x01(\tR\x05after\x12!\n" +
+	"\fapplied_node\x18\x06 \x01(\tR\vappliedNode\"\xf9\x01\n" +
 	"\n" +
 	"OwnedGuest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
@@ -2787,7 +2844,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vfingerprint\x18\x05 \x01(\tR\vfingerprint\x12\x15\n" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12;\n" +
 	"\vrecorded_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordedAt\"\x8e\b\n" +
+	"recordedAt\x12!\n" +
+	"\fapplied_node\x18\b \x01(\tR\vappliedNode\"\x8e\b\n" +
 	"\x0eClusterControl\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x120\n" +
 	"\x04want\x18\x02 \x01(\v2\x1c.proxops.repo.v1.RepoChangedR\x04want\x12\x19\n" +
@@ -2918,7 +2976,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xe0\x04\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xa6\a\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2939,12 +2997,23 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x15ACTION_CONFIGURE_POOL\x10\x0f\x12\x16\n" +
 	"\x12ACTION_DELETE_POOL\x10\x10\x12\x15\n" +
 	"\x11ACTION_CLAIM_POOL\x10\x11\x12\x1b\n" +
-	"\x17ACTION_SET_POOL_MEMBERS\x10\x12\x12\x1f\n" +
+	"\x17ACTION_SET_POOL_MEMBERS\x10\x12\x12\x1d\n" +
+	"\x19ACTION_CREATE_HA_RESOURCE\x10\x14\x12 \n" +
+	"\x1cACTION_CONFIGURE_HA_RESOURCE\x10\x15\x12\x1d\n" +
+	"\x19ACTION_DELETE_HA_RESOURCE\x10\x16\x12\x19\n" +
+	"\x15ACTION_CREATE_HA_RULE\x10\x17\x12\x1c\n" +
+	"\x18ACTION_CONFIGURE_HA_RULE\x10\x18\x12\x19\n" +
+	"\x15ACTION_DELETE_HA_RULE\x10\x19\x12\x1c\n" +
+	"\x18ACTION_CREATE_BACKUP_JOB\x10\x1a\x12\x1f\n" +
+	"\x1bACTION_CONFIGURE_BACKUP_JOB\x10\x1b\x12\x1c\n" +
+	"\x18ACTION_DELETE_BACKUP_JOB\x10\x1c\x12\x1f\n" +
+	"\x1bACTION_CLAIM_CLUSTER_OBJECT\x10\x1d\x12\x1f\n" +
 	"\x1bACTION_APPLY_GUEST_FIREWALL\x10(\x12!\n" +
 	"\x1dACTION_CREATE_FIREWALL_OBJECT\x10)\x12$\n" +
 	" ACTION_CONFIGURE_FIREWALL_OBJECT\x10*\x12 \n" +
 	"\x1cACTION_CLAIM_FIREWALL_OBJECT\x10+\x12!\n" +
-	"\x1dACTION_DELETE_FIREWALL_OBJECT\x10,*P\n" +
+	"\x1dACTION_DELETE_FIREWALL_OBJECT\x10,\x12\x12\n" +
+	"\x0eACTION_MIGRATE\x10\x1e*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +

@@ -1,0 +1,359 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
+	"github.com/proxops/proxops/internal/pvewire"
+)
+
+// Moving guests. A guest moves when git asks for it: its manifest's spec.node differs from the node ProxOps
+// last put it on (Owned.AppliedNode). A guest on another node for any other reason (HA, a hand move, maintenance) is
+// reported as misplaced and managed where it is. The move is the first operation of the guest's sequence; its
+// other changes follow on the new node.
+
+// migrationMode is the guest's effective migration mode.
+func (d *differ) migrationMode(r *manifest.Resource) string {
+	if m := r.MigrateSpec(); m != nil && m.Mode != "" {
+		return m.Mode
+	}
+	if d.in.Settings.Migrate != "" {
+		return d.in.Settings.Migrate
+	}
+	return manifest.MigrateOnline
+}
+
+// misplacedMessage is the finding of a guest found on another node than its manifest's.
+func misplacedMessage(g *inventory.Guest, r *manifest.Resource, why string) string {
+	msg := fmt.Sprintf("found on node %s, the manifest places it on %s; ProxOps manages it where it is and never recreates it", g.Node, r.Node())
+	if why != "" {
+		msg += "; " + why
+	}
+	return msg
+}
+
+// placement decides, for a guest found on another node than its manifest places it on, whether this plan moves
+// it; when it does not, the finding says why. It returns the node to move the guest to, or "", and hold when
+// nothing else of the guest may be written either.
+func (d *differ) placement(r *manifest.Resource, g *inventory.Guest) (moveTo string, hold bool) {
+	ref, vmid := r.Ref().String(), g.VMID
+	target := r.Node()
+	rec, hasRec := d.owned[vmid]
+	owns := pveformat.Owned(liveTags(g)) && hasRec && rec.Fingerprint != "" && rec.Fingerprint == inventory.Fingerprint(*g)
+	asked := owns && rec.AppliedNode != "" && rec.AppliedNode != target
+	misplaced := func(why string) (string, bool) {
+		d.finding(FindingMisplaced, ref, g.Node, vmid, "spec.node", misplacedMessage(g, r, why))
+		return "", false
+	}
+	switch {
+	case !asked:
+		return misplaced("")
+	case !owns:
+		return misplaced("it is moved only once ProxOps owns it (tagged and recorded)")
+	case d.migrationMode(r) == manifest.MigrateNever:
+		return misplaced("migration is off for it (migrate: never)")
+	case g.Template:
+		return misplaced("a template is not migrated")
+	case g.Lock != "":
+		return misplaced(fmt.Sprintf("it is locked (%s); the move waits", g.Lock))
+	case g.HAManaged:
+		d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
+			fmt.Sprintf("vmid %d is HA-managed: it moves only through HA (ha-manager migrate), which ProxOps does not drive yet; the move from %s to %s is held, and nothing else of it is written until it stands on %s", vmid, g.Node, target, target))
+		return "", true
+	}
+	if why := d.migrationRefusal(r, g, target); why != "" {
+		d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
+			fmt.Sprintf("the manifest moves vmid %d from %s to %s, which PVE refuses: %s", vmid, g.Node, target, why))
+		return "", false
+	}
+	return target, false
+}
+
+var (
+	rePassthrough = regexp.MustCompile(`^(hostpci|usb)\d+$`)
+	reLocalDevice = regexp.MustCompile(`^(serial|parallel)\d+$`)
+	reVolumeKey   = regexp.MustCompile(`^(ide\d|sata\d+|scsi\d+|virtio\d+|efidisk0|tpmstate0|unused\d+|rootfs|mp\d+)$`)
+)
+
+// guestVolume is one volume a guest's config references.
+type guestVolume struct {
+	key, volid, storage string
+	cdrom, cloudInit    bool
+}
+
+func guestVolumes(g *inventory.Guest) []guestVolume {
+	cfg := g.Current()
+	var out []guestVolume
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
+		if !reVolumeKey.MatchString(k) {
+			continue
+		}
+		dr := pvewire.ParseDrive(cfg[k])
+		st := dr.Storage()
+		if dr.IsEmpty() || st == "" {
+			continue
+		}
+		out = append(out, guestVolume{key: k, volid: dr.File, storage: st, cdrom: dr.IsCDROM() && !dr.IsCloudInit(), cloudInit: dr.IsCloudInit()})
+	}
+	return out
+}
+
+// storageMap reads spec.migrate.target-storage: a default storage and source:target pairs.
+func storageMap(r *manifest.Resource) (def string, pairs map[string]string) {
+	pairs = map[string]string{}
+	m := r.MigrateSpec()
+	if m == nil || m.TargetStorage == "" {
+		return "", pairs
+	}
+	for _, e := range strings.Split(m.TargetStorage, ",") {
+		if src, dst, ok := strings.Cut(e, ":"); ok {
+			pairs[src] = dst
+		} else if e != "1" {
+			def = e
+		}
+	}
+	return def, pairs
+}
+
+// migrationRefusal is what PVE's migration checks (migrate_vm, QemuMigrate prepare and scan_local_volumes,
+// LXC Migrate prepare) would refuse, read from the observed state: a passthrough device, a local CD-ROM image,
+// a storage the target lacks. Empty when PVE allows the move.
+func (d *differ) migrationRefusal(r *manifest.Resource, g *inventory.Guest, target string) string {
+	to := d.node(target)
+	if to == nil {
+		return fmt.Sprintf("node %s was not observed", target)
+	}
+	from := d.node(g.Node)
+	cfg := g.Current()
+	if g.Type == inventory.QEMU {
+		var devices []string
+		for _, k := range slices.Sorted(maps.Keys(cfg)) {
+			v := cfg[k]
+			switch {
+			case rePassthrough.MatchString(k) && !strings.Contains(v, "spice") && !strings.Contains(v, "mapping="):
+				devices = append(devices, k)
+			case reLocalDevice.MatchString(k) && strings.HasPrefix(v, "/dev/"):
+				devices = append(devices, k)
+			}
+		}
+		if len(devices) > 0 {
+			return fmt.Sprintf("it uses local devices (%s); a passthrough device ties a VM to its node", strings.Join(devices, ", "))
+		}
+	}
+	if g.Type == inventory.LXC {
+		for _, k := range slices.Sorted(maps.Keys(cfg)) {
+			if !strings.HasPrefix(k, "mp") || !reVolumeKey.MatchString(k) {
+				continue
+			}
+			dr := pvewire.ParseDrive(cfg[k])
+			if shared, _ := dr.Props.Get("shared"); strings.HasPrefix(dr.File, "/") && shared != "1" {
+				return fmt.Sprintf("its bind mount %s (%s) is local to the node; mark it shared or remove it", k, dr.File)
+			}
+		}
+	}
+	def, pairs := storageMap(r)
+	for _, v := range guestVolumes(g) {
+		shared := false
+		if from != nil {
+			if st, ok := from.Storage(v.storage); ok {
+				shared = st.Shared
+			}
+		}
+		if v.cdrom {
+			if !shared {
+				return fmt.Sprintf("its CD-ROM (%s) holds %s on node-local storage %s; PVE does not migrate a local CD-ROM image: eject it or use an ISO on shared storage", v.key, v.volid, v.storage)
+			}
+			continue
+		}
+		dst := v.storage
+		if !shared {
+			if p, ok := pairs[v.storage]; ok {
+				dst = p
+			} else if def != "" {
+				dst = def
+			}
+		}
+		if _, ok := to.Storage(dst); !ok {
+			return fmt.Sprintf("storage %s (%s) is not available on node %s", dst, v.key, target)
+		}
+	}
+	return ""
+}
+
+// hasLocalVolumes reports whether a guest has a disk on node-local storage (copied by the migration).
+func (d *differ) hasLocalVolumes(g *inventory.Guest) bool {
+	from := d.node(g.Node)
+	for _, v := range guestVolumes(g) {
+		if v.cdrom || v.cloudInit {
+			continue
+		}
+		if st, ok := from.Storage(v.storage); !ok || !st.Shared {
+			return true
+		}
+	}
+	return false
+}
+
+// planMigrate is the first update step: when placement decided to move the guest, it emits the migration (a
+// running guest in offline mode is shut down first) and continues the guest's plan on the target node.
+func (d *differ) planMigrate(s *guestUpdate) error {
+	if s.moveTo == "" {
+		d.learnAppliedNode(s)
+		return nil
+	}
+	g, r := s.g, s.r
+	ref, vmid, t := s.ref, g.VMID, g.Type
+	mode := d.migrationMode(r)
+	if s.running && mode == manifest.MigrateOffline {
+		d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionShutdown, "")), Action: ActionShutdown,
+			Params:  []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
+			Reason:  fmt.Sprintf("%s: shut down to move it offline to %s", ref, s.moveTo),
+			Changes: []Change{{Field: "power", Before: "running", After: "stopped"}}})
+		s.stopped = true
+	}
+	params := []KV{{Key: "target", Value: s.moveTo}}
+	how := "offline"
+	live := s.running && !s.stopped
+	switch {
+	case live && t == inventory.LXC:
+		params = append(params, KV{Key: "restart", Value: "1"}, KV{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())})
+		how = "in restart mode (shut down, moved, started)"
+	case live:
+		params = append(params, KV{Key: "online", Value: "1"})
+		how = "online"
+	}
+	if t == inventory.QEMU && d.hasLocalVolumes(g) {
+		params = append(params, KV{Key: "with-local-disks", Value: "1"})
+		how += ", copying its local disks"
+	}
+	if m := r.MigrateSpec(); m != nil && m.TargetStorage != "" {
+		key := "targetstorage"
+		if t == inventory.LXC {
+			key = "target-storage"
+		}
+		params = append(params, KV{Key: key, Value: m.TargetStorage})
+	}
+	id := d.opID(guestOpID(t, vmid, ActionMigrate, ""))
+	op := d.add(s, Operation{ID: id, Action: ActionMigrate, Params: params,
+		Reason:  fmt.Sprintf("%s: spec.node %s → %s; will migrate %s", ref, g.Node, s.moveTo, how),
+		Changes: []Change{{Field: "node", Before: g.Node, After: s.moveTo}}})
+	op.Precondition.Fingerprint = s.fp
+	d.migrations = append(d.migrations, id)
+	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: s.moveTo, AppliedNode: s.moveTo}, After: id})
+	moved := *g
+	moved.Node = s.moveTo
+	s.g = &moved
+	s.u.node = s.moveTo
+	// The migration rewrites the config (its lock, maybe volume ids and sizes): later writes check values.
+	s.digestSpent = true
+	s.recorded = true
+	return nil
+}
+
+// learnAppliedNode updates the node a record says ProxOps put the guest on when the guest stands where its
+// manifest places it and the record says otherwise or nothing (a record written before records carried the
+// node, or a guest moved by hand and then committed where it stands).
+func (d *differ) learnAppliedNode(s *guestUpdate) {
+	rec, ok := d.owned[s.g.VMID]
+	if !ok || !s.recorded || rec.AppliedNode == s.g.Node || !s.tagged || rec.Fingerprint != s.fp || s.g.Node != s.r.Node() || rec.Ref != s.ref.String() {
+		return
+	}
+	rec.Node, rec.AppliedNode = s.g.Node, s.g.Node
+	d.records = append(d.records, Record{Owned: rec})
+}
+
+// appliedNodeFor is the AppliedNode a record of the guest keeps: the live node when the guest stands where its
+// manifest places it, else the stored one.
+func (d *differ) appliedNodeFor(r *manifest.Resource, g *inventory.Guest) string {
+	if g.Node == r.Node() {
+		return g.Node
+	}
+	return d.owned[g.VMID].AppliedNode
+}
+
+// limitMigrations holds a plan that moves more guests than reconcile.max-migrations for confirmation, and
+// chains the migrations so that at most reconcile.migration-concurrency of them run at once: the n-th waits
+// for the (n-k)-th in dispatch order.
+func (d *differ) limitMigrations(p *Plan) {
+	if len(d.migrations) == 0 {
+		return
+	}
+	if max := d.in.Settings.MaxMigrations; max > 0 && len(d.migrations) > max {
+		p.Held = true
+		why := fmt.Sprintf("migration latch: it would move %d guests (more than reconcile.max-migrations %d); confirm the plan to apply it", len(d.migrations), max)
+		if p.HeldReason != "" {
+			p.HeldReason += "; " + why
+		} else {
+			p.HeldReason = why
+		}
+	}
+	k := d.in.Settings.MigrationConcurrency
+	if k <= 0 {
+		k = 2
+	}
+	var order []int
+	for i, op := range p.Operations {
+		if op.Action == ActionMigrate {
+			order = append(order, i)
+		}
+	}
+	for n := k; n < len(order); n++ {
+		op := &p.Operations[order[n]]
+		prev := p.Operations[order[n-k]].ID
+		if !slices.Contains(op.DependsOn, prev) {
+			op.DependsOn = append(op.DependsOn, prev)
+		}
+	}
+}
+
+// cloneTargetProblem is why PVE refuses a clone of a template on node from onto target (clone_vm: "can't
+// clone VM to node '…' (VM uses local storage)"), naming the storage; empty when it allows it.
+func (d *differ) cloneTargetProblem(from *inventory.Node, target string, cfg map[string]string, slots []string) string {
+	to := d.node(target)
+	for _, k := range slots {
+		dr := pvewire.ParseDrive(cfg[k])
+		st := dr.Storage()
+		if st == "" || dr.IsCDROM() && !dr.IsCloudInit() {
+			continue
+		}
+		if s, ok := from.Storage(st); !ok || !s.Shared {
+			return fmt.Sprintf("the template's %s is on storage %s, which is not shared; clone it on node %s and migrate it, or put the template on shared storage", k, st, from.Node)
+		}
+		if to != nil {
+			if _, ok := to.Storage(st); !ok {
+				return fmt.Sprintf("the template's %s is on storage %s, which node %s does not have", k, st, target)
+			}
+		}
+	}
+	return ""
+}
+
+// checkCreationRefs checks, for a guest this plan creates, the references that matter only at creation: the
+// DiskImage a disk is imported from and the CTTemplate a container is made from must be placed on its node.
+// It reports whether the guest cannot be created.
+func (d *differ) checkCreationRefs(r *manifest.Resource) bool {
+	bad := false
+	for _, ref := range r.References() {
+		if ref.Annotation || !ref.Target.Kind.CreationOnly() || ref.Target.Kind == manifest.KindTemplateVM {
+			continue
+		}
+		t := d.lookup(ref.Target)
+		if t == nil {
+			continue
+		}
+		if a := t.Artifact(); a != nil && !a.PlacedOn(r.Node()) {
+			d.cannotCreate = append(d.cannotCreate, diagAt(r, ref.Field,
+				"vmid %d is not on PVE and is created on node %s from %s %s, which is not placed there (%s nodes: [%s])",
+				r.VMID(), r.Node(), t.Kind, t.Metadata.Name, t.Kind, strings.Join(a.PlacementNodes(), " ")))
+			bad = true
+		}
+	}
+	return bad
+}

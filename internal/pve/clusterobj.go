@@ -1,0 +1,285 @@
+package pve
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/pveformat"
+)
+
+// HA resources, HA rules and backup jobs: the operations of the cluster's work queue on the cluster objects
+// PVE keeps a comment for. Ownership is as for pools (pool.go): the marker in the live comment and the
+// record in the ownership inventory, both checked on the object read right before each write; a claim adds
+// the marker only while the comment is still the one the plan observed.
+
+// The ownership inventory's kinds of these objects.
+const (
+	ObjectKindHAResource = "haresource"
+	ObjectKindHARule     = "harule"
+	ObjectKindBackupJob  = "backupjob"
+)
+
+// clusterObject is how the operations reach one kind of object.
+type clusterObject struct {
+	kind string // ObjectKind…
+	noun string // in messages
+	// idParam is the operation parameter naming the object.
+	idParam string
+	// read returns the object's live comment; found is false when PVE has none of that id.
+	read func(ctx context.Context, c *Client, id string) (comment string, found bool, err error)
+	// create, update and remove write it; body holds the options, comment marked.
+	create func(ctx context.Context, c *Client, id string, body map[string]string) error
+	update func(ctx context.Context, c *Client, id string, body map[string]string) error
+	remove func(ctx context.Context, c *Client, id string) error
+}
+
+// clusterObjects are the kinds by the claim's object parameter.
+var clusterObjects = map[string]*clusterObject{
+	"ha-resource": &haResourceObject,
+	"ha-rule":     &haRuleObject,
+	"backup-job":  &backupJobObject,
+}
+
+// objectOf is the kind an action writes.
+func objectOf(op plan.Operation) (*clusterObject, error) {
+	switch op.Action {
+	case plan.ActionCreateHAResource, plan.ActionConfigureHAResource, plan.ActionDeleteHAResource:
+		return &haResourceObject, nil
+	case plan.ActionCreateHARule, plan.ActionConfigureHARule, plan.ActionDeleteHARule:
+		return &haRuleObject, nil
+	case plan.ActionCreateBackupJob, plan.ActionConfigureBackupJob, plan.ActionDeleteBackupJob:
+		return &backupJobObject, nil
+	case plan.ActionClaimClusterObject:
+		name, _ := op.Param("object")
+		if o := clusterObjects[name]; o != nil {
+			return o, nil
+		}
+		return nil, terminal("%s: unknown object %q", op.Action, name)
+	}
+	return nil, terminal("%s is not an action on an HA resource, HA rule or backup job", op.Action)
+}
+
+// applyClusterObject applies an operation on an HA resource, HA rule or backup job.
+func (c *Client) applyClusterObject(ctx context.Context, op plan.Operation, opts ApplyOptions) (Outcome, error) {
+	a := &applier{c: c, op: op, opts: opts}
+	o := &objApplier{applier: a}
+	if err := o.run(ctx); err != nil {
+		return a.out, classify(err)
+	}
+	return a.out, nil
+}
+
+type objApplier struct {
+	*applier
+	obj *clusterObject
+	id  string
+}
+
+func (o *objApplier) what() string { return fmt.Sprintf("%s %s %s", o.op.Action, o.obj.noun, o.id) }
+
+func (o *objApplier) run(ctx context.Context) error {
+	op := o.op
+	if op.Node != plan.ClusterScope {
+		return terminal("%s: an operation on a cluster object runs on the cluster's work queue, not on node %q", op.Action, op.Node)
+	}
+	obj, err := objectOf(op)
+	if err != nil {
+		return err
+	}
+	o.obj = obj
+	o.id, _ = op.Param(obj.idParam)
+	if o.id == "" {
+		return terminal("%s: no %s", op.Action, obj.idParam)
+	}
+	switch op.Action {
+	case plan.ActionCreateHAResource, plan.ActionCreateHARule, plan.ActionCreateBackupJob:
+		return o.create(ctx)
+	case plan.ActionConfigureHAResource, plan.ActionConfigureHARule, plan.ActionConfigureBackupJob:
+		return o.configure(ctx)
+	case plan.ActionDeleteHAResource, plan.ActionDeleteHARule, plan.ActionDeleteBackupJob:
+		return o.delete(ctx)
+	default:
+		return o.claim(ctx)
+	}
+}
+
+// body is what the operation writes: its parameters but the object's id and the claim's object, the
+// comment with the ownership marker.
+func (o *objApplier) body() map[string]string {
+	out := map[string]string{}
+	for _, kv := range o.op.Params {
+		if kv.Key == o.obj.idParam || kv.Key == "object" {
+			continue
+		}
+		out[kv.Key] = kv.Value
+	}
+	out["comment"] = pveformat.MarkComment(out["comment"])
+	return out
+}
+
+func (o *objApplier) read(ctx context.Context) (string, error) {
+	comment, found, err := o.obj.read(ctx, o.c, o.id)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", o.what(), err)
+	}
+	if !found {
+		return "", conflict("%s: the %s no longer exists", o.what(), o.obj.noun)
+	}
+	return comment, nil
+}
+
+// owned checks the marker in the live comment and the ownership record; a refusal is terminal.
+func (o *objApplier) owned(ctx context.Context, comment string) error {
+	if o.opts.Objects == nil {
+		return nil
+	}
+	if !pveformat.Marked(comment) {
+		return refused(RefusalNotOwned, "%s: refused: the %s's comment does not carry the %s marker",
+			o.what(), o.obj.noun, pveformat.OwnershipMarker)
+	}
+	found, err := o.opts.Objects.ObjectRecorded(ctx, o.obj.kind, o.id)
+	switch {
+	case err != nil:
+		return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: read the ownership record: %w", o.what(), err)}
+	case !found:
+		return refused(RefusalNotOwned, "%s: refused: the %s carries the %s marker, but ProxOps holds no ownership record of it",
+			o.what(), o.obj.noun, pveformat.OwnershipMarker)
+	}
+	return nil
+}
+
+// observed is the comment the plan observed, from the precondition.
+func (o *objApplier) observed() (string, bool) {
+	i := slices.IndexFunc(o.op.Precondition.Expect, func(kv plan.KV) bool { return kv.Key == "comment" })
+	if i < 0 {
+		return "", false
+	}
+	return o.op.Precondition.Expect[i].Value, true
+}
+
+func (o *objApplier) expected(comment string) error {
+	if want, ok := o.observed(); ok && want != comment {
+		return conflict("%s: the %s's comment is %q, the plan observed %q", o.what(), o.obj.noun, comment, want)
+	}
+	return nil
+}
+
+// create creates the object with the marked comment. One of that id that exists is a conflict, unless an
+// earlier delivery of this operation sent the create and the object carries exactly the comment it wrote.
+func (o *objApplier) create(ctx context.Context) error {
+	body := o.body()
+	comment, found, err := o.obj.read(ctx, o.c, o.id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.what(), err)
+	}
+	if found {
+		if o.opts.Prior.Intent != nil && comment == body["comment"] {
+			o.out.AlreadyDone = true
+			return nil
+		}
+		return conflict("%s: a %s of that id exists", o.what(), o.obj.noun)
+	}
+	if o.opts.Journal != nil {
+		if err := o.opts.Journal.Intend(ctx, Intent{TaskType: o.obj.kind + "create", Node: plan.ClusterScope, ID: o.id, At: o.opts.Now()}); err != nil {
+			return err
+		}
+	}
+	delete(body, "delete")
+	if o.op.Action == plan.ActionCreateHAResource {
+		// The HA manager takes over the guest's run state: the guest must be owned as for any write to it.
+		delete(body, "node")
+		if err := o.guestOwned(ctx); err != nil {
+			return err
+		}
+	}
+	if err := o.obj.create(ctx, o.c, o.id, body); err != nil {
+		return failed(err, "%s", o.what())
+	}
+	return nil
+}
+
+// guestOwned checks that ProxOps owns the guest the operation names (VMID, GuestType, Params node).
+func (o *objApplier) guestOwned(ctx context.Context) error {
+	op := o.op
+	if op.VMID < 100 || (op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC) {
+		return terminal("%s: invalid guest %s %d", o.what(), op.GuestType, op.VMID)
+	}
+	node, _ := op.Param("node")
+	if !validNodeName(node) {
+		return terminal("%s: invalid guest node %q", o.what(), node)
+	}
+	g, err := o.readGuest(ctx, node, op.VMID)
+	if err != nil {
+		return err
+	}
+	return o.applier.owned(ctx, g)
+}
+
+// configure writes the options of an owned object, the marker kept.
+func (o *objApplier) configure(ctx context.Context) error {
+	comment, err := o.read(ctx)
+	if err != nil {
+		return err
+	}
+	if err := o.owned(ctx, comment); err != nil {
+		return err
+	}
+	if err := o.expected(comment); err != nil {
+		return err
+	}
+	if err := o.obj.update(ctx, o.c, o.id, o.body()); err != nil {
+		return failed(err, "%s", o.what())
+	}
+	return nil
+}
+
+// claim adds the marker to the comment of the object the plan named, only while the comment is still the
+// one the plan observed; the rest of the comment is kept.
+func (o *objApplier) claim(ctx context.Context) error {
+	comment, err := o.read(ctx)
+	if err != nil {
+		return err
+	}
+	if pveformat.Marked(comment) {
+		o.out.AlreadyDone = true
+		return nil
+	}
+	observed, ok := o.observed()
+	switch {
+	case !ok:
+		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", o.what())
+	case comment != observed:
+		return refused(RefusalClaimMismatch, "%s: refused: the %s's comment is %q, the plan observed %q; it is not claimed",
+			o.what(), o.obj.noun, comment, observed)
+	}
+	body := map[string]string{"comment": pveformat.MarkComment(comment)}
+	if err := o.obj.update(ctx, o.c, o.id, body); err != nil {
+		return failed(err, "%s", o.what())
+	}
+	return nil
+}
+
+// delete deletes an owned object; one already gone is done.
+func (o *objApplier) delete(ctx context.Context) error {
+	comment, found, err := o.obj.read(ctx, o.c, o.id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.what(), err)
+	}
+	if !found {
+		o.out.AlreadyDone = true
+		return nil
+	}
+	if err := o.owned(ctx, comment); err != nil {
+		return err
+	}
+	if err := o.expected(comment); err != nil {
+		return err
+	}
+	if err := o.obj.remove(ctx, o.c, o.id); err != nil {
+		return failed(err, "%s", o.what())
+	}
+	return nil
+}

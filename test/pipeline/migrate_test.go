@@ -1,0 +1,109 @@
+package pipeline_test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
+)
+
+// movingVM is a running VM on shared or node-local storage.
+func movingVM(name string, vmid int, node, storage string) string {
+	return fmt.Sprintf(`apiVersion: proxops/v1alpha1
+kind: VM
+metadata: {name: %s}
+spec:
+  node: %s
+  vmid: %d
+  memory: 512MiB
+  cpu: {type: host, cores: 1}
+  disks:
+    - {storage: %s, size: 4GiB}
+  networks:
+    - {bridge: vmbr0}
+`, name, node, vmid, storage)
+}
+
+// fleet is a repository of n VMs (vmid 300+i), the i-th on node pve<(i+shift)%3+1>, every other one on
+// shared storage; the process configuration lets one plan move all of them.
+func (e *env) fleet(n, shift int) repoFiles {
+	files := repoFiles{"clusters/lab/config.yaml": e.lab(""),
+		"proxops.yaml": "reconcile:\n  max-migrations: 0\n  migration-concurrency: 3\n"}
+	var list []string
+	for i := range n {
+		name := fmt.Sprintf("m%02d", i)
+		storage := "ceph"
+		if i%2 == 1 {
+			storage = "local-lvm"
+		}
+		files["vm/lab/"+name+".yaml"] = movingVM(name, 300+i, fmt.Sprintf("pve%d", (i+shift)%3+1), storage)
+		list = append(list, "  - ../../vm/lab/"+name+".yaml")
+	}
+	files["clusters/lab/resources.yaml"] = "resources:\n" + strings.Join(list, "\n") + "\n"
+	return files
+}
+
+var reMigratePath = regexp.MustCompile(`^/nodes/[^/]+/qemu/(\d+)/migrate$`)
+
+// A commit moves 20 running guests between three nodes; the planner driving the run is killed in the middle
+// and a new one takes the run over. Every guest is migrated exactly once (the simulator's request log), each
+// ends on its new node, the ownership records learn the new node, and the next plan is empty.
+func TestMovesSurviveAPlannerKilledMidRun(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "ceph", Type: "rbd", Content: []string{"images", "rootdir"}, Shared: true})
+	spec.TaskDurations = map[string]pvesim.Duration{"default": pvesim.Duration(5 * time.Millisecond),
+		"qmigrate": pvesim.Duration(250 * time.Millisecond)}
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	const n = 20
+	a := e.startPlannerProcess("a")
+	e.apply(e.fleet(n, 0))
+
+	moved := e.fleet(n, 1)
+	ev := e.announce(moved, false)
+	migrations := func() int { return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/migrate") }
+	testkit.Eventually(t, time.Minute, "planner a to start some migrations", func() bool { return migrations() >= 4 })
+	a.kill(t)
+	e.startPlannerProcess("b")
+	o := e.wait(ev, 2*time.Minute)
+	if f := o.last(); f.Outcome != plan.OutcomeSucceeded || f.Succeeded != n {
+		t.Fatalf("run after the takeover: %+v", f)
+	}
+
+	perGuest := map[string]int{}
+	for _, r := range e.sim.Requests() {
+		if m := reMigratePath.FindStringSubmatch(r.Path); m != nil && r.Method == "POST" && r.Status == 200 {
+			perGuest[m[1]]++
+		}
+	}
+	if len(perGuest) != n {
+		t.Fatalf("%d guests migrated, want %d: %v", len(perGuest), n, perGuest)
+	}
+	for vmid, c := range perGuest {
+		if c != 1 {
+			t.Errorf("vmid %s migrated %d times", vmid, c)
+		}
+	}
+	owned := e.owned()
+	for i := range n {
+		vmid, want := 300+i, fmt.Sprintf("pve%d", (i+1)%3+1)
+		if node, _, ok := e.sim.NodeOf(vmid); !ok || node != want {
+			t.Errorf("vmid %d on %q, want %s", vmid, node, want)
+		}
+		if !e.sim.Running(vmid) {
+			t.Errorf("vmid %d stopped by its move", vmid)
+		}
+		if o := owned[vmid]; o.Node != want || o.AppliedNode != want {
+			t.Errorf("vmid %d recorded on %q (applied %q), want %s", vmid, o.Node, o.AppliedNode, want)
+		}
+	}
+	next := e.apply(moved)
+	if ops := next.planned[0].Plan.Operations; len(ops) != 0 {
+		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
+	}
+}
