@@ -147,6 +147,7 @@ func (r *run) adoptGuest(g inventory.Guest, node *inventory.Node) error {
 			s.Pool = r.poolOf[g.VMID]
 		}
 	}
+	setFirewall(res, c.firewall(res))
 	// A key adoption could not carry at all is one gap with its whole value; its tokens are not repeated.
 	whole := map[string]bool{}
 	for _, x := range c.gaps {

@@ -41,6 +41,8 @@ type Node struct {
 	// PoolsObserved says they were read.
 	Pools         []Pool
 	PoolsObserved bool
+	// ClusterFirewall is the cluster's firewall objects, when the observe asked for them (nil otherwise).
+	ClusterFirewall *ClusterFirewall
 }
 
 // Pool is one resource pool: its id, its comment as PVE keeps it (ownership marker included) and the vmids
@@ -88,6 +90,8 @@ type Guest struct {
 	// Delete a key removed since (secrets replaced as in Config).
 	CloudInitDrive bool
 	CloudInit      []Entry
+	// Firewall is the guest's firewall, when the observe asked for it (nil otherwise).
+	Firewall *Firewall
 }
 
 // Entry is one config key with its current and pending state.

@@ -350,6 +350,7 @@ func resolveVM(r *Resource, s *VMSpec) *VMSpec {
 		c.IPConfigs = slices.Clone(c.IPConfigs)
 		v.CloudInitData = &c
 	}
+	v.Firewall = cloneFirewall(s.Firewall)
 	v.Extra = maps.Clone(s.Extra)
 	return &v
 }
@@ -395,6 +396,7 @@ func resolveLXC(r *Resource, s *LXCSpec) *LXCSpec {
 		o.Nesting, o.Keyctl, o.Fuse = clonePtr(o.Nesting), clonePtr(o.Keyctl), clonePtr(o.Fuse)
 		v.Options = &o
 	}
+	v.Firewall = cloneFirewall(s.Firewall)
 	v.Extra = maps.Clone(s.Extra)
 	return &v
 }

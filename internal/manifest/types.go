@@ -151,6 +151,7 @@ type VMSpec struct {
 	Hardware      *Hardware         `yaml:"hardware,omitempty"`
 	Options       *VMOptions        `yaml:"options,omitempty"`
 	CloudInitData *CloudInitData    `yaml:"cloud-init-data,omitempty"`
+	Firewall      *Firewall         `yaml:"firewall,omitempty"`
 	Extra         map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the VM moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`
@@ -328,6 +329,7 @@ type LXCSpec struct {
 	DNS         *DNS              `yaml:"dns,omitempty"`
 	Arch        string            `yaml:"arch,omitempty"`
 	Options     *LXCOptions       `yaml:"options,omitempty"`
+	Firewall    *Firewall         `yaml:"firewall,omitempty"`
 	Extra       map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the container moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`

@@ -340,6 +340,11 @@ func (c *checker) vm(s *VMSpec) {
 	c.hardware(s)
 	c.vmOptions(s.Options)
 	c.cloudInitData(s.CloudInitData)
+	var slots []string
+	for i, n := range s.Networks {
+		slots = append(slots, n.SlotAt(i))
+	}
+	c.firewall(s.Firewall, slots)
 	c.extra("spec.extra", s.Extra, vmReserved, vmReservedPrefixes, vmConditional(s))
 }
 
@@ -714,6 +719,11 @@ func (c *checker) lxc(s *LXCSpec) {
 			c.errorf("spec.options.ttys", "must not be negative")
 		}
 	}
+	var slots []string
+	for i, n := range s.Networks {
+		slots = append(slots, n.SlotAt(i))
+	}
+	c.firewall(s.Firewall, slots)
 	c.extra("spec.extra", s.Extra, lxcReserved, lxcReservedPrefixes, lxcConditional(s))
 }
 

@@ -39,6 +39,9 @@ func Diff(in Input) (Plan, error) {
 	if diags := d.checkNodes(); len(diags) > 0 {
 		return Plan{}, reject(name, RejectObserve, diags)
 	}
+	if diags := d.checkFirewallRefs(); len(diags) > 0 {
+		return Plan{}, reject(name, RejectParse, diags)
+	}
 	if diags, unobserved := d.checkObjects(); unobserved {
 		return Plan{}, reject(name, RejectObserve, diags)
 	} else if len(diags) > 0 {
@@ -113,6 +116,8 @@ type differ struct {
 	opIDs     map[string]bool
 	held      []string
 	heldWhy   []string
+	// fwHeld are the guests whose firewall operation could lock everyone out (held for confirmation).
+	fwHeld []string
 	// cannotCreate are the guests to create whose manifests lack what creating needs.
 	cannotCreate diag.List
 	// tagStyle is how the cluster stores tags (its tag-style).
@@ -656,6 +661,7 @@ var updateSteps = []func(*differ, *guestUpdate) error{
 	(*differ).planPowerDown,
 	(*differ).planResizes,
 	(*differ).planConfigure,
+	(*differ).planGuestFirewall,
 	(*differ).recordTagged,
 	(*differ).planPoolMembership,
 	(*differ).planRegenerateCloudInit,
@@ -1025,6 +1031,7 @@ func (d *differ) planCreate(r *manifest.Resource) error {
 			Reason:  fmt.Sprintf("%s: mark as PVE template (irreversible)", ref),
 			Changes: []Change{{Field: "template", Before: "0", After: "1"}}})
 	}
+	d.planCreatedFirewall(r, u)
 	d.addUnit(u)
 	return nil
 }
@@ -1118,9 +1125,10 @@ func (d *differ) planClone(r *manifest.Resource, u *unit) error {
 		Storage: storage, Precondition: Precondition{ExpectAbsent: true},
 		Reason: fmt.Sprintf("%s: not on PVE; will full-clone from TemplateVM %s (vmid %d)", ref, s.Clone, tmpl.VMID())})
 	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: r.Node(), AppliedNode: r.Node()}, After: id})
+	d.planCreatedFirewall(r, u)
 	if r.DesiredState() == manifest.StateStarted {
 		u.ops = append(u.ops, Operation{ID: d.opID(guestOpID(inventory.QEMU, vmid, ActionStart, "")), Cluster: d.cluster,
-			Node: r.Node(), VMID: vmid, GuestType: inventory.QEMU, Ref: ref.String(), Action: ActionStart, DependsOn: []string{id},
+			Node: r.Node(), VMID: vmid, GuestType: inventory.QEMU, Ref: ref.String(), Action: ActionStart, DependsOn: []string{u.last()},
 			Reason:  fmt.Sprintf("%s: power %q → %q", ref, "stopped", "running"),
 			Changes: []Change{{Field: "power", Before: "stopped", After: "running"}}})
 	}

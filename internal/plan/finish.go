@@ -18,7 +18,7 @@ var actionRank = map[Action]int{
 	ActionDownload: 0, ActionCreate: 1, ActionClone: 2, ActionClaimTag: 3, ActionResume: 4, ActionShutdown: 5,
 	ActionStop: 6, ActionConfigure: 7, ActionResize: 8, ActionMarkTemplate: 9, ActionStart: 10, ActionDelete: 11,
 	ActionRegenerateCloudInit: 12, ActionCreatePool: 13, ActionClaimPool: 14, ActionConfigurePool: 15,
-	ActionSetPoolMembers: 16, ActionDeletePool: 17, ActionMigrate: 18,
+	ActionSetPoolMembers: 16, ActionDeletePool: 17, ActionMigrate: 18, ActionApplyGuestFirewall: 19,
 }
 
 // findingRank orders findings by kind.
@@ -154,11 +154,19 @@ func (d *differ) finish() Plan {
 			cmp.Compare(a.VMID, b.VMID), cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message))
 	})
 	p.Findings = slices.Compact(d.findings)
+	var why []string
 	if len(d.held) > 0 {
-		p.Held = true
 		slices.Sort(d.held)
 		p.HeldPrunes = d.held
-		p.HeldReason = "mass-prune latch: " + strings.Join(d.heldWhy, "; ") + " (more than half, and at least three); confirm the plan to apply it"
+		why = append(why, "mass-prune latch: "+strings.Join(d.heldWhy, "; ")+" (more than half, and at least three)")
+	}
+	if len(d.fwHeld) > 0 {
+		slices.Sort(d.fwHeld)
+		why = append(why, "firewall lock-out: "+strings.Join(d.fwHeld, ", ")+" would drop every inbound connection")
+	}
+	if len(why) > 0 {
+		p.Held = true
+		p.HeldReason = strings.Join(why, "; ") + "; confirm the plan to apply it"
 	}
 	d.limitMigrations(&p)
 	for _, r := range d.resources {

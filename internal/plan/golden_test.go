@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -52,6 +53,67 @@ type nodeJSON struct {
 	Listed  []string    `json:"listed"`
 	Volumes []string    `json:"volumes"`
 	Guests  []guestJSON `json:"guests"`
+	// ClusterFirewall is the cluster's firewall objects as this node reported them (absent: not asked).
+	ClusterFirewall *clusterFirewallJSON `json:"cluster-firewall"`
+}
+
+// firewallJSON is a guest's firewall: options and rules under PVE's keys, IP sets and aliases.
+type firewallJSON struct {
+	Options map[string]string   `json:"options"`
+	Rules   []map[string]string `json:"rules"`
+	// Digest defaults to a hash of the rules.
+	Digest string `json:"digest"`
+	IPSets []struct {
+		Name    string `json:"name"`
+		Comment string `json:"comment"`
+		Entries []struct {
+			CIDR    string `json:"cidr"`
+			NoMatch bool   `json:"nomatch"`
+			Comment string `json:"comment"`
+		} `json:"entries"`
+	} `json:"ipsets"`
+	Aliases []inventory.FirewallAlias `json:"aliases"`
+}
+
+func (f *firewallJSON) firewall() *inventory.Firewall {
+	if f == nil {
+		return nil
+	}
+	out := &inventory.Firewall{Options: f.Options, Rules: f.Rules, RulesDigest: f.Digest, Aliases: f.Aliases}
+	if out.Options == nil {
+		out.Options = map[string]string{}
+	}
+	if out.RulesDigest == "" && len(f.Rules) > 0 {
+		js, _ := json.Marshal(f.Rules)
+		h := sha1.Sum(js)
+		out.RulesDigest = hex.EncodeToString(h[:])
+	}
+	for _, s := range f.IPSets {
+		set := inventory.FirewallIPSet{Name: s.Name, Comment: s.Comment}
+		for _, e := range s.Entries {
+			set.Entries = append(set.Entries, inventory.FirewallIPSetEntry{CIDR: e.CIDR, NoMatch: e.NoMatch, Comment: e.Comment})
+		}
+		out.IPSets = append(out.IPSets, set)
+	}
+	return out
+}
+
+// clusterFirewallJSON is the cluster's security groups (name → rules), IP set and alias names.
+type clusterFirewallJSON struct {
+	Groups  map[string][]map[string]string `json:"groups"`
+	IPSets  []string                       `json:"ipsets"`
+	Aliases []string                       `json:"aliases"`
+}
+
+func (c *clusterFirewallJSON) cluster() *inventory.ClusterFirewall {
+	if c == nil {
+		return nil
+	}
+	out := &inventory.ClusterFirewall{IPSets: c.IPSets, Aliases: c.Aliases}
+	for _, n := range slices.Sorted(maps.Keys(c.Groups)) {
+		out.Groups = append(out.Groups, inventory.FirewallGroup{Name: n, Rules: c.Groups[n]})
+	}
+	return out
 }
 
 type storageJSON struct {
@@ -74,6 +136,8 @@ type guestJSON struct {
 	Delete    []string `json:"delete"`
 	// Digest defaults to a hash of the config lines.
 	Digest string `json:"digest"`
+	// Firewall is the guest's firewall, as an observe that asked for it reports it.
+	Firewall *firewallJSON `json:"firewall"`
 	// HA: the guest is an HA resource.
 	HA bool `json:"ha"`
 }
@@ -146,7 +210,7 @@ func secretValue(key, value string) string {
 
 func (g guestJSON) guest(node string) (inventory.Guest, error) {
 	out := inventory.Guest{VMID: g.VMID, Type: inventory.GuestType(g.Type), Node: node, Status: g.Status, HAManaged: g.HA,
-		QMPStatus: g.QMPStatus, Template: g.Template, Lock: g.Lock, Digest: g.Digest}
+		QMPStatus: g.QMPStatus, Template: g.Template, Lock: g.Lock, Digest: g.Digest, Firewall: g.Firewall.firewall()}
 	if out.Type == "" {
 		out.Type = inventory.QEMU
 	}
@@ -208,7 +272,8 @@ func defaultStorages() []storageJSON {
 func (o observedJSON) cluster(name string) (inventory.Cluster, error) {
 	c := inventory.Cluster{Name: name}
 	for _, n := range o.Nodes {
-		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1", PoolsObserved: true}
+		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1", PoolsObserved: true,
+			ClusterFirewall: n.ClusterFirewall.cluster()}
 		for _, p := range o.Pools {
 			node.Pools = append(node.Pools, inventory.Pool{ID: p.ID, Comment: p.Comment, Members: p.Members})
 		}

@@ -24,6 +24,12 @@ type ObserveRequest struct {
 	AllContent bool
 	// Pools reads the cluster's resource pools too (cluster-wide: one node of a cluster is asked).
 	Pools bool
+	// FirewallVMIDs are the guests whose firewall to read, where they are on this node.
+	FirewallVMIDs []int
+	// AllFirewalls reads the firewall of every guest of the node (adoption).
+	AllFirewalls bool
+	// ClusterFirewall reads the cluster's security groups, IP sets and aliases as well.
+	ClusterFirewall bool
 }
 
 // artifactContent are the content types that hold the artifacts ProxOps manages.
@@ -35,7 +41,8 @@ var artifactContent = []string{"iso", "vztmpl", "import"}
 // value, pending value and pending delete of every key, and the digest; bounded concurrency), for a
 // container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
 // cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
-// requested storage.
+// requested storage; the firewall of the guests asked for (options, rules, IP sets and their entries,
+// aliases) and, when asked, the cluster's firewall objects.
 // Secrets never leave: sshkeys becomes inventory.SSHKeysDigest of its keys and cipassword
 // inventory.CIPasswordPresent.
 func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Node, error) {
@@ -65,6 +72,9 @@ func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Nod
 		n.PoolsObserved = true
 	}
 	if err := c.readPending(ctx, req.Node, n.Guests); err != nil {
+		return n, err
+	}
+	if err := c.observeFirewalls(ctx, req, &n); err != nil {
 		return n, err
 	}
 	storages := req.ContentStorages

@@ -154,7 +154,7 @@ func PlanText(p plan.Plan) string {
 			move.lines = append(move.lines, opLine(o, false))
 		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
 			o.Action == plan.ActionRegenerateCloudInit || o.Action == plan.ActionClaimPool || o.Action == plan.ActionConfigurePool ||
-			o.Action == plan.ActionSetPoolMembers:
+			o.Action == plan.ActionSetPoolMembers || o.Action == plan.ActionApplyGuestFirewall:
 			update.lines = append(update.lines, opLine(o, true))
 		default:
 			power.lines = append(power.lines, opLine(o, false))
@@ -164,10 +164,19 @@ func PlanText(p plan.Plan) string {
 	for _, f := range p.Findings {
 		byKind[f.Kind] = append(byKind[f.Kind], findingLine(f))
 	}
-	held := section{title: "held for confirmation (mass-prune latch)"}
+	held := section{title: "held for confirmation"}
+	if len(p.HeldPrunes) > 0 {
+		held.title += " (mass-prune latch)"
+	}
 	if p.Held {
 		for _, ref := range p.HeldPrunes {
 			held.lines = append(held.lines, line{what: "held", ref: ref, node: "", id: "-", reason: "prune waits for confirmation"})
+		}
+		for _, o := range p.Operations {
+			if o.Action == plan.ActionApplyGuestFirewall && strings.Contains(o.Reason, plan.FirewallLockout) {
+				held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
+					reason: "firewall would drop every inbound connection; waits for confirmation"})
+			}
 		}
 		if moves := heldMoves(p); len(moves) > 0 {
 			held.title = "held for confirmation (migration latch)"

@@ -49,6 +49,12 @@ type ObserveRequest struct {
 	BaseURL string
 	// Pools asks for the cluster's resource pools as well (cluster-wide: one node is asked).
 	Pools bool
+	// FirewallVMIDs are the guests whose firewall to read where they are on the node.
+	FirewallVMIDs []int
+	// AllFirewalls reads the firewall of every guest (adoption).
+	AllFirewalls bool
+	// ClusterFirewall asks for the cluster's firewall objects as well.
+	ClusterFirewall bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -59,6 +65,7 @@ func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
 	p := &inventoryv1.Guest{
 		Vmid: int64(g.VMID), Type: t, Name: g.Name, Status: g.Status, Qmpstatus: g.QMPStatus, Template: g.Template,
 		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged, CloudinitDrive: g.CloudInitDrive,
+		Firewall: guestFirewallToProto(g.Firewall),
 	}
 	if p.Config, err = entriesToProto("config", g.Config); err != nil {
 		return nil, err
@@ -101,6 +108,7 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 		QMPStatus: p.GetQmpstatus(), Template: p.GetTemplate(), Lock: p.GetLock(), Tags: p.GetTags(),
 		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), CloudInitDrive: p.GetCloudinitDrive(),
 		Config: entriesFromProto(p.GetConfig()), CloudInit: entriesFromProto(p.GetCloudinit()),
+		Firewall: guestFirewallFromProto(p.GetFirewall()),
 	}
 	return g, nil
 }
@@ -110,6 +118,7 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
 		TagsCaseSensitive: n.Node.TagsCaseSensitive, PoolsObserved: n.Node.PoolsObserved,
+		ClusterFirewall: clusterFirewallToProto(n.Node.ClusterFirewall),
 	}
 	for _, pl := range n.Node.Pools {
 		pp := &inventoryv1.Pool{Poolid: pl.ID, Comment: pl.Comment}
@@ -147,6 +156,7 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
 		TagsCaseSensitive: p.GetTagsCaseSensitive(), PoolsObserved: p.GetPoolsObserved(),
+		ClusterFirewall: clusterFirewallFromProto(p.GetClusterFirewall()),
 	}}
 	for _, pp := range p.GetPools() {
 		pl := inventory.Pool{ID: pp.GetPoolid(), Comment: pp.GetComment()}
@@ -205,7 +215,8 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
 	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
-		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL, Pools: r.Pools}
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL,
+		FirewallVmids: vmidsToProto(r.FirewallVMIDs), AllFirewalls: r.AllFirewalls, ClusterFirewall: r.ClusterFirewall, Pools: r.Pools}
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -216,7 +227,8 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 	}
 	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
-		BaseURL: p.GetBaseUrl(), Pools: p.GetPools()}, nil
+		BaseURL: p.GetBaseUrl(), FirewallVMIDs: vmidsFromProto(p.GetFirewallVmids()), AllFirewalls: p.GetAllFirewalls(),
+		ClusterFirewall: p.GetClusterFirewall(), Pools: p.GetPools()}, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.

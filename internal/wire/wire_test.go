@@ -157,13 +157,20 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 					CloudInit: []inventory.Entry{
 						{Key: "ciuser", Value: "root", HasValue: true, Pending: "deploy", HasPending: true},
 						{Key: "nameserver", Delete: 1},
-					}},
+					},
+					Firewall: &inventory.Firewall{Options: map[string]string{"enable": "1", "policy_in": "DROP"},
+						Rules:       []map[string]string{{"type": "in", "action": "ACCEPT", "macro": "SSH", "enable": "1"}, {"type": "group", "action": "web", "enable": "0"}},
+						RulesDigest: "d1",
+						IPSets:      []inventory.FirewallIPSet{{Name: "office", Comment: "c", Entries: []inventory.FirewallIPSetEntry{{CIDR: "192.0.2.0/24"}, {CIDR: "192.0.2.9", NoMatch: true, Comment: "printer"}}}},
+						Aliases:     []inventory.FirewallAlias{{Name: "gw", CIDR: "192.0.2.1", Comment: "router"}}}},
 				{VMID: 200, Type: inventory.LXC, Node: "pve1", Name: "dns", Status: "stopped", Template: true},
 			},
 			Storages:          []inventory.Storage{{ID: "local", Type: "dir", Content: []string{"iso", "vztmpl"}, Active: true, Enabled: true, Total: 100, Avail: 50}},
 			Volumes:           []inventory.Volume{{Storage: "local", Volid: "local:iso/debian.iso", Content: "iso", Format: "iso", Size: 123, Parent: ""}, {Storage: "local", Volid: "local:100/vm-100-disk-0.qcow2", Content: "images", VMID: 100}},
 			ListedStorages:    []string{"local"},
 			TagsCaseSensitive: true,
+			ClusterFirewall: &inventory.ClusterFirewall{Groups: []inventory.FirewallGroup{{Name: "web", Rules: []map[string]string{{"type": "in", "action": "ACCEPT", "enable": "1"}}}},
+				IPSets: []string{"management"}, Aliases: []string{"lan"}},
 		},
 	}
 	m, err := wire.NodeInventoryToProto(n)
@@ -188,7 +195,7 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 
 func TestObserveRequestRoundTrips(t *testing.T) {
 	r := wire.ObserveRequest{Cluster: "lab", Node: "pve1", RequestID: "r1", ContentStorages: []string{"local", "nfs"}, AllContent: true,
-		ListNodes: true, BaseURL: "https://pve.example.invalid:8006"}
+		ListNodes: true, BaseURL: "https://pve.example.invalid:8006", FirewallVMIDs: []int{100, 101}, AllFirewalls: true, ClusterFirewall: true}
 	var back inventoryv1.ObserveRequest
 	roundTrip(t, wire.ObserveRequestToProto(r), &back)
 	got, err := wire.ObserveRequestFromProto(&back)

@@ -151,10 +151,10 @@ func (a *adopter) observer() observe.Client {
 	return observe.Client{Bus: a.bus, Timeout: a.cfg.ObserveTimeout}
 }
 
-// observeRequest asks one node for everything an adoption needs: every storage's content, and the
-// cluster's pools.
+// observeRequest asks one node for everything an adoption needs: every storage's content, every guest's
+// firewall, and the cluster's pools.
 func observeRequest(cluster, node string, listNodes bool) wire.ObserveRequest {
-	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true,
+	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true, AllFirewalls: true,
 		ListNodes: listNodes, Pools: true}
 }
 

@@ -215,7 +215,8 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	client, _, err := e.pve.current(ctx)
 	if err == nil {
 		n, err = client.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
-			ContentStorages: req.ContentStorages, AllContent: req.AllContent, Pools: req.Pools})
+			ContentStorages: req.ContentStorages, AllContent: req.AllContent, FirewallVMIDs: req.FirewallVMIDs,
+			AllFirewalls: req.AllFirewalls, ClusterFirewall: req.ClusterFirewall, Pools: req.Pools})
 	}
 	n.Cluster, n.Node = req.Cluster, req.Node
 	inv := wire.NodeInventory{Node: n, RequestID: req.RequestID, ObservedAt: time.Now().UTC()}
@@ -225,6 +226,7 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	}
 	if err != nil {
 		inv.Node.Guests, inv.Node.Storages, inv.Node.Volumes, inv.Node.ListedStorages = nil, nil, nil, nil
+		inv.Node.ClusterFirewall = nil
 		inv.Error, inv.ErrorClass = err.Error(), string(pve.ClassOf(err))
 		e.log.Warn("observe failed", "node", req.Node, "class", inv.ErrorClass, "err", err)
 	}

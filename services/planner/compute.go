@@ -335,7 +335,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 			seeds = p.inventoriedNodes(ctx, c.Name)
 		}
 		for _, n := range seeds {
-			inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], true))
+			inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], true, true))
 			if err != nil {
 				failed(n, err)
 				continue
@@ -356,7 +356,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		// plan): the first of those nodes is observed before the others, and what it lists as shared is not
 		// listed again.
 		n := unknown[i]
-		inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], false))
+		inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], false, true))
 		if err != nil {
 			failed(n, err)
 			return inventory.Cluster{}, diags, refused, nil
@@ -373,7 +373,8 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		}
 	}
 	observed, failures := p.observer().Nodes(ctx, rest, func(n string) wire.ObserveRequest {
-		return p.observeRequest(c, n, content[n], false)
+		// The cluster's firewall objects are read once: with the first node's inventory.
+		return p.observeRequest(c, n, content[n], false, first == nil && n == rest[0])
 	})
 	for _, n := range slices.Sorted(maps.Keys(failures)) {
 		failed(n, failures[n])
@@ -403,12 +404,15 @@ func (p *planner) observer() observe.Client {
 }
 
 // observeRequest asks one node for its inventory. It names the cluster's base-url, which an executor with its
-// own endpoint checks against it. The cluster's pools are asked of one node: the one asked for the cluster's
-// nodes, or the first of the allowlist.
-func (p *planner) observeRequest(c *repo.Cluster, node string, content []string, listNodes bool) wire.ObserveRequest {
+// own endpoint checks against it, and the guests whose declared firewall it reads; clusterFW asks for the
+// cluster's firewall objects too (when a guest declares a firewall). The cluster's pools are asked of one node:
+// the one asked for the cluster's nodes, or the first of the allowlist.
+func (p *planner) observeRequest(c *repo.Cluster, node string, content []string, listNodes, clusterFW bool) wire.ObserveRequest {
+	fw := plan.FirewallVMIDs(c)
 	pools := listNodes || (len(c.Config.Nodes) > 0 && node == slices.Min(c.Config.Nodes))
 	return wire.ObserveRequest{Cluster: c.Name, Node: node, RequestID: newID("obs"), ContentStorages: content,
-		ListNodes: listNodes, BaseURL: c.Config.BaseURL, Pools: pools}
+		ListNodes: listNodes, BaseURL: c.Config.BaseURL, FirewallVMIDs: fw, ClusterFirewall: clusterFW && len(fw) > 0,
+		Pools: pools}
 }
 
 // multiNode returns, sorted, the nodes asked to list a storage that other nodes are asked to list too (a

@@ -90,6 +90,14 @@ type ObserveRequest struct {
 	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
 	// own endpoint refuses the request when this is set and names another endpoint.
 	BaseUrl string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// Read the firewall (options, rules, IP sets, aliases) of these guests where they are on this node: the
+	// guests whose manifests declare one.
+	FirewallVmids []int64 `protobuf:"varint,8,rep,packed,name=firewall_vmids,json=firewallVmids,proto3" json:"firewall_vmids,omitempty"`
+	// Read the firewall of every guest of the node (adoption).
+	AllFirewalls bool `protobuf:"varint,9,opt,name=all_firewalls,json=allFirewalls,proto3" json:"all_firewalls,omitempty"`
+	// Also read the names of the cluster's security groups (with their rules), IP sets and aliases, which
+	// guests' rules may name (asked of one node per observe).
+	ClusterFirewall bool `protobuf:"varint,10,opt,name=cluster_firewall,json=clusterFirewall,proto3" json:"cluster_firewall,omitempty"`
 	// Also read the cluster's resource pools (NodeInventory.pools): cluster-wide, so one node of a cluster is
 	// asked.
 	Pools         bool `protobuf:"varint,30,opt,name=pools,proto3" json:"pools,omitempty"`
@@ -176,6 +184,27 @@ func (x *ObserveRequest) GetBaseUrl() string {
 	return ""
 }
 
+func (x *ObserveRequest) GetFirewallVmids() []int64 {
+	if x != nil {
+		return x.FirewallVmids
+	}
+	return nil
+}
+
+func (x *ObserveRequest) GetAllFirewalls() bool {
+	if x != nil {
+		return x.AllFirewalls
+	}
+	return false
+}
+
+func (x *ObserveRequest) GetClusterFirewall() bool {
+	if x != nil {
+		return x.ClusterFirewall
+	}
+	return false
+}
+
 func (x *ObserveRequest) GetPools() bool {
 	if x != nil {
 		return x.Pools
@@ -210,6 +239,8 @@ type NodeInventory struct {
 	// The cluster's tag-style says case-sensitive=1 (GET /cluster/options): PVE keeps the case of tags
 	// instead of lower-casing them.
 	TagsCaseSensitive bool `protobuf:"varint,13,opt,name=tags_case_sensitive,json=tagsCaseSensitive,proto3" json:"tags_case_sensitive,omitempty"`
+	// The cluster's firewall objects, when the request asked for cluster_firewall.
+	ClusterFirewall *ClusterFirewall `protobuf:"bytes,14,opt,name=cluster_firewall,json=clusterFirewall,proto3" json:"cluster_firewall,omitempty"`
 	// The cluster's resource pools (GET /pools and the cluster resources' pool of each guest), sorted by id:
 	// cluster-wide, so every node reports the same. Meaningful only when pools_observed is set.
 	Pools []*Pool `protobuf:"bytes,30,rep,name=pools,proto3" json:"pools,omitempty"`
@@ -341,6 +372,13 @@ func (x *NodeInventory) GetTagsCaseSensitive() bool {
 	return false
 }
 
+func (x *NodeInventory) GetClusterFirewall() *ClusterFirewall {
+	if x != nil {
+		return x.ClusterFirewall
+	}
+	return nil
+}
+
 func (x *NodeInventory) GetPools() []*Pool {
 	if x != nil {
 		return x.Pools
@@ -442,7 +480,9 @@ type Guest struct {
 	CloudinitDrive bool `protobuf:"varint,12,opt,name=cloudinit_drive,json=cloudinitDrive,proto3" json:"cloudinit_drive,omitempty"`
 	// The cloud-init keys of GET .../cloudinit: value is what the drive was generated with, pending a newer
 	// config value the drive does not hold yet, delete a key removed since. Secrets as in config.
-	Cloudinit     []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
+	Cloudinit []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
+	// The guest's firewall, when the request asked for it; absent otherwise.
+	Firewall      *GuestFirewall `protobuf:"bytes,14,opt,name=firewall,proto3" json:"firewall,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -568,6 +608,438 @@ func (x *Guest) GetCloudinit() []*ConfigEntry {
 	return nil
 }
 
+func (x *Guest) GetFirewall() *GuestFirewall {
+	if x != nil {
+		return x.Firewall
+	}
+	return nil
+}
+
+// GuestFirewall is a guest's firewall as PVE reports it.
+type GuestFirewall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The options (…/firewall/options) under PVE's keys, values as text; the digest left out.
+	Options map[string]string `protobuf:"bytes,1,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The rules in order (…/firewall/rules), without pos and digest.
+	Rules []*FirewallRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	// The digest of the rule list, which every write of it carries.
+	RulesDigest string `protobuf:"bytes,3,opt,name=rules_digest,json=rulesDigest,proto3" json:"rules_digest,omitempty"`
+	// IP sets and aliases, sorted by name.
+	Ipsets        []*FirewallIPSet `protobuf:"bytes,4,rep,name=ipsets,proto3" json:"ipsets,omitempty"`
+	Aliases       []*FirewallAlias `protobuf:"bytes,5,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuestFirewall) Reset() {
+	*x = GuestFirewall{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuestFirewall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuestFirewall) ProtoMessage() {}
+
+func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuestFirewall.ProtoReflect.Descriptor instead.
+func (*GuestFirewall) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GuestFirewall) GetOptions() map[string]string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *GuestFirewall) GetRules() []*FirewallRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *GuestFirewall) GetRulesDigest() string {
+	if x != nil {
+		return x.RulesDigest
+	}
+	return ""
+}
+
+func (x *GuestFirewall) GetIpsets() []*FirewallIPSet {
+	if x != nil {
+		return x.Ipsets
+	}
+	return nil
+}
+
+func (x *GuestFirewall) GetAliases() []*FirewallAlias {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+// FirewallRule is one rule's properties as PVE reports them, values as text.
+type FirewallRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fields        map[string]string      `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FirewallRule) Reset() {
+	*x = FirewallRule{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FirewallRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FirewallRule) ProtoMessage() {}
+
+func (x *FirewallRule) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
+func (*FirewallRule) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FirewallRule) GetFields() map[string]string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// FirewallIPSet is an IP set with its entries.
+type FirewallIPSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Comment       string                 `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	Entries       []*FirewallIPSetEntry  `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FirewallIPSet) Reset() {
+	*x = FirewallIPSet{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FirewallIPSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FirewallIPSet) ProtoMessage() {}
+
+func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FirewallIPSet.ProtoReflect.Descriptor instead.
+func (*FirewallIPSet) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FirewallIPSet) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FirewallIPSet) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *FirewallIPSet) GetEntries() []*FirewallIPSetEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// FirewallIPSetEntry is one address or network of an IP set; nomatch excludes it.
+type FirewallIPSetEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cidr          string                 `protobuf:"bytes,1,opt,name=cidr,proto3" json:"cidr,omitempty"`
+	Nomatch       bool                   `protobuf:"varint,2,opt,name=nomatch,proto3" json:"nomatch,omitempty"`
+	Comment       string                 `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FirewallIPSetEntry) Reset() {
+	*x = FirewallIPSetEntry{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FirewallIPSetEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FirewallIPSetEntry) ProtoMessage() {}
+
+func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FirewallIPSetEntry.ProtoReflect.Descriptor instead.
+func (*FirewallIPSetEntry) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FirewallIPSetEntry) GetCidr() string {
+	if x != nil {
+		return x.Cidr
+	}
+	return ""
+}
+
+func (x *FirewallIPSetEntry) GetNomatch() bool {
+	if x != nil {
+		return x.Nomatch
+	}
+	return false
+}
+
+func (x *FirewallIPSetEntry) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+// FirewallAlias names an address or network.
+type FirewallAlias struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Cidr          string                 `protobuf:"bytes,2,opt,name=cidr,proto3" json:"cidr,omitempty"`
+	Comment       string                 `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FirewallAlias) Reset() {
+	*x = FirewallAlias{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FirewallAlias) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FirewallAlias) ProtoMessage() {}
+
+func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FirewallAlias.ProtoReflect.Descriptor instead.
+func (*FirewallAlias) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FirewallAlias) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FirewallAlias) GetCidr() string {
+	if x != nil {
+		return x.Cidr
+	}
+	return ""
+}
+
+func (x *FirewallAlias) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+// ClusterFirewall holds the cluster's firewall objects that guests' rules may name.
+type ClusterFirewall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Security groups with their rules, sorted by name.
+	Groups []*FirewallGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The names of the cluster's IP sets and aliases, sorted.
+	Ipsets        []string `protobuf:"bytes,2,rep,name=ipsets,proto3" json:"ipsets,omitempty"`
+	Aliases       []string `protobuf:"bytes,3,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterFirewall) Reset() {
+	*x = ClusterFirewall{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterFirewall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterFirewall) ProtoMessage() {}
+
+func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterFirewall.ProtoReflect.Descriptor instead.
+func (*ClusterFirewall) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ClusterFirewall) GetGroups() []*FirewallGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetIpsets() []string {
+	if x != nil {
+		return x.Ipsets
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetAliases() []string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+// FirewallGroup is a security group with its rules.
+type FirewallGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Rules         []*FirewallRule        `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FirewallGroup) Reset() {
+	*x = FirewallGroup{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FirewallGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FirewallGroup) ProtoMessage() {}
+
+func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FirewallGroup.ProtoReflect.Descriptor instead.
+func (*FirewallGroup) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FirewallGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FirewallGroup) GetRules() []*FirewallRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
 // ConfigEntry is one key of GET .../pending.
 type ConfigEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -585,7 +1057,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +1069,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +1082,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -673,7 +1145,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +1157,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +1170,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Storage) GetStorage() string {
@@ -774,7 +1246,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1258,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1271,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Volume) GetStorage() string {
@@ -866,7 +1338,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1350,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1363,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -936,7 +1408,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1420,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1433,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -1039,7 +1511,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1523,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1536,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Gap) GetKind() string {
@@ -1127,7 +1599,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x01\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x02\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1138,8 +1610,12 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"allContent\x12\x1d\n" +
 	"\n" +
 	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
-	"\bbase_url\x18\a \x01(\tR\abaseUrl\x12\x14\n" +
-	"\x05pools\x18\x1e \x01(\bR\x05pools\"\xf0\x04\n" +
+	"\bbase_url\x18\a \x01(\tR\abaseUrl\x12%\n" +
+	"\x0efirewall_vmids\x18\b \x03(\x03R\rfirewallVmids\x12#\n" +
+	"\rall_firewalls\x18\t \x01(\bR\fallFirewalls\x12)\n" +
+	"\x10cluster_firewall\x18\n" +
+	" \x01(\bR\x0fclusterFirewall\x12\x14\n" +
+	"\x05pools\x18\x1e \x01(\bR\x05pools\"\xc2\x05\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1158,13 +1634,14 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\x12\x1f\n" +
 	"\verror_class\x18\f \x01(\tR\n" +
 	"errorClass\x12.\n" +
-	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\x120\n" +
+	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\x12P\n" +
+	"\x10cluster_firewall\x18\x0e \x01(\v2%.proxops.inventory.v1.ClusterFirewallR\x0fclusterFirewall\x120\n" +
 	"\x05pools\x18\x1e \x03(\v2\x1a.proxops.inventory.v1.PoolR\x05pools\x12%\n" +
 	"\x0epools_observed\x18\x1f \x01(\bR\rpoolsObserved\"N\n" +
 	"\x04Pool\x12\x16\n" +
 	"\x06poolid\x18\x01 \x01(\tR\x06poolid\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12\x14\n" +
-	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"\xba\x03\n" +
+	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"\xfb\x03\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1180,7 +1657,41 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
 	"ha_managed\x18\v \x01(\bR\thaManaged\x12'\n" +
 	"\x0fcloudinit_drive\x18\f \x01(\bR\x0ecloudinitDrive\x12?\n" +
-	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\"\xa5\x01\n" +
+	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\x12?\n" +
+	"\bfirewall\x18\x0e \x01(\v2#.proxops.inventory.v1.GuestFirewallR\bfirewall\"\xf0\x02\n" +
+	"\rGuestFirewall\x12J\n" +
+	"\aoptions\x18\x01 \x03(\v20.proxops.inventory.v1.GuestFirewall.OptionsEntryR\aoptions\x128\n" +
+	"\x05rules\x18\x02 \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\x12!\n" +
+	"\frules_digest\x18\x03 \x01(\tR\vrulesDigest\x12;\n" +
+	"\x06ipsets\x18\x04 \x03(\v2#.proxops.inventory.v1.FirewallIPSetR\x06ipsets\x12=\n" +
+	"\aaliases\x18\x05 \x03(\v2#.proxops.inventory.v1.FirewallAliasR\aaliases\x1a:\n" +
+	"\fOptionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x01\n" +
+	"\fFirewallRule\x12F\n" +
+	"\x06fields\x18\x01 \x03(\v2..proxops.inventory.v1.FirewallRule.FieldsEntryR\x06fields\x1a9\n" +
+	"\vFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
+	"\rFirewallIPSet\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\x12B\n" +
+	"\aentries\x18\x03 \x03(\v2(.proxops.inventory.v1.FirewallIPSetEntryR\aentries\"\\\n" +
+	"\x12FirewallIPSetEntry\x12\x12\n" +
+	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x18\n" +
+	"\anomatch\x18\x02 \x01(\bR\anomatch\x12\x18\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"Q\n" +
+	"\rFirewallAlias\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04cidr\x18\x02 \x01(\tR\x04cidr\x12\x18\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"\x80\x01\n" +
+	"\x0fClusterFirewall\x12;\n" +
+	"\x06groups\x18\x01 \x03(\v2#.proxops.inventory.v1.FirewallGroupR\x06groups\x12\x16\n" +
+	"\x06ipsets\x18\x02 \x03(\tR\x06ipsets\x12\x18\n" +
+	"\aaliases\x18\x03 \x03(\tR\aaliases\"]\n" +
+	"\rFirewallGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
+	"\x05rules\x18\x02 \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\"\xa5\x01\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1b\n" +
@@ -1246,37 +1757,56 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
 	(*NodeInventory)(nil),         // 2: proxops.inventory.v1.NodeInventory
 	(*Pool)(nil),                  // 3: proxops.inventory.v1.Pool
 	(*Guest)(nil),                 // 4: proxops.inventory.v1.Guest
-	(*ConfigEntry)(nil),           // 5: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 6: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 7: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 8: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 9: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 10: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*GuestFirewall)(nil),         // 5: proxops.inventory.v1.GuestFirewall
+	(*FirewallRule)(nil),          // 6: proxops.inventory.v1.FirewallRule
+	(*FirewallIPSet)(nil),         // 7: proxops.inventory.v1.FirewallIPSet
+	(*FirewallIPSetEntry)(nil),    // 8: proxops.inventory.v1.FirewallIPSetEntry
+	(*FirewallAlias)(nil),         // 9: proxops.inventory.v1.FirewallAlias
+	(*ClusterFirewall)(nil),       // 10: proxops.inventory.v1.ClusterFirewall
+	(*FirewallGroup)(nil),         // 11: proxops.inventory.v1.FirewallGroup
+	(*ConfigEntry)(nil),           // 12: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 13: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 14: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 15: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 16: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 17: proxops.inventory.v1.Gap
+	nil,                           // 18: proxops.inventory.v1.GuestFirewall.OptionsEntry
+	nil,                           // 19: proxops.inventory.v1.FirewallRule.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
-	11, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	20, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	6,  // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	7,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	3,  // 4: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
-	0,  // 5: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	5,  // 6: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	5,  // 7: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	10, // 8: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	9,  // 9: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	14, // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	10, // 4: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
+	3,  // 5: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
+	0,  // 6: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	12, // 7: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	12, // 8: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	5,  // 9: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
+	18, // 10: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
+	6,  // 11: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
+	7,  // 12: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
+	9,  // 13: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
+	19, // 14: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
+	8,  // 15: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
+	11, // 16: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
+	6,  // 17: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
+	17, // 18: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	16, // 19: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1290,7 +1820,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
