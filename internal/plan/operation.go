@@ -39,6 +39,12 @@ const (
 	// ActionSetPoolMembers adds the operation's guest (VMID, GuestType, Params node) to the pool, moving it
 	// out of its current pool, or with Params delete=1 removes it.
 	ActionSetPoolMembers Action = "set-pool-members"
+
+	// The safety snapshot actions. Params: snapname (always proxops-<short run id> or another snapshot
+	// ProxOps took), description and vmstate for a snapshot, start for a rollback.
+	ActionSnapshot       Action = "snapshot"
+	ActionDeleteSnapshot Action = "delete-snapshot"
+	ActionRollback       Action = "rollback"
 )
 
 // ClusterScope is the Node of an operation on an object that belongs to no node (a resource pool): it runs
@@ -56,6 +62,7 @@ var Actions = []Action{
 	ActionCreate, ActionClone, ActionConfigure, ActionResize, ActionStart, ActionShutdown, ActionStop,
 	ActionResume, ActionMarkTemplate, ActionDownload, ActionDelete, ActionClaimTag, ActionRegenerateCloudInit,
 	ActionCreatePool, ActionConfigurePool, ActionDeletePool, ActionClaimPool, ActionSetPoolMembers,
+	ActionSnapshot, ActionDeleteSnapshot, ActionRollback,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

@@ -31,6 +31,9 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionDeletePool, planv1.Action_ACTION_DELETE_POOL},
 	{plan.ActionClaimPool, planv1.Action_ACTION_CLAIM_POOL},
 	{plan.ActionSetPoolMembers, planv1.Action_ACTION_SET_POOL_MEMBERS},
+	{plan.ActionSnapshot, planv1.Action_ACTION_SNAPSHOT},
+	{plan.ActionDeleteSnapshot, planv1.Action_ACTION_DELETE_SNAPSHOT},
+	{plan.ActionRollback, planv1.Action_ACTION_ROLLBACK},
 }}
 
 var planGuestTypeEnum = enumMap[inventory.GuestType, planv1.GuestType]{field: "guest type", pairs: []enumPair[inventory.GuestType, planv1.GuestType]{

@@ -349,7 +349,9 @@ type Guest struct {
 	CloudinitDrive bool `protobuf:"varint,12,opt,name=cloudinit_drive,json=cloudinitDrive,proto3" json:"cloudinit_drive,omitempty"`
 	// The cloud-init keys of GET .../cloudinit: value is what the drive was generated with, pending a newer
 	// config value the drive does not hold yet, delete a key removed since. Secrets as in config.
-	Cloudinit     []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
+	Cloudinit []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
+	// The guest's snapshots (GET .../snapshot without "current"), read for guests carrying the ownership tag.
+	Snapshots     []*Snapshot `protobuf:"bytes,30,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +477,101 @@ func (x *Guest) GetCloudinit() []*ConfigEntry {
 	return nil
 }
 
+func (x *Guest) GetSnapshots() []*Snapshot {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+// Snapshot is one snapshot of a guest as GET .../snapshot lists it.
+type Snapshot struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Parent      string                 `protobuf:"bytes,2,opt,name=parent,proto3" json:"parent,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// Unix seconds.
+	Snaptime int64 `protobuf:"varint,4,opt,name=snaptime,proto3" json:"snaptime,omitempty"`
+	// The snapshot holds the VM's RAM.
+	Vmstate bool `protobuf:"varint,5,opt,name=vmstate,proto3" json:"vmstate,omitempty"`
+	// prepare | delete while a task works on it; empty when complete.
+	Snapstate     string `protobuf:"bytes,6,opt,name=snapstate,proto3" json:"snapstate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Snapshot) Reset() {
+	*x = Snapshot{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snapshot) ProtoMessage() {}
+
+func (x *Snapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
+func (*Snapshot) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Snapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Snapshot) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *Snapshot) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Snapshot) GetSnaptime() int64 {
+	if x != nil {
+		return x.Snaptime
+	}
+	return 0
+}
+
+func (x *Snapshot) GetVmstate() bool {
+	if x != nil {
+		return x.Vmstate
+	}
+	return false
+}
+
+func (x *Snapshot) GetSnapstate() string {
+	if x != nil {
+		return x.Snapstate
+	}
+	return ""
+}
+
 // ConfigEntry is one key of GET .../pending.
 type ConfigEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -492,7 +589,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +601,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +614,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -580,7 +677,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +689,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +702,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Storage) GetStorage() string {
@@ -681,7 +778,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +790,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +803,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Volume) GetStorage() string {
@@ -773,7 +870,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +882,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +895,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -843,7 +940,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +952,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +965,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -946,7 +1043,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1055,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1068,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Gap) GetKind() string {
@@ -1064,7 +1161,7 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\x12\x1f\n" +
 	"\verror_class\x18\f \x01(\tR\n" +
 	"errorClass\x12.\n" +
-	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\"\xba\x03\n" +
+	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\"\xf8\x03\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1080,7 +1177,15 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
 	"ha_managed\x18\v \x01(\bR\thaManaged\x12'\n" +
 	"\x0fcloudinit_drive\x18\f \x01(\bR\x0ecloudinitDrive\x12?\n" +
-	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\"\xa5\x01\n" +
+	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\x12<\n" +
+	"\tsnapshots\x18\x1e \x03(\v2\x1e.proxops.inventory.v1.SnapshotR\tsnapshots\"\xac\x01\n" +
+	"\bSnapshot\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06parent\x18\x02 \x01(\tR\x06parent\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1a\n" +
+	"\bsnaptime\x18\x04 \x01(\x03R\bsnaptime\x12\x18\n" +
+	"\avmstate\x18\x05 \x01(\bR\avmstate\x12\x1c\n" +
+	"\tsnapstate\x18\x06 \x01(\tR\tsnapstate\"\xa5\x01\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1b\n" +
@@ -1146,35 +1251,37 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
 	(*NodeInventory)(nil),         // 2: proxops.inventory.v1.NodeInventory
 	(*Guest)(nil),                 // 3: proxops.inventory.v1.Guest
-	(*ConfigEntry)(nil),           // 4: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 5: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 6: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 7: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 8: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 9: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*Snapshot)(nil),              // 4: proxops.inventory.v1.Snapshot
+	(*ConfigEntry)(nil),           // 5: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 6: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 7: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 8: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 9: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 10: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
-	10, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	11, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	5,  // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	6,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	6,  // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	7,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
 	0,  // 4: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	4,  // 5: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	4,  // 6: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	9,  // 7: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	8,  // 8: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	5,  // 5: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	5,  // 6: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	4,  // 7: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
+	10, // 8: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	9,  // 9: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1188,7 +1295,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

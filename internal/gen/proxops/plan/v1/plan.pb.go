@@ -51,6 +51,10 @@ const (
 	Action_ACTION_DELETE_POOL      Action = 16
 	Action_ACTION_CLAIM_POOL       Action = 17
 	Action_ACTION_SET_POOL_MEMBERS Action = 18
+	// Safety snapshots of a guest (params snapname, description, vmstate; rollback: snapname, start).
+	Action_ACTION_SNAPSHOT        Action = 35
+	Action_ACTION_DELETE_SNAPSHOT Action = 36
+	Action_ACTION_ROLLBACK        Action = 37
 )
 
 // Enum value maps for Action.
@@ -75,6 +79,9 @@ var (
 		16: "ACTION_DELETE_POOL",
 		17: "ACTION_CLAIM_POOL",
 		18: "ACTION_SET_POOL_MEMBERS",
+		35: "ACTION_SNAPSHOT",
+		36: "ACTION_DELETE_SNAPSHOT",
+		37: "ACTION_ROLLBACK",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED":          0,
@@ -96,6 +103,9 @@ var (
 		"ACTION_DELETE_POOL":          16,
 		"ACTION_CLAIM_POOL":           17,
 		"ACTION_SET_POOL_MEMBERS":     18,
+		"ACTION_SNAPSHOT":             35,
+		"ACTION_DELETE_SNAPSHOT":      36,
+		"ACTION_ROLLBACK":             37,
 	}
 )
 
@@ -1492,6 +1502,121 @@ func (x *OwnedGuest) GetRecordedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// OwnedSnapshot is a safety snapshot ProxOps took, in the KV bucket proxops_owned under
+// <cluster>.obj.snapshot.<vmid>/<name>. The planner writes it before it dispatches the snapshot operation;
+// executors delete or roll back to a snapshot only when its name starts with proxops- and this record exists.
+type OwnedSnapshot struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Vmid    int64                  `protobuf:"varint,2,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	// The snapshot's name, proxops-<short run id>.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Kind/name of the guest.
+	Ref  string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
+	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	// The run that took it and the commit it applied.
+	RunId  string `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Commit string `protobuf:"bytes,7,opt,name=commit,proto3" json:"commit,omitempty"`
+	// What the protected change was, as the snapshot's description says.
+	Change        string                 `protobuf:"bytes,8,opt,name=change,proto3" json:"change,omitempty"`
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnedSnapshot) Reset() {
+	*x = OwnedSnapshot{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedSnapshot) ProtoMessage() {}
+
+func (x *OwnedSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedSnapshot.ProtoReflect.Descriptor instead.
+func (*OwnedSnapshot) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *OwnedSnapshot) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *OwnedSnapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
 // ClusterControl is the planners' shared state of one cluster, the KV bucket proxops_clusters under
 // <cluster>: the newest repository event that asks to apply the cluster, the last one handled, the run in
 // progress, and the run-time suspension. Planners update it with compare-and-set only.
@@ -1554,7 +1679,7 @@ type ClusterControl struct {
 
 func (x *ClusterControl) Reset() {
 	*x = ClusterControl{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1691,7 @@ func (x *ClusterControl) String() string {
 func (*ClusterControl) ProtoMessage() {}
 
 func (x *ClusterControl) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[9]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1704,7 @@ func (x *ClusterControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterControl.ProtoReflect.Descriptor instead.
 func (*ClusterControl) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{9}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClusterControl) GetCluster() string {
@@ -1796,7 +1921,7 @@ type PlanRejected struct {
 
 func (x *PlanRejected) Reset() {
 	*x = PlanRejected{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1933,7 @@ func (x *PlanRejected) String() string {
 func (*PlanRejected) ProtoMessage() {}
 
 func (x *PlanRejected) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[10]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1946,7 @@ func (x *PlanRejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRejected.ProtoReflect.Descriptor instead.
 func (*PlanRejected) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{10}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanRejected) GetCluster() string {
@@ -1924,7 +2049,7 @@ type PlanHeld struct {
 
 func (x *PlanHeld) Reset() {
 	*x = PlanHeld{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2061,7 @@ func (x *PlanHeld) String() string {
 func (*PlanHeld) ProtoMessage() {}
 
 func (x *PlanHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2074,7 @@ func (x *PlanHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanHeld.ProtoReflect.Descriptor instead.
 func (*PlanHeld) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PlanHeld) GetCluster() string {
@@ -2007,7 +2132,7 @@ type PlanConfirmation struct {
 
 func (x *PlanConfirmation) Reset() {
 	*x = PlanConfirmation{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2144,7 @@ func (x *PlanConfirmation) String() string {
 func (*PlanConfirmation) ProtoMessage() {}
 
 func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2157,7 @@ func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanConfirmation.ProtoReflect.Descriptor instead.
 func (*PlanConfirmation) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanConfirmation) GetCluster() string {
@@ -2083,7 +2208,7 @@ type PlanFinished struct {
 
 func (x *PlanFinished) Reset() {
 	*x = PlanFinished{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2220,7 @@ func (x *PlanFinished) String() string {
 func (*PlanFinished) ProtoMessage() {}
 
 func (x *PlanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2233,7 @@ func (x *PlanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanFinished.ProtoReflect.Descriptor instead.
 func (*PlanFinished) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanFinished) GetCluster() string {
@@ -2237,7 +2362,7 @@ type OperationOutcome struct {
 
 func (x *OperationOutcome) Reset() {
 	*x = OperationOutcome{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2374,7 @@ func (x *OperationOutcome) String() string {
 func (*OperationOutcome) ProtoMessage() {}
 
 func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2387,7 @@ func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
 func (*OperationOutcome) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OperationOutcome) GetOpId() string {
@@ -2335,7 +2460,7 @@ type OperationResult struct {
 
 func (x *OperationResult) Reset() {
 	*x = OperationResult{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2472,7 @@ func (x *OperationResult) String() string {
 func (*OperationResult) ProtoMessage() {}
 
 func (x *OperationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2485,7 @@ func (x *OperationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationResult.ProtoReflect.Descriptor instead.
 func (*OperationResult) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OperationResult) GetRunId() string {
@@ -2535,7 +2660,7 @@ type OperationRecord struct {
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2672,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2685,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OperationRecord) GetRunId() string {
@@ -2769,6 +2894,17 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\vfingerprint\x18\x05 \x01(\tR\vfingerprint\x12\x15\n" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12;\n" +
 	"\vrecorded_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"\xfb\x01\n" +
+	"\rOwnedSnapshot\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
+	"\x04vmid\x18\x02 \x01(\x03R\x04vmid\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x10\n" +
+	"\x03ref\x18\x04 \x01(\tR\x03ref\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12\x15\n" +
+	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06commit\x18\a \x01(\tR\x06commit\x12\x16\n" +
+	"\x06change\x18\b \x01(\tR\x06change\x12;\n" +
+	"\vrecorded_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\"\x8e\b\n" +
 	"\x0eClusterControl\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x120\n" +
@@ -2900,7 +3036,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xb1\x03\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xf7\x03\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -2921,7 +3057,10 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x15ACTION_CONFIGURE_POOL\x10\x0f\x12\x16\n" +
 	"\x12ACTION_DELETE_POOL\x10\x10\x12\x15\n" +
 	"\x11ACTION_CLAIM_POOL\x10\x11\x12\x1b\n" +
-	"\x17ACTION_SET_POOL_MEMBERS\x10\x12*P\n" +
+	"\x17ACTION_SET_POOL_MEMBERS\x10\x12\x12\x13\n" +
+	"\x0fACTION_SNAPSHOT\x10#\x12\x1a\n" +
+	"\x16ACTION_DELETE_SNAPSHOT\x10$\x12\x13\n" +
+	"\x0fACTION_ROLLBACK\x10%*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +
@@ -2971,7 +3110,7 @@ func file_proxops_plan_v1_plan_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_plan_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(Action)(0),                   // 0: proxops.plan.v1.Action
 	(GuestType)(0),                // 1: proxops.plan.v1.GuestType
@@ -2989,17 +3128,18 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*Plan)(nil),                  // 13: proxops.plan.v1.Plan
 	(*OwnedRecord)(nil),           // 14: proxops.plan.v1.OwnedRecord
 	(*OwnedGuest)(nil),            // 15: proxops.plan.v1.OwnedGuest
-	(*ClusterControl)(nil),        // 16: proxops.plan.v1.ClusterControl
-	(*PlanRejected)(nil),          // 17: proxops.plan.v1.PlanRejected
-	(*PlanHeld)(nil),              // 18: proxops.plan.v1.PlanHeld
-	(*PlanConfirmation)(nil),      // 19: proxops.plan.v1.PlanConfirmation
-	(*PlanFinished)(nil),          // 20: proxops.plan.v1.PlanFinished
-	(*OperationOutcome)(nil),      // 21: proxops.plan.v1.OperationOutcome
-	(*OperationResult)(nil),       // 22: proxops.plan.v1.OperationResult
-	(*OperationRecord)(nil),       // 23: proxops.plan.v1.OperationRecord
-	(*v1.Gap)(nil),                // 24: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*v11.RepoChanged)(nil),       // 26: proxops.repo.v1.RepoChanged
+	(*OwnedSnapshot)(nil),         // 16: proxops.plan.v1.OwnedSnapshot
+	(*ClusterControl)(nil),        // 17: proxops.plan.v1.ClusterControl
+	(*PlanRejected)(nil),          // 18: proxops.plan.v1.PlanRejected
+	(*PlanHeld)(nil),              // 19: proxops.plan.v1.PlanHeld
+	(*PlanConfirmation)(nil),      // 20: proxops.plan.v1.PlanConfirmation
+	(*PlanFinished)(nil),          // 21: proxops.plan.v1.PlanFinished
+	(*OperationOutcome)(nil),      // 22: proxops.plan.v1.OperationOutcome
+	(*OperationResult)(nil),       // 23: proxops.plan.v1.OperationResult
+	(*OperationRecord)(nil),       // 24: proxops.plan.v1.OperationRecord
+	(*v1.Gap)(nil),                // 25: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*v11.RepoChanged)(nil),       // 27: proxops.repo.v1.RepoChanged
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -3014,32 +3154,33 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
 	14, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
-	24, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
-	25, // 13: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
-	26, // 14: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
-	25, // 15: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
-	25, // 16: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
-	25, // 17: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
-	7,  // 18: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	25, // 19: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 20: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	21, // 21: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	25, // 22: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 23: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 24: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 25: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 26: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 27: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	25, // 28: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 29: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 30: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	25, // 31: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 32: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	25, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
+	26, // 13: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
+	26, // 14: proxops.plan.v1.OwnedSnapshot.recorded_at:type_name -> google.protobuf.Timestamp
+	27, // 15: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
+	26, // 16: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
+	26, // 17: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
+	26, // 18: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
+	7,  // 19: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	26, // 20: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 21: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	22, // 22: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	26, // 23: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 24: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 25: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 26: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 27: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 28: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	26, // 29: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 30: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 31: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	26, // 32: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 33: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
@@ -3053,7 +3194,7 @@ func file_proxops_plan_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_plan_v1_plan_proto_rawDesc), len(file_proxops_plan_v1_plan_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
