@@ -337,6 +337,7 @@ func resolveVM(r *Resource, s *VMSpec) *VMSpec {
 		c.IPConfigs = slices.Clone(c.IPConfigs)
 		v.CloudInitData = &c
 	}
+	v.Snapshots = clonePtr(s.Snapshots)
 	v.Extra = maps.Clone(s.Extra)
 	return &v
 }
@@ -381,6 +382,7 @@ func resolveLXC(r *Resource, s *LXCSpec) *LXCSpec {
 		o.Nesting, o.Keyctl, o.Fuse = clonePtr(o.Nesting), clonePtr(o.Keyctl), clonePtr(o.Fuse)
 		v.Options = &o
 	}
+	v.Snapshots = clonePtr(s.Snapshots)
 	v.Extra = maps.Clone(s.Extra)
 	return &v
 }

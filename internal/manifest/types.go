@@ -131,6 +131,7 @@ type VMSpec struct {
 	Hardware       *Hardware         `yaml:"hardware,omitempty"`
 	Options        *VMOptions        `yaml:"options,omitempty"`
 	CloudInitData  *CloudInitData    `yaml:"cloud-init-data,omitempty"`
+	Snapshots      *Snapshots        `yaml:"snapshots,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
 }
 
@@ -304,7 +305,35 @@ type LXCSpec struct {
 	DNS            *DNS              `yaml:"dns,omitempty"`
 	Arch           string            `yaml:"arch,omitempty"`
 	Options        *LXCOptions       `yaml:"options,omitempty"`
+	Snapshots      *Snapshots        `yaml:"snapshots,omitempty"`
 	Extra          map[string]string `yaml:"extra,omitempty"`
+}
+
+// Snapshots is a guest's safety-snapshot policy, overriding the cluster's (reconcile.snapshots).
+type Snapshots struct {
+	// Policy is disruptive (before a change that restarts the guest, changes its disks or moves it), always
+	// (before any change) or never; empty: the cluster's.
+	Policy string `yaml:"policy,omitempty"`
+	// VMState saves a running VM's RAM with the snapshot (VM only).
+	VMState bool `yaml:"vmstate,omitempty"`
+}
+
+// Snapshot policies (reconcile.snapshots, spec.snapshots.policy).
+const (
+	SnapshotsDisruptive = "disruptive"
+	SnapshotsAlways     = "always"
+	SnapshotsNever      = "never"
+)
+
+// GuestSnapshots returns a guest's snapshot policy, nil when it declares none.
+func (r *Resource) GuestSnapshots() *Snapshots {
+	if v := r.VM(); v != nil {
+		return v.Snapshots
+	}
+	if l := r.LXC(); l != nil {
+		return l.Snapshots
+	}
+	return nil
 }
 
 // LXCCPU is a container's processor.

@@ -57,6 +57,12 @@ type Settings struct {
 	ShutdownTimeout time.Duration
 	// PruneBudget caps the deletions of one plan; 0 is unlimited.
 	PruneBudget int
+	// Snapshots is the cluster's safety-snapshot policy (manifest.SnapshotsDisruptive when empty);
+	// SnapshotRetention and SnapshotKeep say when ProxOps deletes its own snapshots of a converged guest
+	// (24h and 3 when zero).
+	Snapshots         string
+	SnapshotRetention time.Duration
+	SnapshotKeep      int
 }
 
 // SettingsFor returns a cluster's settings from the process configuration and its cluster entry.
@@ -64,7 +70,12 @@ func SettingsFor(cfg *repo.Config, cl *repo.ClusterConfig) Settings {
 	if cfg == nil {
 		cfg = repo.DefaultConfig()
 	}
-	return Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl)}
+	st := Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl),
+		Snapshots: cfg.Reconcile.Snapshots, SnapshotRetention: cfg.Reconcile.SnapshotRetention, SnapshotKeep: cfg.Reconcile.SnapshotKeep}
+	if cl != nil && cl.Snapshots != "" {
+		st.Snapshots = cl.Snapshots
+	}
+	return st
 }
 
 func (s Settings) restart() string {
@@ -94,6 +105,10 @@ type Input struct {
 	Settings Settings
 	// Tree identifies the desired state (the git tree hash); it is part of the plan id.
 	Tree string
+	// SnapshotRecords are the inventory's records of the safety snapshots ProxOps took in the cluster.
+	SnapshotRecords []SnapshotRecord
+	// Now is the planner's clock, for the retention of safety snapshots; zero: none is deleted for age.
+	Now time.Time
 }
 
 // RejectedError is returned by Diff when the cluster cannot be planned; nothing may be written.

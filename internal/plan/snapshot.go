@@ -1,9 +1,15 @@
 package plan
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pvewire"
 )
 
 // Safety snapshots: before a change that restarts a guest, changes its disks or moves it, the plan takes a
@@ -40,6 +46,28 @@ func SnapshotName(runID string) string {
 	return SnapshotPrefix + s
 }
 
+// ForRun names a snapshot operation for the run that dispatches it: the name SnapshotName of the run id, and
+// a description that says which run and commit took it before which change. Any other operation is returned
+// as it is.
+func (o Operation) ForRun(runID, commit string) Operation {
+	if o.Action != ActionSnapshot {
+		return o
+	}
+	change, _ := o.Param("description")
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	params := []KV{{Key: SnapshotNameParam, Value: SnapshotName(runID)},
+		{Key: "description", Value: fmt.Sprintf("ProxOps safety snapshot, run %s, commit %s: before %s", runID, commit, change)}}
+	for _, kv := range o.Params {
+		if kv.Key != SnapshotNameParam && kv.Key != "description" {
+			params = append(params, kv)
+		}
+	}
+	o.Params = params
+	return o
+}
+
 // SnapshotRecord is the ownership inventory's record of a safety snapshot (KV proxops_owned under
 // <cluster>.obj.snapshot.<vmid>/<name>).
 type SnapshotRecord struct {
@@ -58,4 +86,302 @@ type SnapshotRecord struct {
 // SnapshotObjectID is the id of a snapshot record among the inventory's objects: <vmid>/<name>.
 func SnapshotObjectID(vmid int, name string) string {
 	return strconv.Itoa(vmid) + "/" + name
+}
+
+// protect adds the safety snapshots of one guest's update to its unit (the last update step):
+//
+//   - before a template conversion, which PVE refuses for a guest with snapshots, it deletes ProxOps' own
+//     snapshots of the guest first and reports the change as unprotected;
+//   - before a protected change (policy disruptive: a restart, a disk resize or a disk written; always: any
+//     change) it takes a snapshot the change depends on, when every volume of the guest can be snapshotted,
+//     and otherwise says why it cannot;
+//   - for a guest the plan leaves alone (converged), it deletes its own snapshots older than the retention
+//     and those beyond the number to keep.
+func (d *differ) protect(s *guestUpdate) {
+	own := d.ownSnapshots(s.g)
+	if len(s.u.ops) == 0 {
+		d.pruneSnapshots(s, own)
+		return
+	}
+	policy := d.snapshotPolicy(s.r)
+	if slices.ContainsFunc(s.u.ops, func(o Operation) bool { return o.Action == ActionMarkTemplate }) {
+		d.removeSnapshotsBeforeTemplate(s, own)
+		if policy != manifest.SnapshotsNever {
+			d.finding(FindingWarning, s.ref.String(), s.g.Node, s.g.VMID, "spec.snapshots",
+				"not protected by a snapshot: PVE does not convert a guest with snapshots to a template")
+		}
+		return
+	}
+	if policy == manifest.SnapshotsNever {
+		return
+	}
+	var change []string
+	for _, o := range s.u.ops {
+		if what, ok := protectedChange(s.g.Type, o, policy); ok && !slices.Contains(change, what) {
+			change = append(change, what)
+		}
+	}
+	if len(change) == 0 {
+		return
+	}
+	if why := d.unprotectable(s.g); why != "" {
+		d.finding(FindingWarning, s.ref.String(), s.g.Node, s.g.VMID, "spec.snapshots", "not protected by a snapshot: "+why)
+		return
+	}
+	op := Operation{ID: d.opID(guestOpID(s.g.Type, s.g.VMID, ActionSnapshot, "")), Action: ActionSnapshot,
+		Params: []KV{{Key: "description", Value: strings.Join(change, "; ")}},
+		Reason: fmt.Sprintf("%s: safety snapshot before %s", s.ref, strings.Join(change, ", "))}
+	if p := s.r.GuestSnapshots(); p != nil && p.VMState && s.g.Type == inventory.QEMU && s.running {
+		op.Params = append(op.Params, KV{Key: "vmstate", Value: "1"})
+	}
+	d.insertFirst(s, op)
+}
+
+// protectedChange says whether an operation is a change the policy protects, and names it.
+func protectedChange(t inventory.GuestType, o Operation, policy string) (string, bool) {
+	switch o.Action {
+	case ActionShutdown, ActionStop:
+		return "restart", true
+	case ActionResize:
+		disk, _ := o.Param("disk")
+		return "grow " + disk, true
+	case ActionConfigure:
+		var disks []string
+		for _, kv := range o.Values {
+			if !pvewire.IsVolumeKey(t, kv.Key) {
+				continue
+			}
+			if dr := pvewire.ParseDrive(kv.Value); t == inventory.QEMU && (dr.IsCDROM() || dr.IsCloudInit()) {
+				continue // a cdrom or the cloud-init drive holds no data of the guest's
+			}
+			disks = append(disks, kv.Key)
+		}
+		for _, k := range o.Delete {
+			if pvewire.IsVolumeKey(t, k) {
+				disks = append(disks, k)
+			}
+		}
+		if len(disks) > 0 {
+			return "change " + strings.Join(disks, ", "), true
+		}
+		if policy == manifest.SnapshotsAlways {
+			return "config change", true
+		}
+	case ActionStart, ActionResume, ActionRegenerateCloudInit:
+		if policy == manifest.SnapshotsAlways {
+			return string(o.Action), true
+		}
+	}
+	return "", false
+}
+
+// snapshotPolicy is the guest's policy (spec.snapshots.policy), else the cluster's.
+func (d *differ) snapshotPolicy(r *manifest.Resource) string {
+	if p := r.GuestSnapshots(); p != nil && p.Policy != "" {
+		return p.Policy
+	}
+	if d.in.Settings.Snapshots != "" {
+		return d.in.Settings.Snapshots
+	}
+	return manifest.SnapshotsDisruptive
+}
+
+// ownSnapshots are the complete snapshots of a guest that ProxOps took: named with its prefix and recorded
+// in the ownership inventory. Oldest first.
+func (d *differ) ownSnapshots(g *inventory.Guest) []inventory.Snapshot {
+	var out []inventory.Snapshot
+	for _, sn := range g.Snapshots {
+		if sn.State != "" || !IsOwnSnapshotName(sn.Name) {
+			continue
+		}
+		if slices.ContainsFunc(d.in.SnapshotRecords, func(r SnapshotRecord) bool { return r.VMID == g.VMID && r.Name == sn.Name }) {
+			out = append(out, sn)
+		}
+	}
+	inventory.SortSnapshots(out)
+	return out
+}
+
+// unprotectable says why a guest cannot be snapshotted, from the storage types and volume formats PVE
+// snapshots (pve-storage volume_has_feature): qcow2 on file storages; raw, qcow2 and subvolumes on Btrfs;
+// every volume on LVM-thin, ZFS and Ceph RBD; nothing on LVM (thick) or iSCSI, nor a bind mount. Empty when
+// it can be.
+func (d *differ) unprotectable(g *inventory.Guest) string {
+	cur := g.Current()
+	keys := make([]string, 0, len(cur))
+	for k := range cur {
+		if pvewire.IsVolumeKey(g.Type, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var why []string
+	for _, k := range keys {
+		var storage, volume, format string
+		if g.Type == inventory.LXC {
+			m := pvewire.ParseMountPoint(cur[k])
+			if m.IsBind() {
+				why = append(why, fmt.Sprintf("%s is a bind mount (%s), which PVE cannot snapshot", k, m.Volume))
+				continue
+			}
+			storage, volume = m.Storage(), m.Volume
+		} else {
+			dr := pvewire.ParseDrive(cur[k])
+			if dr.IsCDROM() || dr.IsEmpty() || dr.IsCloudInit() {
+				continue
+			}
+			storage, volume = dr.Storage(), dr.File
+			format, _ = dr.Props.Get("format")
+		}
+		if format == "" {
+			format = volumeFormat(volume)
+		}
+		st, ok := d.storageOf(g.Node, storage)
+		if !ok {
+			why = append(why, fmt.Sprintf("the storage %s of %s is not observed on node %s", storage, k, g.Node))
+			continue
+		}
+		if r := snapshotRefusal(st.Type, format); r != "" {
+			why = append(why, fmt.Sprintf("%s is %s", k, fmt.Sprintf(r, st.ID, st.Type, format)))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// snapshotRefusal is the reason a volume of a format on a storage type cannot be snapshotted, with verbs
+// for the storage id, its type and the format; empty when it can.
+func snapshotRefusal(typ, format string) string {
+	switch typ {
+	case "dir", "nfs", "cifs", "glusterfs", "cephfs":
+		if format == "qcow2" {
+			return ""
+		}
+		return "on %s (%s) as %s: PVE snapshots only qcow2 volumes on file storages"
+	case "btrfs":
+		if format == "qcow2" || format == "raw" || format == "subvol" {
+			return ""
+		}
+		return "on %s (%s) as %s, which PVE cannot snapshot there"
+	case "lvmthin", "zfspool", "zfs", "rbd":
+		return ""
+	case "lvm":
+		return "on %s (%s, thick) as %s: PVE cannot snapshot thick LVM volumes"
+	}
+	return "on %s (%s) as %s: PVE cannot snapshot volumes on that storage type"
+}
+
+// volumeFormat is a volume's format as its name shows it (raw when it has no suffix; subvol for a
+// container's subvolume).
+func volumeFormat(volid string) string {
+	_, name, _ := strings.Cut(volid, ":")
+	switch {
+	case strings.HasSuffix(name, ".qcow2"):
+		return "qcow2"
+	case strings.HasSuffix(name, ".vmdk"):
+		return "vmdk"
+	case strings.Contains(name, "subvol-") && !strings.HasSuffix(name, ".raw"):
+		return "subvol"
+	}
+	return "raw"
+}
+
+func (d *differ) storageOf(node, id string) (inventory.Storage, bool) {
+	n := d.node(node)
+	if n == nil {
+		return inventory.Storage{}, false
+	}
+	for _, st := range n.Storages {
+		if st.ID == id {
+			return st, true
+		}
+	}
+	return inventory.Storage{}, false
+}
+
+// removeSnapshotsBeforeTemplate deletes ProxOps' own snapshots of a guest before its template conversion.
+// A snapshot someone else took blocks the conversion too; it is reported, never deleted.
+func (d *differ) removeSnapshotsBeforeTemplate(s *guestUpdate, own []inventory.Snapshot) {
+	for i := len(own) - 1; i >= 0; i-- {
+		sn := own[i]
+		d.insertFirst(s, Operation{ID: d.opID(guestOpID(s.g.Type, s.g.VMID, ActionDeleteSnapshot, sn.Name)), Action: ActionDeleteSnapshot,
+			Params:  []KV{{Key: SnapshotNameParam, Value: sn.Name}},
+			Reason:  fmt.Sprintf("%s: remove ProxOps' snapshot %s: PVE does not convert a guest with snapshots to a template", s.ref, sn.Name),
+			Changes: []Change{{Field: "snapshot " + sn.Name, Before: "present", After: "(none)"}}})
+	}
+	var foreign []string
+	for _, sn := range s.g.Snapshots {
+		if !slices.ContainsFunc(own, func(o inventory.Snapshot) bool { return o.Name == sn.Name }) {
+			foreign = append(foreign, sn.Name)
+		}
+	}
+	if len(foreign) > 0 {
+		d.finding(FindingAnomaly, s.ref.String(), s.g.Node, s.g.VMID, "kind",
+			fmt.Sprintf("snapshots ProxOps did not take (%s) block the conversion to a template; ProxOps never deletes them: remove them by hand", strings.Join(foreign, ", ")))
+	}
+}
+
+// pruneSnapshots deletes the own snapshots of a guest the plan leaves alone: those older than the
+// retention, and the oldest beyond the number to keep. They do not count against the prune budget.
+func (d *differ) pruneSnapshots(s *guestUpdate, own []inventory.Snapshot) {
+	retention, keep := d.in.Settings.SnapshotRetention, d.in.Settings.SnapshotKeep
+	if retention <= 0 {
+		retention = 24 * time.Hour
+	}
+	if keep <= 0 {
+		keep = 3
+	}
+	for i, sn := range own {
+		beyond := len(own)-i > keep
+		expired := !d.in.Now.IsZero() && sn.Time > 0 && !time.Unix(sn.Time, 0).Add(retention).After(d.in.Now)
+		if !beyond && !expired {
+			continue
+		}
+		why := fmt.Sprintf("older than the retention (%s)", retention)
+		if beyond {
+			why = fmt.Sprintf("more than %d kept", keep)
+		}
+		d.add(s, Operation{ID: d.opID(guestOpID(s.g.Type, s.g.VMID, ActionDeleteSnapshot, sn.Name)), Action: ActionDeleteSnapshot,
+			Params:  []KV{{Key: SnapshotNameParam, Value: sn.Name}},
+			Reason:  fmt.Sprintf("%s: remove ProxOps' snapshot %s: the guest converged, %s", s.ref, sn.Name, why),
+			Changes: []Change{{Field: "snapshot " + sn.Name, Before: "present", After: "(none)"}}})
+	}
+}
+
+// insertFirst puts an operation at the head of a guest's unit, after a claim (the guest must be ProxOps'
+// first), and makes the next operation depend on it. The first write after it no longer holds the observed
+// digest (a snapshot or its removal rewrites the config file): it checks the values it changes instead.
+func (d *differ) insertFirst(s *guestUpdate, op Operation) {
+	u := s.u
+	at := 0
+	if len(u.ops) > 0 && u.ops[0].Action == ActionClaimTag {
+		at = 1
+	}
+	op.Cluster, op.Node, op.VMID, op.GuestType, op.Ref = d.cluster, s.g.Node, s.g.VMID, s.g.Type, s.ref.String()
+	if at > 0 {
+		op.DependsOn = []string{u.ops[at-1].ID}
+	}
+	if at < len(u.ops) {
+		u.ops[at].DependsOn = []string{op.ID}
+	}
+	u.ops = slices.Insert(u.ops, at, op)
+	for i := at + 1; i < len(u.ops); i++ {
+		p := &u.ops[i].Precondition
+		if p.Digest == "" {
+			continue
+		}
+		p.Digest = ""
+		for _, kv := range u.ops[i].Values {
+			p.Expect = append(p.Expect, KV{Key: kv.Key, Value: s.eff[kv.Key]})
+		}
+		for _, k := range u.ops[i].Delete {
+			p.Expect = append(p.Expect, KV{Key: k, Value: s.eff[k]})
+		}
+		if disk, ok := u.ops[i].Param("disk"); ok {
+			p.Expect = append(p.Expect, KV{Key: disk, Value: s.eff[disk]})
+		}
+		if u.ops[i].Action == ActionMarkTemplate {
+			p.Expect = append(p.Expect, KV{Key: "template", Value: s.eff["template"]})
+		}
+		break
+	}
 }

@@ -126,6 +126,11 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 // dispatch signs one operation and publishes it on its node's work queue.
 func (d *driver) dispatch(ctx context.Context, planned plan.Planned, op plan.Operation) error {
 	op.RunID, op.PlanID = planned.RunID, planned.PlanID
+	if op.Action == plan.ActionSnapshot {
+		if err := d.nameSnapshot(ctx, planned, &op, d.log); err != nil {
+			return err
+		}
+	}
 	subject, err := bus.OpSubject(d.cluster, op.Node)
 	if err != nil {
 		return err
@@ -168,6 +173,12 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	l.Info("operation succeeded", "already_done", res.AlreadyDone, "upid", res.UPID)
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
+	}
+	if res.Action == plan.ActionDeleteSnapshot {
+		if op, ok := opOf(pl, res.OpID); ok {
+			name, _ := op.Param(plan.SnapshotNameParam)
+			d.forgetSnapshot(ctx, res.VMID, name, l)
+		}
 	}
 }
 
