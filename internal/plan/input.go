@@ -63,6 +63,8 @@ type Settings struct {
 	Snapshots         string
 	SnapshotRetention time.Duration
 	SnapshotKeep      int
+	// Rollback is RollbackOnFailure or RollbackNever (default): what a failed protected change does.
+	Rollback string
 }
 
 // SettingsFor returns a cluster's settings from the process configuration and its cluster entry.
@@ -71,7 +73,8 @@ func SettingsFor(cfg *repo.Config, cl *repo.ClusterConfig) Settings {
 		cfg = repo.DefaultConfig()
 	}
 	st := Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl),
-		Snapshots: cfg.Reconcile.Snapshots, SnapshotRetention: cfg.Reconcile.SnapshotRetention, SnapshotKeep: cfg.Reconcile.SnapshotKeep}
+		Snapshots: cfg.Reconcile.Snapshots, SnapshotRetention: cfg.Reconcile.SnapshotRetention, SnapshotKeep: cfg.Reconcile.SnapshotKeep,
+		Rollback: cfg.Reconcile.Rollback}
 	if cl != nil && cl.Snapshots != "" {
 		st.Snapshots = cl.Snapshots
 	}

@@ -202,6 +202,7 @@ func (r *Run) Observe(res Result) bool {
 	case StatusFailed:
 		r.settle(i, OpFailed, res.Message)
 		r.skipDependants(i)
+		r.afterFailure(i)
 	case StatusSkipped:
 		r.settle(i, OpSkipped, res.Message)
 		r.skipDependants(i)

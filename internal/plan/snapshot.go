@@ -17,6 +17,21 @@ import (
 // when both hold: the name starts with SnapshotPrefix, and the ownership inventory holds a SnapshotRecord of
 // it (written by the planner before it dispatches the snapshot). It deletes or rolls back to no other.
 
+// Rollback policies (reconcile.rollback).
+const (
+	// RollbackOnFailure rolls a guest back to its safety snapshot when the protected change fails.
+	RollbackOnFailure = "on-failure"
+	// RollbackNever keeps the snapshot and reports it.
+	RollbackNever = "never"
+)
+
+// The parameters of a snapshot operation that tell the run what to do when the change it protects fails:
+// roll back (RollbackParam=on-failure), then start the guest again (StartParam=1).
+const (
+	RollbackParam = "rollback"
+	StartParam    = "start"
+)
+
 // SnapshotPrefix starts the name of every snapshot ProxOps takes.
 const SnapshotPrefix = "proxops-"
 
@@ -47,9 +62,21 @@ func SnapshotName(runID string) string {
 }
 
 // ForRun names a snapshot operation for the run that dispatches it: the name SnapshotName of the run id, and
-// a description that says which run and commit took it before which change. Any other operation is returned
-// as it is.
+// a description that says which run and commit took it before which change. A rollback the run added after a
+// failure gets the same name. Any other operation is returned as it is.
 func (o Operation) ForRun(runID, commit string) Operation {
+	if o.Action == ActionRollback {
+		if name, _ := o.Param(SnapshotNameParam); name == "" {
+			params := []KV{{Key: SnapshotNameParam, Value: SnapshotName(runID)}}
+			for _, kv := range o.Params {
+				if kv.Key != SnapshotNameParam {
+					params = append(params, kv)
+				}
+			}
+			o.Params = params
+		}
+		return o
+	}
 	if o.Action != ActionSnapshot {
 		return o
 	}
@@ -133,6 +160,12 @@ func (d *differ) protect(s *guestUpdate) {
 		Reason: fmt.Sprintf("%s: safety snapshot before %s", s.ref, strings.Join(change, ", "))}
 	if p := s.r.GuestSnapshots(); p != nil && p.VMState && s.g.Type == inventory.QEMU && s.running {
 		op.Params = append(op.Params, KV{Key: "vmstate", Value: "1"})
+	}
+	if d.in.Settings.Rollback == RollbackOnFailure {
+		op.Params = append(op.Params, KV{Key: RollbackParam, Value: RollbackOnFailure})
+		if s.g.Running() {
+			op.Params = append(op.Params, KV{Key: StartParam, Value: "1"})
+		}
 	}
 	d.insertFirst(s, op)
 }
@@ -384,4 +417,58 @@ func (d *differ) insertFirst(s *guestUpdate, op Operation) {
 		}
 		break
 	}
+}
+
+// afterFailure is what the run does when operation i failed: when it changed a guest after a safety snapshot
+// the run took (the snapshot succeeded), the run rolls the guest back to it if the snapshot says so (a
+// rollback operation, dispatched like the plan's own; the run names the snapshot) and otherwise keeps the
+// snapshot and says so in the failure's message. Replayed results replay this too: the rollback is added
+// once, by the failure, before its own result can arrive.
+func (r *Run) afterFailure(i int) {
+	failed := r.ops[i]
+	if failed.VMID <= 0 || failed.Action == ActionSnapshot || failed.Action == ActionRollback {
+		return
+	}
+	snap := -1
+	for j := i - 1; j >= 0; j-- {
+		if o := r.ops[j]; o.VMID == failed.VMID && o.Action == ActionSnapshot && r.state[j] == OpSucceeded {
+			snap = j
+			break
+		}
+	}
+	if snap < 0 {
+		return
+	}
+	s := r.ops[snap]
+	if v, _ := s.Param(RollbackParam); v != RollbackOnFailure {
+		r.message[i] = appendSentence(r.message[i], "the safety snapshot taken before it is kept: roll back with proxops rollback")
+		return
+	}
+	id := s.ID + "-rollback"
+	if _, dup := r.index[id]; dup {
+		return
+	}
+	rb := Operation{ID: id, RunID: s.RunID, PlanID: s.PlanID, Cluster: s.Cluster, Node: s.Node, VMID: s.VMID, GuestType: s.GuestType,
+		Ref: s.Ref, Action: ActionRollback, Reason: fmt.Sprintf("%s: roll back to the safety snapshot: %s %s failed", s.Ref, failed.Action, failed.ID),
+		Params: []KV{{Key: SnapshotNameParam, Value: ""}}}
+	if v, _ := s.Param(StartParam); v == "1" {
+		rb.Params = append(rb.Params, KV{Key: StartParam, Value: "1"})
+	}
+	n := len(r.ops)
+	r.ops = append(slices.Clip(r.ops), rb)
+	r.index[id] = n
+	r.state = append(r.state, OpWaiting)
+	r.message = append(r.message, "")
+	r.unmet = append(r.unmet, 0)
+	r.dependants = append(r.dependants, nil)
+	r.ready[n] = struct{}{}
+	r.open++
+	r.message[i] = appendSentence(r.message[i], "rolling back to the safety snapshot taken before it")
+}
+
+func appendSentence(msg, s string) string {
+	if msg == "" {
+		return s
+	}
+	return strings.TrimRight(msg, ". ") + "; " + s
 }

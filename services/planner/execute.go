@@ -126,10 +126,15 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 // dispatch signs one operation and publishes it on its node's work queue.
 func (d *driver) dispatch(ctx context.Context, planned plan.Planned, op plan.Operation) error {
 	op.RunID, op.PlanID = planned.RunID, planned.PlanID
-	if op.Action == plan.ActionSnapshot {
+	switch op.Action {
+	case plan.ActionSnapshot:
 		if err := d.nameSnapshot(ctx, planned, &op, d.log); err != nil {
 			return err
 		}
+	case plan.ActionRollback:
+		op = op.ForRun(planned.RunID, planned.Commit)
+	default:
+		// Only the snapshot operations are named by their run.
 	}
 	subject, err := bus.OpSubject(d.cluster, op.Node)
 	if err != nil {
