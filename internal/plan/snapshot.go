@@ -441,7 +441,11 @@ func (r *Run) afterFailure(i int) {
 	}
 	s := r.ops[snap]
 	if v, _ := s.Param(RollbackParam); v != RollbackOnFailure {
-		r.message[i] = appendSentence(r.message[i], "the safety snapshot taken before it is kept: roll back with proxops rollback")
+		kept := "the safety snapshot taken before it is kept"
+		if r.snapshotName != "" {
+			kept = fmt.Sprintf("the safety snapshot %s taken before it is kept (roll back to it in PVE if the guest needs it)", r.snapshotName)
+		}
+		r.message[i] = appendSentence(r.message[i], kept)
 		return
 	}
 	id := s.ID + "-rollback"
@@ -463,8 +467,15 @@ func (r *Run) afterFailure(i int) {
 	r.dependants = append(r.dependants, nil)
 	r.ready[n] = struct{}{}
 	r.open++
-	r.message[i] = appendSentence(r.message[i], "rolling back to the safety snapshot taken before it")
+	what := "the safety snapshot taken before it"
+	if r.snapshotName != "" {
+		what = "the safety snapshot " + r.snapshotName
+	}
+	r.message[i] = appendSentence(r.message[i], "rolling back to "+what)
 }
+
+// NameSnapshots tells the run its id, so that its reports name the safety snapshots it takes.
+func (r *Run) NameSnapshots(runID string) { r.snapshotName = SnapshotName(runID) }
 
 func appendSentence(msg, s string) string {
 	if msg == "" {

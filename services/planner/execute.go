@@ -23,6 +23,9 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 	runID := planned.RunID
 	log := d.log.With("run_id", runID, "plan_id", pl.ID)
 	r, err := plan.NewRun(pl)
+	if err == nil {
+		r.NameSnapshots(runID)
+	}
 	if err != nil {
 		// A plan the runner refuses is a defect; close the run as failed rather than leave it open.
 		log.Error("plan cannot be run", "err", err)
@@ -179,12 +182,7 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
 	}
-	if res.Action == plan.ActionDeleteSnapshot {
-		if op, ok := opOf(pl, res.OpID); ok {
-			name, _ := op.Param(plan.SnapshotNameParam)
-			d.forgetSnapshot(ctx, res.VMID, name, l)
-		}
-	}
+	d.tookSnapshot(ctx, pl, res, l)
 }
 
 // unsettled reports whether an operation of the run still waits for its final result.

@@ -80,3 +80,21 @@ func opOf(pl plan.Plan, id string) (plan.Operation, bool) {
 	}
 	return plan.Operation{}, false
 }
+
+// tookSnapshot counts a succeeded snapshot operation and forgets the record of a snapshot it deleted.
+func (d *driver) tookSnapshot(ctx context.Context, pl plan.Plan, res plan.Result, log *slog.Logger) {
+	switch res.Action {
+	case plan.ActionSnapshot:
+		d.p.metrics.snapshots.WithLabelValues("taken").Inc()
+	case plan.ActionRollback:
+		d.p.metrics.snapshots.WithLabelValues("rolled_back").Inc()
+	case plan.ActionDeleteSnapshot:
+		d.p.metrics.snapshots.WithLabelValues("pruned").Inc()
+		if op, ok := opOf(pl, res.OpID); ok {
+			name, _ := op.Param(plan.SnapshotNameParam)
+			d.forgetSnapshot(ctx, res.VMID, name, log)
+		}
+	default:
+		// Not a snapshot operation.
+	}
+}

@@ -5,9 +5,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
 )
+
+// snapshotCounts reads proxops_planner_snapshots_total by event.
+func snapshotCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "proxops_planner_snapshots_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				out[l.GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
 
 // outcomeOf finds an operation's outcome in a finished run by action.
 func outcomeOf(f plan.FinishedRun, action plan.Action) (plan.OpOutcome, bool) {
@@ -28,7 +51,10 @@ func TestAFailedProtectedChangeIsRolledBackOrKept(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			e := newEnv(t, pvesim.DefaultSpec())
 			e.startExecutors("pve1", "pve2", "pve3")
-			e.startPlanner(e.plannerConfig("a"))
+			reg := prometheus.NewRegistry()
+			cfg := e.plannerConfig("a")
+			cfg.Registry = reg
+			e.startPlanner(cfg)
 			files := e.vms(map[string]int{"web-01": 101})
 			files["proxops.yaml"] = "reconcile:\n  rollback: " + policy + "\n"
 			e.apply(files)
@@ -55,16 +81,20 @@ func TestAFailedProtectedChangeIsRolledBackOrKept(t *testing.T) {
 			if !strings.Contains(raw, "["+name+"]") {
 				t.Fatalf("snapshot %s not kept:\n%s", name, raw)
 			}
+			counts := snapshotCounts(t, reg)
+			if counts["taken"] != 1 || (policy == "on-failure") != (counts["rolled_back"] == 1) {
+				t.Errorf("proxops_planner_snapshots_total: %v", counts)
+			}
 			switch policy {
 			case "on-failure":
-				if !rolledBack || rb.State != plan.OpSucceeded || !strings.Contains(start.Message, "rolling back") {
+				if !rolledBack || rb.State != plan.OpSucceeded || !strings.Contains(start.Message, "rolling back to the safety snapshot "+name) {
 					t.Fatalf("rollback %v %+v; start message %q", rolledBack, rb, start.Message)
 				}
 				if !strings.Contains(raw, "\nmemory: 512\n") || !e.sim.Running(101) {
 					t.Fatalf("after the rollback (running %v):\n%s", e.sim.Running(101), raw)
 				}
 			case "never":
-				if rolledBack || !strings.Contains(start.Message, "snapshot taken before it is kept") {
+				if rolledBack || !strings.Contains(start.Message, "safety snapshot "+name+" taken before it is kept") {
 					t.Fatalf("rollback %v; start message %q", rolledBack, start.Message)
 				}
 				if !strings.Contains(raw, "\nmemory: 1024\n") {
