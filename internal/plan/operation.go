@@ -40,7 +40,7 @@ const (
 	// out of its current pool, or with Params delete=1 removes it.
 	ActionSetPoolMembers Action = "set-pool-members"
 
-	// The safety snapshot actions. Params: snapname (always proxops-<short run id> or another snapshot
+	// The safety snapshot actions. Params: snapname (always proxops-<short plan id> or another snapshot
 	// ProxOps took), description and vmstate for a snapshot, start for a rollback.
 	ActionSnapshot       Action = "snapshot"
 	ActionDeleteSnapshot Action = "delete-snapshot"

@@ -13,7 +13,7 @@ import (
 )
 
 // Safety snapshots: before a change that restarts a guest, changes its disks or moves it, the plan takes a
-// snapshot named proxops-<short run id> that the change depends on. ProxOps calls a snapshot its own only
+// snapshot named proxops-<short plan id> that the change depends on. ProxOps calls a snapshot its own only
 // when both hold: the name starts with SnapshotPrefix, and the ownership inventory holds a SnapshotRecord of
 // it (written by the planner before it dispatches the snapshot). It deletes or rolls back to no other.
 
@@ -36,8 +36,8 @@ const (
 const SnapshotPrefix = "proxops-"
 
 // SnapshotNameParam is the snapshot operations' parameter naming the snapshot. A snapshot operation of a plan
-// carries no name: the run that dispatches it names it (SnapshotName of the run id), since the plan does not
-// know its run.
+// carries no name: the run that dispatches it names it (SnapshotName of the plan id), since the plan's id is
+// the hash of its operations.
 const SnapshotNameParam = "snapname"
 
 // IsOwnSnapshotName reports whether a snapshot name has ProxOps' prefix (one half of ownership).
@@ -45,29 +45,30 @@ func IsOwnSnapshotName(name string) bool {
 	return strings.HasPrefix(name, SnapshotPrefix) && len(name) > len(SnapshotPrefix)
 }
 
-// SnapshotName is the name of the safety snapshots a run takes: proxops- and the last 12 letters and digits
-// of the run id (a run id's random part), a valid PVE snapshot name.
-func SnapshotName(runID string) string {
+// SnapshotName is the name of the safety snapshots a plan's run takes: proxops- and the first 12 letters and
+// digits of the plan id, a valid PVE snapshot name. It follows from the plan's content, as everything the
+// status reports does, so two runs of the same history report the same names; a later plan of a guest with a
+// snapshot observes it (its config names it as parent), so it has another id and another name.
+func SnapshotName(planID string) string {
 	var b strings.Builder
-	for _, r := range strings.ToLower(runID) {
+	for _, r := range strings.ToLower(planID) {
 		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
 			b.WriteRune(r)
 		}
+		if b.Len() == 12 {
+			break
+		}
 	}
-	s := b.String()
-	if len(s) > 12 {
-		s = s[len(s)-12:]
-	}
-	return SnapshotPrefix + s
+	return SnapshotPrefix + b.String()
 }
 
-// ForRun names a snapshot operation for the run that dispatches it: the name SnapshotName of the run id, and
-// a description that says which run and commit took it before which change. A rollback the run added after a
-// failure gets the same name. Any other operation is returned as it is.
-func (o Operation) ForRun(runID, commit string) Operation {
+// ForRun names a snapshot operation for the run of plan planID that dispatches it: the name SnapshotName of
+// the plan id, and a description that says which plan and commit took it before which change. A rollback the
+// run added after a failure gets the same name. Any other operation is returned as it is.
+func (o Operation) ForRun(planID, commit string) Operation {
 	if o.Action == ActionRollback {
 		if name, _ := o.Param(SnapshotNameParam); name == "" {
-			params := []KV{{Key: SnapshotNameParam, Value: SnapshotName(runID)}}
+			params := []KV{{Key: SnapshotNameParam, Value: SnapshotName(planID)}}
 			for _, kv := range o.Params {
 				if kv.Key != SnapshotNameParam {
 					params = append(params, kv)
@@ -84,8 +85,8 @@ func (o Operation) ForRun(runID, commit string) Operation {
 	if len(commit) > 12 {
 		commit = commit[:12]
 	}
-	params := []KV{{Key: SnapshotNameParam, Value: SnapshotName(runID)},
-		{Key: "description", Value: fmt.Sprintf("ProxOps safety snapshot, run %s, commit %s: before %s", runID, commit, change)}}
+	params := []KV{{Key: SnapshotNameParam, Value: SnapshotName(planID)},
+		{Key: "description", Value: fmt.Sprintf("ProxOps safety snapshot, plan %s, commit %s: before %s", planID, commit, change)}}
 	for _, kv := range o.Params {
 		if kv.Key != SnapshotNameParam && kv.Key != "description" {
 			params = append(params, kv)
@@ -474,8 +475,8 @@ func (r *Run) afterFailure(i int) {
 	r.message[i] = appendSentence(r.message[i], "rolling back to "+what)
 }
 
-// NameSnapshots tells the run its id, so that its reports name the safety snapshots it takes.
-func (r *Run) NameSnapshots(runID string) { r.snapshotName = SnapshotName(runID) }
+// NameSnapshots tells the run its plan's id, so that its reports name the safety snapshots it takes.
+func (r *Run) NameSnapshots(planID string) { r.snapshotName = SnapshotName(planID) }
 
 func appendSentence(msg, s string) string {
 	if msg == "" {

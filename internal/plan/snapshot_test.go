@@ -40,8 +40,8 @@ func TestRunRollsBackAFailedProtectedChange(t *testing.T) {
 	if len(ready) != 1 || ready[0].Action != plan.ActionRollback {
 		t.Fatalf("after the failure, ready: %v", ids(ready))
 	}
-	rb := ready[0].ForRun("r6763a2b1c0ffee0123456789", "abc")
-	if name, _ := rb.Param(plan.SnapshotNameParam); name != plan.SnapshotName("r6763a2b1c0ffee0123456789") {
+	rb := ready[0].ForRun("71e385f001481cda", "abc")
+	if name, _ := rb.Param(plan.SnapshotNameParam); name != plan.SnapshotName("71e385f001481cda") {
 		t.Errorf("rollback to %q", name)
 	}
 	if start, _ := rb.Param(plan.StartParam); start != "1" {

@@ -52,7 +52,7 @@ func TestSnapshotOperationsRunOnceAndAreObserved(t *testing.T) {
 	c := snapSim(t)
 	cl := c.client(t)
 	ctx := testContext(t)
-	name := plan.SnapshotName("r6763a2b1c0ffee0123456789")
+	name := plan.SnapshotName("71e385f001481cda")
 	own := snapRecords{guests: map[int]string{100: seedVMFingerprint}, snaps: map[string]bool{"100/" + name: true}}
 	opts := pve.ApplyOptions{Ownership: own, Objects: own}
 	take := snapOp(plan.ActionSnapshot, 100, name, "description", "before memory 2048 → 4096 (commit abc1234)")

@@ -24,7 +24,7 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 	log := d.log.With("run_id", runID, "plan_id", pl.ID)
 	r, err := plan.NewRun(pl)
 	if err == nil {
-		r.NameSnapshots(runID)
+		r.NameSnapshots(pl.ID)
 	}
 	if err != nil {
 		// A plan the runner refuses is a defect; close the run as failed rather than leave it open.
@@ -135,7 +135,7 @@ func (d *driver) dispatch(ctx context.Context, planned plan.Planned, op plan.Ope
 			return err
 		}
 	case plan.ActionRollback:
-		op = op.ForRun(planned.RunID, planned.Commit)
+		op = op.ForRun(planned.PlanID, planned.Commit)
 	default:
 		// Only the snapshot operations are named by their run.
 	}

@@ -32,8 +32,8 @@ func (p *planner) snapshotRecords(ctx context.Context, cluster string) ([]plan.S
 	return out, nil
 }
 
-// nameSnapshot names a snapshot operation for its run (proxops-<short run id>), says in its description
-// which run and commit took it, and writes its record to the ownership inventory before the operation is
+// nameSnapshot names a snapshot operation for its run (proxops-<short plan id>), says in its description
+// which plan and commit took it, and writes its record to the ownership inventory before the operation is
 // dispatched: the executors take, delete and roll back to a snapshot only when that record exists.
 func (d *driver) nameSnapshot(ctx context.Context, planned plan.Planned, op *plan.Operation, log *slog.Logger) error {
 	change, _ := op.Param("description")
@@ -41,7 +41,7 @@ func (d *driver) nameSnapshot(ctx context.Context, planned plan.Planned, op *pla
 	if commit == "" {
 		commit = planned.Tree
 	}
-	*op = op.ForRun(planned.RunID, commit)
+	*op = op.ForRun(planned.PlanID, commit)
 	name, _ := op.Param(plan.SnapshotNameParam)
 	rec := plan.SnapshotRecord{VMID: op.VMID, Name: name, Ref: op.Ref, Node: op.Node, RunID: planned.RunID,
 		Commit: planned.Commit, Change: change, RecordedAt: time.Now().UTC()}

@@ -77,7 +77,7 @@ func TestAFailedProtectedChangeIsRolledBackOrKept(t *testing.T) {
 				t.Fatalf("snapshot %s, start %s: %+v", snap.State, start.State, f.Operations)
 			}
 			raw, _ := e.sim.RawConfig(101)
-			name := plan.SnapshotName(f.RunID)
+			name := plan.SnapshotName(f.PlanID)
 			if !strings.Contains(raw, "["+name+"]") {
 				t.Fatalf("snapshot %s not kept:\n%s", name, raw)
 			}

@@ -1509,7 +1509,7 @@ type OwnedSnapshot struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	Vmid    int64                  `protobuf:"varint,2,opt,name=vmid,proto3" json:"vmid,omitempty"`
-	// The snapshot's name, proxops-<short run id>.
+	// The snapshot's name, proxops-<short plan id>.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Kind/name of the guest.
 	Ref  string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
