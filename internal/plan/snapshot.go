@@ -140,7 +140,8 @@ func (d *differ) protect(s *guestUpdate) {
 		}
 		return
 	}
-	if policy == manifest.SnapshotsNever {
+	if policy == manifest.SnapshotsNever || s.g.Template {
+		// PVE takes no snapshot of a template; its changes need no restart anyway.
 		return
 	}
 	var change []string
