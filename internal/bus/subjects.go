@@ -405,6 +405,10 @@ type ObjectKind string
 // ObjectPool is the ownership inventory's kind of a resource pool.
 const ObjectPool ObjectKind = "pool"
 
+// ObjectSnapshot is the ownership inventory's kind of a safety snapshot ProxOps took (id <vmid>/<name>);
+// its records are plan.v1.OwnedSnapshot messages, not OwnedObject ones.
+const ObjectSnapshot ObjectKind = "snapshot"
+
 var objectKindRE = regexp.MustCompile(`^[a-z]+$`)
 
 // ObjectOwnedKey is the proxops_owned key of a cluster object (a pool, ...): <cluster>.obj.<kind>.<id>, the

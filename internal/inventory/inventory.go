@@ -92,6 +92,42 @@ type Guest struct {
 	CloudInit      []Entry
 	// Firewall is the guest's firewall, when the observe asked for it (nil otherwise).
 	Firewall *Firewall
+	// Snapshots are the guest's snapshots (GET .../snapshot without "current"), oldest first; read only for
+	// guests carrying the ownership tag.
+	Snapshots []Snapshot
+}
+
+// Snapshot is one snapshot of a guest.
+type Snapshot struct {
+	Name        string
+	Parent      string
+	Description string
+	// Time is the snapshot's snaptime, Unix seconds.
+	Time int64
+	// VMState says the snapshot holds the VM's RAM.
+	VMState bool
+	// State is prepare or delete while a task works on the snapshot, empty when it is complete.
+	State string
+}
+
+// SortSnapshots orders snapshots oldest first, then by name.
+func SortSnapshots(list []Snapshot) {
+	slices.SortFunc(list, func(a, b Snapshot) int {
+		if a.Time != b.Time {
+			return cmp.Compare(a.Time, b.Time)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+// Snapshot returns the guest's snapshot of that name.
+func (g Guest) Snapshot(name string) (Snapshot, bool) {
+	for _, s := range g.Snapshots {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Snapshot{}, false
 }
 
 // Entry is one config key with its current and pending state.

@@ -351,6 +351,7 @@ func resolveVM(r *Resource, s *VMSpec) *VMSpec {
 		v.CloudInitData = &c
 	}
 	v.Firewall = cloneFirewall(s.Firewall)
+	v.Snapshots = clonePtr(s.Snapshots)
 	v.Extra = maps.Clone(s.Extra)
 	return &v
 }
@@ -397,6 +398,7 @@ func resolveLXC(r *Resource, s *LXCSpec) *LXCSpec {
 		v.Options = &o
 	}
 	v.Firewall = cloneFirewall(s.Firewall)
+	v.Snapshots = clonePtr(s.Snapshots)
 	v.Extra = maps.Clone(s.Extra)
 	return &v
 }

@@ -152,6 +152,7 @@ type VMSpec struct {
 	Options       *VMOptions        `yaml:"options,omitempty"`
 	CloudInitData *CloudInitData    `yaml:"cloud-init-data,omitempty"`
 	Firewall      *Firewall         `yaml:"firewall,omitempty"`
+	Snapshots     *Snapshots        `yaml:"snapshots,omitempty"`
 	Extra         map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the VM moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`
@@ -330,9 +331,37 @@ type LXCSpec struct {
 	Arch        string            `yaml:"arch,omitempty"`
 	Options     *LXCOptions       `yaml:"options,omitempty"`
 	Firewall    *Firewall         `yaml:"firewall,omitempty"`
+	Snapshots   *Snapshots        `yaml:"snapshots,omitempty"`
 	Extra       map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the container moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`
+}
+
+// Snapshots is a guest's safety-snapshot policy, overriding the cluster's (reconcile.snapshots).
+type Snapshots struct {
+	// Policy is disruptive (before a change that restarts the guest, changes its disks or moves it), always
+	// (before any change) or never; empty: the cluster's.
+	Policy string `yaml:"policy,omitempty"`
+	// VMState saves a running VM's RAM with the snapshot (VM only).
+	VMState bool `yaml:"vmstate,omitempty"`
+}
+
+// Snapshot policies (reconcile.snapshots, spec.snapshots.policy).
+const (
+	SnapshotsDisruptive = "disruptive"
+	SnapshotsAlways     = "always"
+	SnapshotsNever      = "never"
+)
+
+// GuestSnapshots returns a guest's snapshot policy, nil when it declares none.
+func (r *Resource) GuestSnapshots() *Snapshots {
+	if v := r.VM(); v != nil {
+		return v.Snapshots
+	}
+	if l := r.LXC(); l != nil {
+		return l.Snapshots
+	}
+	return nil
 }
 
 // LXCCPU is a container's processor.

@@ -345,6 +345,7 @@ func (c *checker) vm(s *VMSpec) {
 		slots = append(slots, n.SlotAt(i))
 	}
 	c.firewall(s.Firewall, slots)
+	c.snapshots(s.Snapshots, true)
 	c.extra("spec.extra", s.Extra, vmReserved, vmReservedPrefixes, vmConditional(s))
 }
 
@@ -724,7 +725,18 @@ func (c *checker) lxc(s *LXCSpec) {
 		slots = append(slots, n.SlotAt(i))
 	}
 	c.firewall(s.Firewall, slots)
+	c.snapshots(s.Snapshots, false)
 	c.extra("spec.extra", s.Extra, lxcReserved, lxcReservedPrefixes, lxcConditional(s))
+}
+
+func (c *checker) snapshots(s *Snapshots, vm bool) {
+	if s == nil {
+		return
+	}
+	c.enum("spec.snapshots.policy", s.Policy, SnapshotsDisruptive, SnapshotsAlways, SnapshotsNever)
+	if s.VMState && !vm {
+		c.errorf("spec.snapshots.vmstate", "only a VM's snapshot can hold its RAM")
+	}
 }
 
 func (c *checker) artifact(s *ArtifactSpec) {

@@ -686,6 +686,7 @@ func (d *differ) planUpdate(s *guestUpdate) error {
 			return nil
 		}
 	}
+	d.protect(s)
 	if len(s.u.ops) > 0 {
 		d.addUnit(s.u)
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
@@ -140,6 +141,25 @@ type guestJSON struct {
 	Firewall *firewallJSON `json:"firewall"`
 	// HA: the guest is an HA resource.
 	HA bool `json:"ha"`
+	// Snapshots are the guest's snapshots (GET .../snapshot).
+	Snapshots []snapshotJSON `json:"snapshots"`
+}
+
+// snapshotJSON is one snapshot of a guest; time is its snaptime (Unix seconds).
+type snapshotJSON struct {
+	Name  string `json:"name"`
+	Time  int64  `json:"time"`
+	State string `json:"state"`
+}
+
+// snapshotsJSON (snapshots.json) holds the ownership inventory's snapshot records and the planner's clock
+// (Unix seconds).
+type snapshotsJSON struct {
+	Now     int64 `json:"now"`
+	Records []struct {
+		VMID int    `json:"vmid"`
+		Name string `json:"name"`
+	} `json:"records"`
 }
 
 // ownedJSON is an ownership record; a fingerprint "live" is the live guest's own. A record with a kind is
@@ -258,6 +278,9 @@ func (g guestJSON) guest(node string) (inventory.Guest, error) {
 	}
 	out.Name, _ = out.Get(key)
 	out.Tags, _ = out.Get("tags")
+	for _, sn := range g.Snapshots {
+		out.Snapshots = append(out.Snapshots, inventory.Snapshot{Name: sn.Name, Time: sn.Time, State: sn.State})
+	}
 	if out.Digest == "" {
 		h := sha1.Sum([]byte(strings.Join(append(slices.Clone(g.Config), g.Pending...), "\n")))
 		out.Digest = hex.EncodeToString(h[:])
@@ -439,6 +462,16 @@ func loadCase(t testing.TB, dir string) goldenCase {
 			applied = ""
 		}
 		in.Owned = append(in.Owned, plan.Owned{VMID: o.VMID, Ref: o.Ref, Node: o.Node, Fingerprint: fp, AppliedNode: applied})
+	}
+	var snaps snapshotsJSON
+	if _, err := readJSON(filepath.Join(dir, "snapshots.json"), &snaps); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range snaps.Records {
+		in.SnapshotRecords = append(in.SnapshotRecords, plan.SnapshotRecord{VMID: r.VMID, Name: r.Name})
+	}
+	if snaps.Now > 0 {
+		in.Now = time.Unix(snaps.Now, 0).UTC()
 	}
 	var sec secretsJSON
 	if ok, err := readJSON(filepath.Join(dir, "secrets.json"), &sec); err != nil {

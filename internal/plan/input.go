@@ -69,6 +69,14 @@ type Settings struct {
 	MaxMigrations int
 	// MigrationConcurrency is how many migrations of the cluster run at once (default 2).
 	MigrationConcurrency int
+	// Snapshots is the cluster's safety-snapshot policy (manifest.SnapshotsDisruptive when empty);
+	// SnapshotRetention and SnapshotKeep say when ProxOps deletes its own snapshots of a converged guest
+	// (24h and 3 when zero).
+	Snapshots         string
+	SnapshotRetention time.Duration
+	SnapshotKeep      int
+	// Rollback is RollbackOnFailure or RollbackNever (default): what a failed protected change does.
+	Rollback string
 }
 
 // SettingsFor returns a cluster's settings from the process configuration and its cluster entry.
@@ -76,8 +84,14 @@ func SettingsFor(cfg *repo.Config, cl *repo.ClusterConfig) Settings {
 	if cfg == nil {
 		cfg = repo.DefaultConfig()
 	}
-	return Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl),
-		Migrate: cfg.Reconcile.Migrate, MaxMigrations: cfg.Reconcile.MaxMigrations, MigrationConcurrency: cfg.Reconcile.MigrationConcurrency}
+	st := Settings{Restart: cfg.Reconcile.Restart, ShutdownTimeout: cfg.Reconcile.ShutdownTimeout, PruneBudget: cfg.PruneBudget(cl),
+		Snapshots: cfg.Reconcile.Snapshots, SnapshotRetention: cfg.Reconcile.SnapshotRetention, SnapshotKeep: cfg.Reconcile.SnapshotKeep,
+		Rollback: cfg.Reconcile.Rollback, Migrate: cfg.Reconcile.Migrate, MaxMigrations: cfg.Reconcile.MaxMigrations,
+		MigrationConcurrency: cfg.Reconcile.MigrationConcurrency}
+	if cl != nil && cl.Snapshots != "" {
+		st.Snapshots = cl.Snapshots
+	}
+	return st
 }
 
 func (s Settings) restart() string {
@@ -109,6 +123,10 @@ type Input struct {
 	Settings Settings
 	// Tree identifies the desired state (the git tree hash); it is part of the plan id.
 	Tree string
+	// SnapshotRecords are the inventory's records of the safety snapshots ProxOps took in the cluster.
+	SnapshotRecords []SnapshotRecord
+	// Now is the planner's clock, for the retention of safety snapshots; zero: none is deleted for age.
+	Now time.Time
 }
 
 // RejectedError is returned by Diff when the cluster cannot be planned; nothing may be written.

@@ -68,6 +68,11 @@ const (
 	// ActionMigrate moves the guest from its Node to the node Params target names (POST …/migrate), with
 	// Params online, restart and timeout (containers), with-local-disks and targetstorage (VMs).
 	ActionMigrate Action = "migrate"
+	// The safety snapshot actions. Params: snapname (always proxops-<short plan id> or another snapshot
+	// ProxOps took), description and vmstate for a snapshot, start for a rollback.
+	ActionSnapshot       Action = "snapshot"
+	ActionDeleteSnapshot Action = "delete-snapshot"
+	ActionRollback       Action = "rollback"
 )
 
 // ClusterObjectActions are the actions on HA resources, HA rules and backup jobs.
@@ -103,7 +108,7 @@ var Actions = []Action{
 	ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule,
 	ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob, ActionClaimClusterObject,
 	ActionApplyGuestFirewall, ActionCreateFirewallObject, ActionConfigureFirewallObject,
-	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionMigrate,
+	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionMigrate, ActionSnapshot, ActionDeleteSnapshot, ActionRollback,
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

@@ -485,6 +485,7 @@ func (h *harness) apply(p plan.Plan) {
 	h.t.Helper()
 	fps := map[string]string{}
 	for _, op := range p.Operations {
+		op = op.ForRun("71e385f001481cda", "0123456789abcdef")
 		out, err := h.cl.Apply(h.ctx, op, pve.ApplyOptions{Secrets: secrets{h.w.keys}})
 		if err != nil {
 			h.t.Fatalf("apply %s: %v\nplan:\n%s", op.ID, err, render.PlanText(p))

@@ -74,6 +74,8 @@ type Run struct {
 	ready map[int]struct{}
 	// open counts the operations that are not final.
 	open int
+	// snapshotName is the name of the run's safety snapshots, when the run knows its id.
+	snapshotName string
 }
 
 // NewRun starts a run of a plan. It fails when a dependency names an unknown operation or points forward.
@@ -202,6 +204,7 @@ func (r *Run) Observe(res Result) bool {
 	case StatusFailed:
 		r.settle(i, OpFailed, res.Message)
 		r.skipDependants(i)
+		r.afterFailure(i)
 	case StatusSkipped:
 		r.settle(i, OpSkipped, res.Message)
 		r.skipDependants(i)

@@ -145,6 +145,12 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.applyGuestFirewall(ctx)
 	case plan.ActionMigrate:
 		err = a.migrate(ctx)
+	case plan.ActionSnapshot:
+		err = a.snapshot(ctx)
+	case plan.ActionDeleteSnapshot:
+		err = a.deleteSnapshot(ctx)
+	case plan.ActionRollback:
+		err = a.rollback(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

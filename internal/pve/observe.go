@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/pveformat"
 	"github.com/proxops/proxops/internal/pvewire"
 )
 
@@ -42,7 +43,8 @@ var artifactContent = []string{"iso", "vztmpl", "import"}
 // container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
 // cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
 // requested storage; the firewall of the guests asked for (options, rules, IP sets and their entries,
-// aliases) and, when asked, the cluster's firewall objects.
+// aliases) and, when asked, the cluster's firewall objects; for a guest carrying the ownership tag and a `parent`
+// snapshot also GET …/snapshot.
 // Secrets never leave: sshkeys becomes inventory.SSHKeysDigest of its keys and cipassword
 // inventory.CIPasswordPresent.
 func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Node, error) {
@@ -206,6 +208,14 @@ func (c *Client) readPending(ctx context.Context, node string, guests []inventor
 				cfg = append(cfg, raw...)
 			}
 			g.Config, g.Digest = cfg, digest
+			if _, hasParent := g.Get("parent"); hasParent && pveformat.Owned(g.Tags) {
+				// Snapshots matter only on guests ProxOps manages, and a guest with snapshots names its
+				// parent snapshot in its config.
+				if g.Snapshots, err = c.ListSnapshots(ctx, node, g.Type, g.VMID); err != nil {
+					errs[i] = err
+					return
+				}
+			}
 			if pvewire.HasCloudInitDrive(*g) {
 				ci, err := c.cloudInit(ctx, node, g.VMID)
 				if err != nil {

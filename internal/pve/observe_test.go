@@ -136,15 +136,18 @@ func TestObserveReturnsEveryRawKeyOfTheCorpusConfigs(t *testing.T) {
 
 // A converged observe of G guests on one node costs the qemu listing, the lxc listing, the storage list, the
 // cluster options (tag-style), one pending read per guest, one config read per container (its raw lxc.*
-// keys), one cloud-init read per VM with a cloud-init drive and one content listing per requested storage:
-// never /status/current.
+// keys), one cloud-init read per VM with a cloud-init drive, one snapshot listing per managed guest with a
+// parent snapshot and one content listing per requested storage: never /status/current.
 func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 	spec := baseSpec()
 	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "isos", Type: "nfs", Content: []string{"iso"}})
 	spec.Files = append(spec.Files, pvesim.FileSpec{VolID: "isos:iso/alpine.iso", Size: 1 << 20})
-	const qemuGuests, lxcGuests, cloudInitVMs = 7, 5, 3
+	const qemuGuests, lxcGuests, cloudInitVMs, withSnapshots = 7, 5, 3, 2
 	for i := range qemuGuests {
 		cfg := strings.ReplaceAll(seedVM, "vm-100-", fmt.Sprintf("vm-%d-", 100+i))
+		if i >= qemuGuests-withSnapshots {
+			cfg += "parent: proxops-1\n\n[proxops-1]\nmemory: 1024\nsnaptime: 1700000000\n"
+		}
 		if i < cloudInitVMs {
 			cfg += fmt.Sprintf("ide2: local-lvm:vm-%d-cloudinit,media=cdrom\nciuser: admin\n", 100+i)
 		}
@@ -178,6 +181,7 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 		"GET /nodes/{node}/lxc/{vmid}/pending":        lxcGuests,
 		"GET /nodes/{node}/lxc/{vmid}/config":         lxcGuests,
 		"GET /nodes/{node}/storage/{storage}/content": 2,
+		"GET /nodes/{node}/qemu/{vmid}/snapshot":      withSnapshots,
 	}
 	total := 0
 	for k, v := range counts {
@@ -186,8 +190,8 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 			t.Errorf("%s: %d requests, want %d", k, v, want[k])
 		}
 	}
-	if limit := 4*1 + (qemuGuests + cloudInitVMs + 2*lxcGuests) + 2; total != limit {
-		t.Errorf("observe sent %d requests, want exactly 4K + G(qemu) + G(qemu with cloud-init) + 2G(lxc) + S = %d", total, limit)
+	if limit := 4*1 + (qemuGuests + cloudInitVMs + withSnapshots + 2*lxcGuests) + 2; total != limit {
+		t.Errorf("observe sent %d requests, want exactly 4K + G(qemu) + G(qemu with cloud-init) + G(with snapshots) + 2G(lxc) + S = %d", total, limit)
 	}
 	for _, g := range n.Guests {
 		if want := g.Type == inventory.QEMU && g.VMID < 100+cloudInitVMs; g.CloudInitDrive != want {

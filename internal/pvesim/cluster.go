@@ -87,6 +87,16 @@ var handlers = map[string]handler{
 	"POST /nodes/{node}/lxc/{vmid}/migrate":  (*Sim).handleLXCMigrate,
 	"GET /nodes/{node}/tasks/{upid}/status":  (*Sim).handleTaskStatus,
 	"GET /nodes/{node}/tasks/{upid}/log":     (*Sim).handleTaskLog,
+
+	// Snapshots beyond list, create and delete (snapshot.go).
+	"GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}":           (*Sim).handleSnapshotCmdIdx,
+	"GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config":    (*Sim).handleSnapshotConfigGet,
+	"PUT /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config":    (*Sim).handleSnapshotConfigPut,
+	"POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback": (*Sim).handleSnapshotRollback,
+	"GET /nodes/{node}/lxc/{vmid}/snapshot/{snapname}":            (*Sim).handleSnapshotCmdIdx,
+	"GET /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config":     (*Sim).handleSnapshotConfigGet,
+	"PUT /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config":     (*Sim).handleSnapshotConfigPut,
+	"POST /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback":  (*Sim).handleSnapshotRollback,
 }
 
 var _ = http.MethodGet

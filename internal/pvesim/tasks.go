@@ -79,6 +79,10 @@ type taskSpec struct {
 	extraVMID int
 	// extraDelay is added to the task type's duration (a shutdown waiting for a guest that ignores ACPI).
 	extraDelay time.Duration
+	// prepare runs under s.mu when the task starts, before the duration: the first step of a worker
+	// that marks the guest (a `lock:` property) and lets the flock go while the long part runs. A failure
+	// ends the task at once; work does not run.
+	prepare func(taskLog) error
 	// fetch runs without s.mu after the duration and before work (downloads).
 	fetch func(taskLog) error
 	// work runs under s.mu.
@@ -208,6 +212,11 @@ func (s *Sim) spawn(ts *taskSpec) string {
 					}
 				}
 			}
+			s.mu.Unlock()
+		}
+		if err == nil && ts.prepare != nil {
+			s.mu.Lock()
+			err = ts.prepare(taskLog{t: t, s: s})
 			s.mu.Unlock()
 		}
 		if err == nil && d > 0 {

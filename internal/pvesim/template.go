@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 )
 
-// Templates, resize and snapshots: qemu-server src/PVE/API2/Qemu.pm (template, resize_vm, snapshot,
-// delsnapshot), QemuServer.pm template_create; pve-container src/PVE/API2/LXC.pm template,
-// LXC.pm resize_vm and API2/LXC/Snapshot.pm; pve-guest-common AbstractConfig.pm snapshot_prepare.
+// Templates and resize: qemu-server src/PVE/API2/Qemu.pm (template, resize_vm), QemuServer.pm
+// template_create; pve-container src/PVE/API2/LXC.pm template and LXC.pm resize_vm. Snapshots are in
+// snapshot.go.
 
 // handleQemuTemplate is POST …/qemu/{vmid}/template: the checks and `template: 1` happen under the flock
 // before the qmtemplate worker renames the disks to base volumes.
@@ -226,138 +225,6 @@ func (s *Sim) handleLXCResize(c *call) (any, error) {
 		}
 		d["size"] = formatSize(newSize)
 		g.conf()[disk] = printPropertyString(p.FormatObject, d)
-		g.write()
-		return nil
-	})), nil
-}
-
-// handleSnapshotList is GET …/snapshot: the snapshots and a final "current" entry.
-func (s *Sim) handleSnapshotList(c *call) (any, error) {
-	kind := kindOf(c)
-	g, err := s.guestOn(c, kind)
-	if err != nil {
-		return nil, err
-	}
-	out := []map[string]any{}
-	for _, n := range snapshotsSorted(g.file) {
-		sec := g.file.snapshots[n].conf
-		e := map[string]any{"name": n, "description": strings.TrimRight(sec["description"], "\n")}
-		if t := atoiDef(sec["snaptime"], 0); t > 0 {
-			e["snaptime"] = t
-		}
-		if p := sec["parent"]; p != "" {
-			e["parent"] = p
-		}
-		if kind == "qemu" {
-			e["vmstate"] = boolInt(sec["vmstate"] != "")
-		}
-		out = append(out, e)
-	}
-	cur := map[string]any{"name": "current", "description": "You are here!", "digest": g.digest()}
-	if p := g.conf()["parent"]; p != "" {
-		cur["parent"] = p
-	}
-	if g.running {
-		cur["running"] = 1
-	}
-	return append(out, cur), nil
-}
-
-func kindOf(c *call) string {
-	if strings.Contains(c.template, "/lxc/") {
-		return "lxc"
-	}
-	return "qemu"
-}
-
-// handleSnapshotCreate is POST …/snapshot (qmsnapshot / vzsnapshot). The snapshot copies the current
-// config into a [name] section; the volumes themselves are not modelled.
-func (s *Sim) handleSnapshotCreate(c *call) (any, error) {
-	kind := kindOf(c)
-	g, err := s.guestOn(c, kind)
-	if err != nil {
-		return nil, err
-	}
-	name := c.str("snapname")
-	if name == "current" {
-		return nil, dieErr("unable to use snapshot name 'current' (reserved name)")
-	}
-	if strings.EqualFold(name, "pending") {
-		return nil, dieErr("unable to use snapshot name 'pending' (reserved name)")
-	}
-	typ := "qmsnapshot"
-	if kind == "lxc" {
-		typ = "vzsnapshot"
-	}
-	vmid, descr, cfgPath := g.vmid, c.str("description"), g.confPath()
-	return s.spawn(s.lockingWorker(c, typ, kind, vmid, func(l taskLog) error {
-		g, err := s.reloadGuest(vmid, cfgPath)
-		if err != nil {
-			return err
-		}
-		if err := checkLock(g); err != nil {
-			return err
-		}
-		if g.conf()["template"] == "1" {
-			return fmt.Errorf("you can't take a snapshot if it's a template")
-		}
-		if _, dup := g.file.snapshots[name]; dup {
-			return fmt.Errorf("snapshot name '%s' already used", name)
-		}
-		sec := newSection()
-		for k, v := range g.conf() {
-			if k != "lock" && k != "description" {
-				sec.conf[k] = v
-			}
-		}
-		sec.lxc = append(sec.lxc, g.file.current.lxc...)
-		sec.conf["snaptime"] = strconv.FormatInt(s.stampUnix(), 10)
-		if descr != "" {
-			sec.conf["description"] = descr
-		}
-		g.file.snapshots[name] = sec
-		g.conf()["parent"] = name
-		g.write()
-		return nil
-	})), nil
-}
-
-// handleSnapshotDelete is DELETE …/snapshot/{snapname} (qmdelsnapshot / vzdelsnapshot).
-func (s *Sim) handleSnapshotDelete(c *call) (any, error) {
-	kind := kindOf(c)
-	g, err := s.guestOn(c, kind)
-	if err != nil {
-		return nil, err
-	}
-	typ := "qmdelsnapshot"
-	if kind == "lxc" {
-		typ = "vzdelsnapshot"
-	}
-	vmid, name, cfgPath := g.vmid, c.str("snapname"), g.confPath()
-	return s.spawn(s.lockingWorker(c, typ, kind, vmid, func(l taskLog) error {
-		g, err := s.reloadGuest(vmid, cfgPath)
-		if err != nil {
-			return err
-		}
-		sec, ok := g.file.snapshots[name]
-		if !ok {
-			return fmt.Errorf("snapshot '%s' does not exist", name)
-		}
-		parent := sec.conf["parent"]
-		delete(g.file.snapshots, name)
-		fix := func(conf map[string]string) {
-			if conf["parent"] == name {
-				if parent == "" {
-					delete(conf, "parent")
-				} else {
-					conf["parent"] = parent
-				}
-			}
-		}
-		for _, o := range g.file.snapshots {
-			fix(o.conf)
-		}
-		fix(g.conf())
 		g.write()
 		return nil
 	})), nil

@@ -141,10 +141,13 @@ func PlanText(p plan.Plan) string {
 			// Updates and power changes are sorted into their sections below.
 		}
 	}
-	var create, move, update, power, del section
+	var create, move, update, power, del, snaps section
 	create.title, move.title, update.title, power.title, del.title = "will create", "will move", "will update", "power changes", "will delete (prune)"
+	snaps.title = "safety snapshots"
 	for _, o := range p.Operations {
 		switch {
+		case o.Action == plan.ActionSnapshot || o.Action == plan.ActionDeleteSnapshot || o.Action == plan.ActionRollback:
+			snaps.lines = append(snaps.lines, opLine(o, false))
 		case o.Action == plan.ActionCreate || o.Action == plan.ActionClone || o.Action == plan.ActionDownload ||
 			o.Action == plan.ActionCreatePool || (o.Action == plan.ActionMarkTemplate && created[o.VMID] && o.VMID != 0):
 			create.lines = append(create.lines, opLine(o, false))
@@ -195,7 +198,7 @@ func PlanText(p plan.Plan) string {
 		}
 	}
 	sections := []section{
-		create, move, update, power, del,
+		snaps, create, move, update, power, del,
 		{title: "deferred prunes (budget)", lines: byKind[plan.FindingDeferredPrune]},
 		held,
 		{title: "pending until restart", lines: byKind[plan.FindingPending]},

@@ -90,6 +90,14 @@ type ReconcileConfig struct {
 	MaxMigrations int `yaml:"max-migrations"`
 	// MigrationConcurrency is how many migrations of a cluster run at once.
 	MigrationConcurrency int `yaml:"migration-concurrency"`
+	// Snapshots is when to take a safety snapshot before a change: disruptive, always or never.
+	Snapshots string `yaml:"snapshots"`
+	// Rollback is what a failed protected change does: on-failure (roll back to the snapshot) or never.
+	Rollback string `yaml:"rollback"`
+	// SnapshotRetention is how long ProxOps keeps its snapshot of a guest after a later plan converged it;
+	// SnapshotKeep caps its snapshots per guest.
+	SnapshotRetention time.Duration `yaml:"snapshot-retention"`
+	SnapshotKeep      int           `yaml:"snapshot-keep"`
 }
 
 // ExecutorConfig is the executor section.
@@ -202,6 +210,8 @@ type ClusterConfig struct {
 	Suspend *bool `yaml:"suspend,omitempty"`
 	// PruneBudget overrides reconcile.prune-budget for this cluster.
 	PruneBudget *int `yaml:"prune-budget,omitempty"`
+	// Snapshots overrides reconcile.snapshots for this cluster.
+	Snapshots string `yaml:"snapshots,omitempty"`
 
 	// File is the file that declares the entry; Pos the position of its key; Positions those of every key
 	// of that file (paths start at pve.clusters.<name>).
@@ -247,6 +257,10 @@ func DefaultConfig() *Config {
 			Migrate:              "online",
 			MaxMigrations:        5,
 			MigrationConcurrency: 2,
+			Snapshots:            "disruptive",
+			Rollback:             "never",
+			SnapshotRetention:    24 * time.Hour,
+			SnapshotKeep:         3,
 		},
 		Executor:  ExecutorConfig{Concurrency: 4, StorageConcurrency: 1},
 		Listen:    "127.0.0.1:9494",
@@ -417,6 +431,12 @@ func validateProcess(cfg *Config) diag.List {
 	}
 	if r.MigrationConcurrency < 1 {
 		c.errorf("reconcile.migration-concurrency", "must be at least 1")
+	}
+	c.enum("reconcile.snapshots", r.Snapshots, "disruptive", "always", "never")
+	c.enum("reconcile.rollback", r.Rollback, "on-failure", "never")
+	c.positive("reconcile.snapshot-retention", r.SnapshotRetention)
+	if r.SnapshotKeep < 1 {
+		c.errorf("reconcile.snapshot-keep", "must be at least 1")
 	}
 	if cfg.Executor.Concurrency < 1 {
 		c.errorf("executor.concurrency", "must be at least 1")
@@ -609,6 +629,9 @@ func validateCluster(cl *ClusterConfig) diag.List {
 	}
 	if cl.PruneBudget != nil && *cl.PruneBudget < 0 {
 		c.errorf(p+".prune-budget", "must not be negative (0 means unlimited)")
+	}
+	if cl.Snapshots != "" {
+		c.enum(p+".snapshots", cl.Snapshots, "disruptive", "always", "never")
 	}
 	if cl.Insecure != nil && *cl.Insecure && cl.CAFile != "" {
 		c.warnf(p+".ca-file", "is not used: insecure: true skips certificate verification")

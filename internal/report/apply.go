@@ -681,7 +681,8 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 	if len(ops) > 0 && !s.Tracking.NotApplied {
 		r.State, r.Reason = opsState(ops)
 	} else if len(ops) > 0 {
-		r.State, r.Reason = pendingState(ops[0]), ops[0].Reason
+		lead := leadOp(ops)
+		r.State, r.Reason = pendingState(lead), lead.Reason
 	}
 	for _, o := range ops {
 		if o.Action == plan.ActionDelete && r.State == StateOrphan {
@@ -716,6 +717,15 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 			// Anomalies were decided above; a warning leaves the state as it is.
 		}
 	}
+}
+
+// leadOp is the operation that says what is done to a resource: the first one, but a safety snapshot, which is
+// how a change is made, not what it is.
+func leadOp(ops []OpTrack) OpTrack {
+	if i := slices.IndexFunc(ops, func(o OpTrack) bool { return o.Action != plan.ActionSnapshot }); i >= 0 {
+		return ops[i]
+	}
+	return ops[0]
 }
 
 // pendingState is the state of a resource whose first operation has not run.
@@ -756,7 +766,7 @@ func opsState(ops []OpTrack) (ResourceState, string) {
 		}
 		return StateConverged, ""
 	}
-	first := notRun[0]
+	first := leadOp(notRun)
 	if len(succeeded) > 0 && first.State == plan.OpWaiting {
 		return StateInProgress, first.Reason
 	}

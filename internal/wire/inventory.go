@@ -73,6 +73,10 @@ func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
 	if p.Cloudinit, err = entriesToProto("cloudinit", g.CloudInit); err != nil {
 		return nil, err
 	}
+	for _, s := range g.Snapshots {
+		p.Snapshots = append(p.Snapshots, &inventoryv1.Snapshot{Name: s.Name, Parent: s.Parent, Description: s.Description,
+			Snaptime: s.Time, Vmstate: s.VMState, Snapstate: s.State})
+	}
 	return p, nil
 }
 
@@ -109,6 +113,10 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), CloudInitDrive: p.GetCloudinitDrive(),
 		Config: entriesFromProto(p.GetConfig()), CloudInit: entriesFromProto(p.GetCloudinit()),
 		Firewall: guestFirewallFromProto(p.GetFirewall()),
+	}
+	for _, s := range p.GetSnapshots() {
+		g.Snapshots = append(g.Snapshots, inventory.Snapshot{Name: s.GetName(), Parent: s.GetParent(),
+			Description: s.GetDescription(), Time: s.GetSnaptime(), VMState: s.GetVmstate(), State: s.GetSnapstate()})
 	}
 	return g, nil
 }

@@ -143,16 +143,17 @@ func fold(before clusterState, e planEvent, id string, at time.Time, statusURL f
 					fmt.Sprintf("ProxOps: cluster %s recovered: commit %s applied", f.Cluster, short(f.Commit)), nil)
 			}
 			drift := strings.Contains(f.EventID, "#drift-") || before.Commit != "" && before.Commit == f.Commit
-			if drift && f.Succeeded > 0 {
-				var details []string
-				for _, o := range f.Operations {
-					if o.State == plan.OpSucceeded {
-						details = append(details, fmt.Sprintf("%s %s", o.Ref, o.Action))
-					}
+			var details []string
+			for _, o := range f.Operations {
+				// A safety snapshot or its removal brings nothing back to the commit.
+				if o.State == plan.OpSucceeded && o.Action != plan.ActionSnapshot && o.Action != plan.ActionDeleteSnapshot {
+					details = append(details, fmt.Sprintf("%s %s", o.Ref, o.Action))
 				}
+			}
+			if drift && len(details) > 0 {
 				add(f.RunInfo, repo.NotifyDriftCorrected, "warning",
-					fmt.Sprintf("ProxOps: drift corrected on cluster %s: %d %s brought back to commit %s", f.Cluster, f.Succeeded,
-						plural(f.Succeeded, "operation"), short(f.Commit)), details)
+					fmt.Sprintf("ProxOps: drift corrected on cluster %s: %d %s brought back to commit %s", f.Cluster, len(details),
+						plural(len(details), "operation"), short(f.Commit)), details)
 			}
 			after.Bad = false
 			after.Commit = f.Commit

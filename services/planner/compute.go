@@ -98,8 +98,12 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		out.rejection.Transient, out.refused = len(refused) == 0, refused
 		return out, nil
 	}
+	snaps, err := p.snapshotRecords(ctx, cluster)
+	if err != nil {
+		return computed{}, transient(err)
+	}
 	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, OwnedObjects: ownedObjects, Secrets: resolver,
-		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree})
+		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, SnapshotRecords: snaps, Now: time.Now()})
 	var rej *plan.RejectedError
 	switch {
 	case errors.As(err, &rej):

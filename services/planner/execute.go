@@ -23,6 +23,9 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 	runID := planned.RunID
 	log := d.log.With("run_id", runID, "plan_id", pl.ID)
 	r, err := plan.NewRun(pl)
+	if err == nil {
+		r.NameSnapshots(pl.ID)
+	}
 	if err != nil {
 		// A plan the runner refuses is a defect; close the run as failed rather than leave it open.
 		log.Error("plan cannot be run", "err", err)
@@ -132,6 +135,16 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 // dispatch signs one operation and publishes it on its node's work queue.
 func (d *driver) dispatch(ctx context.Context, planned plan.Planned, op plan.Operation) error {
 	op.RunID, op.PlanID = planned.RunID, planned.PlanID
+	switch op.Action {
+	case plan.ActionSnapshot:
+		if err := d.nameSnapshot(ctx, planned, &op, d.log); err != nil {
+			return err
+		}
+	case plan.ActionRollback:
+		op = op.ForRun(planned.PlanID, planned.Commit)
+	default:
+		// Only the snapshot operations are named by their run.
+	}
 	subject, err := bus.OpSubject(d.cluster, op.Node)
 	if err != nil {
 		return err
@@ -180,6 +193,7 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 			d.forgetObject(ctx, kind, id, l)
 		}
 	}
+	d.tookSnapshot(ctx, pl, res, l)
 }
 
 // unsettled reports whether an operation of the run still waits for its final result.

@@ -12,6 +12,7 @@ type metrics struct {
 	runs           *prometheus.CounterVec
 	dispatched     prometheus.Counter
 	results        *prometheus.CounterVec
+	snapshots      *prometheus.CounterVec
 	driving        prometheus.Gauge
 	takeovers      prometheus.Counter
 	planSeconds    prometheus.Histogram
@@ -30,6 +31,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Operations published to their node's work queue."}),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "proxops_planner_operation_results_total",
 			Help: "Final operation results taken into runs, by status."}, []string{"status"}),
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "proxops_planner_snapshots_total",
+			Help: "Safety snapshots, by event: taken, rolled_back (after a failed protected change), pruned (deleted by retention or before a template conversion)."}, []string{"event"}),
 		driving: prometheus.NewGauge(prometheus.GaugeOpts{Name: "proxops_planner_clusters_driving",
 			Help: "Clusters whose lease this planner holds."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "proxops_planner_takeovers_total",
@@ -42,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.plans, m.runs, m.dispatched, m.results, m.driving, m.takeovers,
+	for _, c := range []prometheus.Collector{m.events, m.plans, m.runs, m.dispatched, m.results, m.snapshots, m.driving, m.takeovers,
 		m.planSeconds, m.observeSeconds} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError

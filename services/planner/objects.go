@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/proxops/proxops/internal/bus"
@@ -23,7 +24,11 @@ func (p *planner) ownedObjects(ctx context.Context, cluster string) ([]plan.Obje
 		return nil, fmt.Errorf("read ownership inventory of %s's objects: %w", cluster, err)
 	}
 	var out []plan.ObjectRecord
+	snapshots := cluster + ".obj." + string(bus.ObjectSnapshot) + "."
 	for _, e := range entries {
+		if strings.HasPrefix(e.Key, snapshots) {
+			continue // safety snapshots keep records of their own form (snapshotRecords)
+		}
 		o, err := wire.UnmarshalOwnedObject(e.Value)
 		if err != nil {
 			p.log.Warn("unusable ownership record ignored", "cluster", cluster, "key", e.Key, "err", err)

@@ -53,12 +53,10 @@ var served = map[string][]string{
 	"/nodes/{node}/qemu/{vmid}/status/suspend":               {"POST"},
 	"/nodes/{node}/qemu/{vmid}/status/resume":                {"POST"},
 	"/nodes/{node}/qemu/{vmid}/snapshot":                     {"GET", "POST"},
-	"/nodes/{node}/qemu/{vmid}/snapshot/{snapname}":          {"DELETE"},
 	"/nodes/{node}/lxc/{vmid}/clone":                         {"POST"},
 	"/nodes/{node}/lxc/{vmid}/template":                      {"POST"},
 	"/nodes/{node}/lxc/{vmid}/resize":                        {"PUT"},
 	"/nodes/{node}/lxc/{vmid}/snapshot":                      {"GET", "POST"},
-	"/nodes/{node}/lxc/{vmid}/snapshot/{snapname}":           {"DELETE"},
 	"/nodes/{node}/storage/{storage}/download-url":           {"POST"},
 	"/nodes/{node}/storage/{storage}/upload":                 {"POST"},
 	"/pools":                                                 {"GET", "POST", "PUT", "DELETE"},
@@ -105,6 +103,13 @@ var served = map[string][]string{
 	"/cluster/ha/status/manager_status":                      {"GET"},
 	"/nodes/{node}/qemu/{vmid}/migrate":                      {"GET", "POST"},
 	"/nodes/{node}/lxc/{vmid}/migrate":                       {"GET", "POST"},
+	"/nodes/{node}/qemu/{vmid}/snapshot/{snapname}":          {"GET", "DELETE"},
+	"/nodes/{node}/lxc/{vmid}/snapshot/{snapname}":           {"GET", "DELETE"},
+	// Snapshots beyond list, create and delete.
+	"/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config":   {"GET", "PUT"},
+	"/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback": {"POST"},
+	"/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config":    {"GET", "PUT"},
+	"/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback":  {"POST"},
 }
 
 type node struct {

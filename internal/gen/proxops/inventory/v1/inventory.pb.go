@@ -481,6 +481,8 @@ type Guest struct {
 	// The cloud-init keys of GET .../cloudinit: value is what the drive was generated with, pending a newer
 	// config value the drive does not hold yet, delete a key removed since. Secrets as in config.
 	Cloudinit []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
+	// The guest's snapshots (GET .../snapshot without "current"), read for guests carrying the ownership tag.
+	Snapshots []*Snapshot `protobuf:"bytes,30,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
 	// The guest's firewall, when the request asked for it; absent otherwise.
 	Firewall      *GuestFirewall `protobuf:"bytes,14,opt,name=firewall,proto3" json:"firewall,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -608,11 +610,106 @@ func (x *Guest) GetCloudinit() []*ConfigEntry {
 	return nil
 }
 
+func (x *Guest) GetSnapshots() []*Snapshot {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
 func (x *Guest) GetFirewall() *GuestFirewall {
 	if x != nil {
 		return x.Firewall
 	}
 	return nil
+}
+
+// Snapshot is one snapshot of a guest as GET .../snapshot lists it.
+type Snapshot struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Parent      string                 `protobuf:"bytes,2,opt,name=parent,proto3" json:"parent,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// Unix seconds.
+	Snaptime int64 `protobuf:"varint,4,opt,name=snaptime,proto3" json:"snaptime,omitempty"`
+	// The snapshot holds the VM's RAM.
+	Vmstate bool `protobuf:"varint,5,opt,name=vmstate,proto3" json:"vmstate,omitempty"`
+	// prepare | delete while a task works on it; empty when complete.
+	Snapstate     string `protobuf:"bytes,6,opt,name=snapstate,proto3" json:"snapstate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Snapshot) Reset() {
+	*x = Snapshot{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snapshot) ProtoMessage() {}
+
+func (x *Snapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
+func (*Snapshot) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Snapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Snapshot) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *Snapshot) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Snapshot) GetSnaptime() int64 {
+	if x != nil {
+		return x.Snaptime
+	}
+	return 0
+}
+
+func (x *Snapshot) GetVmstate() bool {
+	if x != nil {
+		return x.Vmstate
+	}
+	return false
+}
+
+func (x *Snapshot) GetSnapstate() string {
+	if x != nil {
+		return x.Snapstate
+	}
+	return ""
 }
 
 // GuestFirewall is a guest's firewall as PVE reports it.
@@ -633,7 +730,7 @@ type GuestFirewall struct {
 
 func (x *GuestFirewall) Reset() {
 	*x = GuestFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +742,7 @@ func (x *GuestFirewall) String() string {
 func (*GuestFirewall) ProtoMessage() {}
 
 func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +755,7 @@ func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuestFirewall.ProtoReflect.Descriptor instead.
 func (*GuestFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GuestFirewall) GetOptions() map[string]string {
@@ -706,7 +803,7 @@ type FirewallRule struct {
 
 func (x *FirewallRule) Reset() {
 	*x = FirewallRule{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +815,7 @@ func (x *FirewallRule) String() string {
 func (*FirewallRule) ProtoMessage() {}
 
 func (x *FirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +828,7 @@ func (x *FirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
 func (*FirewallRule) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FirewallRule) GetFields() map[string]string {
@@ -753,7 +850,7 @@ type FirewallIPSet struct {
 
 func (x *FirewallIPSet) Reset() {
 	*x = FirewallIPSet{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +862,7 @@ func (x *FirewallIPSet) String() string {
 func (*FirewallIPSet) ProtoMessage() {}
 
 func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +875,7 @@ func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSet.ProtoReflect.Descriptor instead.
 func (*FirewallIPSet) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FirewallIPSet) GetName() string {
@@ -814,7 +911,7 @@ type FirewallIPSetEntry struct {
 
 func (x *FirewallIPSetEntry) Reset() {
 	*x = FirewallIPSetEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +923,7 @@ func (x *FirewallIPSetEntry) String() string {
 func (*FirewallIPSetEntry) ProtoMessage() {}
 
 func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +936,7 @@ func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSetEntry.ProtoReflect.Descriptor instead.
 func (*FirewallIPSetEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FirewallIPSetEntry) GetCidr() string {
@@ -875,7 +972,7 @@ type FirewallAlias struct {
 
 func (x *FirewallAlias) Reset() {
 	*x = FirewallAlias{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +984,7 @@ func (x *FirewallAlias) String() string {
 func (*FirewallAlias) ProtoMessage() {}
 
 func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +997,7 @@ func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallAlias.ProtoReflect.Descriptor instead.
 func (*FirewallAlias) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FirewallAlias) GetName() string {
@@ -938,7 +1035,7 @@ type ClusterFirewall struct {
 
 func (x *ClusterFirewall) Reset() {
 	*x = ClusterFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1047,7 @@ func (x *ClusterFirewall) String() string {
 func (*ClusterFirewall) ProtoMessage() {}
 
 func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1060,7 @@ func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterFirewall.ProtoReflect.Descriptor instead.
 func (*ClusterFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClusterFirewall) GetGroups() []*FirewallGroup {
@@ -998,7 +1095,7 @@ type FirewallGroup struct {
 
 func (x *FirewallGroup) Reset() {
 	*x = FirewallGroup{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1107,7 @@ func (x *FirewallGroup) String() string {
 func (*FirewallGroup) ProtoMessage() {}
 
 func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1120,7 @@ func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallGroup.ProtoReflect.Descriptor instead.
 func (*FirewallGroup) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FirewallGroup) GetName() string {
@@ -1057,7 +1154,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1166,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1179,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -1145,7 +1242,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1254,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1267,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Storage) GetStorage() string {
@@ -1246,7 +1343,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1355,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1368,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Volume) GetStorage() string {
@@ -1338,7 +1435,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1447,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1460,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -1408,7 +1505,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1517,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1530,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -1511,7 +1608,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1620,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1633,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Gap) GetKind() string {
@@ -1641,7 +1738,7 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x04Pool\x12\x16\n" +
 	"\x06poolid\x18\x01 \x01(\tR\x06poolid\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12\x14\n" +
-	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"\xfb\x03\n" +
+	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"\xb9\x04\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1657,8 +1754,16 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
 	"ha_managed\x18\v \x01(\bR\thaManaged\x12'\n" +
 	"\x0fcloudinit_drive\x18\f \x01(\bR\x0ecloudinitDrive\x12?\n" +
-	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\x12?\n" +
-	"\bfirewall\x18\x0e \x01(\v2#.proxops.inventory.v1.GuestFirewallR\bfirewall\"\xf0\x02\n" +
+	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\x12<\n" +
+	"\tsnapshots\x18\x1e \x03(\v2\x1e.proxops.inventory.v1.SnapshotR\tsnapshots\x12?\n" +
+	"\bfirewall\x18\x0e \x01(\v2#.proxops.inventory.v1.GuestFirewallR\bfirewall\"\xac\x01\n" +
+	"\bSnapshot\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06parent\x18\x02 \x01(\tR\x06parent\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1a\n" +
+	"\bsnaptime\x18\x04 \x01(\x03R\bsnaptime\x12\x18\n" +
+	"\avmstate\x18\x05 \x01(\bR\avmstate\x12\x1c\n" +
+	"\tsnapstate\x18\x06 \x01(\tR\tsnapstate\"\xf0\x02\n" +
 	"\rGuestFirewall\x12J\n" +
 	"\aoptions\x18\x01 \x03(\v20.proxops.inventory.v1.GuestFirewall.OptionsEntryR\aoptions\x128\n" +
 	"\x05rules\x18\x02 \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\x12!\n" +
@@ -1757,56 +1862,58 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
 	(*NodeInventory)(nil),         // 2: proxops.inventory.v1.NodeInventory
 	(*Pool)(nil),                  // 3: proxops.inventory.v1.Pool
 	(*Guest)(nil),                 // 4: proxops.inventory.v1.Guest
-	(*GuestFirewall)(nil),         // 5: proxops.inventory.v1.GuestFirewall
-	(*FirewallRule)(nil),          // 6: proxops.inventory.v1.FirewallRule
-	(*FirewallIPSet)(nil),         // 7: proxops.inventory.v1.FirewallIPSet
-	(*FirewallIPSetEntry)(nil),    // 8: proxops.inventory.v1.FirewallIPSetEntry
-	(*FirewallAlias)(nil),         // 9: proxops.inventory.v1.FirewallAlias
-	(*ClusterFirewall)(nil),       // 10: proxops.inventory.v1.ClusterFirewall
-	(*FirewallGroup)(nil),         // 11: proxops.inventory.v1.FirewallGroup
-	(*ConfigEntry)(nil),           // 12: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 13: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 14: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 15: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 16: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 17: proxops.inventory.v1.Gap
-	nil,                           // 18: proxops.inventory.v1.GuestFirewall.OptionsEntry
-	nil,                           // 19: proxops.inventory.v1.FirewallRule.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*Snapshot)(nil),              // 5: proxops.inventory.v1.Snapshot
+	(*GuestFirewall)(nil),         // 6: proxops.inventory.v1.GuestFirewall
+	(*FirewallRule)(nil),          // 7: proxops.inventory.v1.FirewallRule
+	(*FirewallIPSet)(nil),         // 8: proxops.inventory.v1.FirewallIPSet
+	(*FirewallIPSetEntry)(nil),    // 9: proxops.inventory.v1.FirewallIPSetEntry
+	(*FirewallAlias)(nil),         // 10: proxops.inventory.v1.FirewallAlias
+	(*ClusterFirewall)(nil),       // 11: proxops.inventory.v1.ClusterFirewall
+	(*FirewallGroup)(nil),         // 12: proxops.inventory.v1.FirewallGroup
+	(*ConfigEntry)(nil),           // 13: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 14: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 15: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 16: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 17: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 18: proxops.inventory.v1.Gap
+	nil,                           // 19: proxops.inventory.v1.GuestFirewall.OptionsEntry
+	nil,                           // 20: proxops.inventory.v1.FirewallRule.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
-	20, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	21, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	13, // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	14, // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	10, // 4: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
+	14, // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	15, // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	11, // 4: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
 	3,  // 5: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
 	0,  // 6: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	12, // 7: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	12, // 8: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	5,  // 9: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
-	18, // 10: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
-	6,  // 11: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
-	7,  // 12: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
-	9,  // 13: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
-	19, // 14: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
-	8,  // 15: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
-	11, // 16: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
-	6,  // 17: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
-	17, // 18: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	16, // 19: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	13, // 7: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	13, // 8: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	5,  // 9: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
+	6,  // 10: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
+	19, // 11: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
+	7,  // 12: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
+	8,  // 13: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
+	10, // 14: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
+	20, // 15: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
+	9,  // 16: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
+	12, // 17: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
+	7,  // 18: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
+	18, // 19: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	17, // 20: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1820,7 +1927,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -74,6 +74,10 @@ const (
 	// Move a guest to another node of the cluster (POST .../migrate); params: target, online, restart, timeout,
 	// with-local-disks, targetstorage.
 	Action_ACTION_MIGRATE Action = 30
+	// Safety snapshots of a guest (params snapname, description, vmstate; rollback: snapname, start).
+	Action_ACTION_SNAPSHOT        Action = 35
+	Action_ACTION_DELETE_SNAPSHOT Action = 36
+	Action_ACTION_ROLLBACK        Action = 37
 )
 
 // Enum value maps for Action.
@@ -114,6 +118,9 @@ var (
 		43: "ACTION_CLAIM_FIREWALL_OBJECT",
 		44: "ACTION_DELETE_FIREWALL_OBJECT",
 		30: "ACTION_MIGRATE",
+		35: "ACTION_SNAPSHOT",
+		36: "ACTION_DELETE_SNAPSHOT",
+		37: "ACTION_ROLLBACK",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED":               0,
@@ -151,6 +158,9 @@ var (
 		"ACTION_CLAIM_FIREWALL_OBJECT":     43,
 		"ACTION_DELETE_FIREWALL_OBJECT":    44,
 		"ACTION_MIGRATE":                   30,
+		"ACTION_SNAPSHOT":                  35,
+		"ACTION_DELETE_SNAPSHOT":           36,
+		"ACTION_ROLLBACK":                  37,
 	}
 )
 
@@ -1729,6 +1739,121 @@ func (x *OwnedGuest) GetAppliedNode() string {
 	return ""
 }
 
+// OwnedSnapshot is a safety snapshot ProxOps took, in the KV bucket proxops_owned under
+// <cluster>.obj.snapshot.<vmid>/<name>. The planner writes it before it dispatches the snapshot operation;
+// executors delete or roll back to a snapshot only when its name starts with proxops- and this record exists.
+type OwnedSnapshot struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Vmid    int64                  `protobuf:"varint,2,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	// The snapshot's name, proxops-<short plan id>.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Kind/name of the guest.
+	Ref  string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
+	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	// The run that took it and the commit it applied.
+	RunId  string `protobuf:"bytes,6,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Commit string `protobuf:"bytes,7,opt,name=commit,proto3" json:"commit,omitempty"`
+	// What the protected change was, as the snapshot's description says.
+	Change        string                 `protobuf:"bytes,8,opt,name=change,proto3" json:"change,omitempty"`
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnedSnapshot) Reset() {
+	*x = OwnedSnapshot{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedSnapshot) ProtoMessage() {}
+
+func (x *OwnedSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedSnapshot.ProtoReflect.Descriptor instead.
+func (*OwnedSnapshot) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *OwnedSnapshot) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *OwnedSnapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+func (x *OwnedSnapshot) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
 // ClusterControl is the planners' shared state of one cluster, the KV bucket proxops_clusters under
 // <cluster>: the newest repository event that asks to apply the cluster, the last one handled, the run in
 // progress, and the run-time suspension. Planners update it with compare-and-set only.
@@ -1791,7 +1916,7 @@ type ClusterControl struct {
 
 func (x *ClusterControl) Reset() {
 	*x = ClusterControl{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1928,7 @@ func (x *ClusterControl) String() string {
 func (*ClusterControl) ProtoMessage() {}
 
 func (x *ClusterControl) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[11]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1941,7 @@ func (x *ClusterControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterControl.ProtoReflect.Descriptor instead.
 func (*ClusterControl) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{11}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClusterControl) GetCluster() string {
@@ -2033,7 +2158,7 @@ type PlanRejected struct {
 
 func (x *PlanRejected) Reset() {
 	*x = PlanRejected{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2170,7 @@ func (x *PlanRejected) String() string {
 func (*PlanRejected) ProtoMessage() {}
 
 func (x *PlanRejected) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[12]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2183,7 @@ func (x *PlanRejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRejected.ProtoReflect.Descriptor instead.
 func (*PlanRejected) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{12}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanRejected) GetCluster() string {
@@ -2161,7 +2286,7 @@ type PlanHeld struct {
 
 func (x *PlanHeld) Reset() {
 	*x = PlanHeld{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2298,7 @@ func (x *PlanHeld) String() string {
 func (*PlanHeld) ProtoMessage() {}
 
 func (x *PlanHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2311,7 @@ func (x *PlanHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanHeld.ProtoReflect.Descriptor instead.
 func (*PlanHeld) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanHeld) GetCluster() string {
@@ -2244,7 +2369,7 @@ type PlanConfirmation struct {
 
 func (x *PlanConfirmation) Reset() {
 	*x = PlanConfirmation{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2381,7 @@ func (x *PlanConfirmation) String() string {
 func (*PlanConfirmation) ProtoMessage() {}
 
 func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2394,7 @@ func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanConfirmation.ProtoReflect.Descriptor instead.
 func (*PlanConfirmation) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanConfirmation) GetCluster() string {
@@ -2320,7 +2445,7 @@ type PlanFinished struct {
 
 func (x *PlanFinished) Reset() {
 	*x = PlanFinished{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2457,7 @@ func (x *PlanFinished) String() string {
 func (*PlanFinished) ProtoMessage() {}
 
 func (x *PlanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2470,7 @@ func (x *PlanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanFinished.ProtoReflect.Descriptor instead.
 func (*PlanFinished) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanFinished) GetCluster() string {
@@ -2474,7 +2599,7 @@ type OperationOutcome struct {
 
 func (x *OperationOutcome) Reset() {
 	*x = OperationOutcome{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2611,7 @@ func (x *OperationOutcome) String() string {
 func (*OperationOutcome) ProtoMessage() {}
 
 func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2624,7 @@ func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
 func (*OperationOutcome) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OperationOutcome) GetOpId() string {
@@ -2572,7 +2697,7 @@ type OperationResult struct {
 
 func (x *OperationResult) Reset() {
 	*x = OperationResult{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2709,7 @@ func (x *OperationResult) String() string {
 func (*OperationResult) ProtoMessage() {}
 
 func (x *OperationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2722,7 @@ func (x *OperationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationResult.ProtoReflect.Descriptor instead.
 func (*OperationResult) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{17}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OperationResult) GetRunId() string {
@@ -2772,7 +2897,7 @@ type OperationRecord struct {
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2909,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2922,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{18}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OperationRecord) GetRunId() string {
@@ -3021,7 +3146,18 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12;\n" +
 	"\vrecorded_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"recordedAt\x12!\n" +
-	"\fapplied_node\x18\b \x01(\tR\vappliedNode\"\x8e\b\n" +
+	"\fapplied_node\x18\b \x01(\tR\vappliedNode\"\xfb\x01\n" +
+	"\rOwnedSnapshot\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
+	"\x04vmid\x18\x02 \x01(\x03R\x04vmid\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x10\n" +
+	"\x03ref\x18\x04 \x01(\tR\x03ref\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12\x15\n" +
+	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06commit\x18\a \x01(\tR\x06commit\x12\x16\n" +
+	"\x06change\x18\b \x01(\tR\x06change\x12;\n" +
+	"\vrecorded_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"\x8e\b\n" +
 	"\x0eClusterControl\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x120\n" +
 	"\x04want\x18\x02 \x01(\v2\x1c.proxops.repo.v1.RepoChangedR\x04want\x12\x19\n" +
@@ -3152,7 +3288,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xa6\a\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xec\a\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -3189,7 +3325,10 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	" ACTION_CONFIGURE_FIREWALL_OBJECT\x10*\x12 \n" +
 	"\x1cACTION_CLAIM_FIREWALL_OBJECT\x10+\x12!\n" +
 	"\x1dACTION_DELETE_FIREWALL_OBJECT\x10,\x12\x12\n" +
-	"\x0eACTION_MIGRATE\x10\x1e*P\n" +
+	"\x0eACTION_MIGRATE\x10\x1e\x12\x13\n" +
+	"\x0fACTION_SNAPSHOT\x10#\x12\x1a\n" +
+	"\x16ACTION_DELETE_SNAPSHOT\x10$\x12\x13\n" +
+	"\x0fACTION_ROLLBACK\x10%*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +
@@ -3239,7 +3378,7 @@ func file_proxops_plan_v1_plan_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_plan_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(Action)(0),                   // 0: proxops.plan.v1.Action
 	(GuestType)(0),                // 1: proxops.plan.v1.GuestType
@@ -3259,17 +3398,18 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*OwnedObject)(nil),           // 15: proxops.plan.v1.OwnedObject
 	(*OwnedRecord)(nil),           // 16: proxops.plan.v1.OwnedRecord
 	(*OwnedGuest)(nil),            // 17: proxops.plan.v1.OwnedGuest
-	(*ClusterControl)(nil),        // 18: proxops.plan.v1.ClusterControl
-	(*PlanRejected)(nil),          // 19: proxops.plan.v1.PlanRejected
-	(*PlanHeld)(nil),              // 20: proxops.plan.v1.PlanHeld
-	(*PlanConfirmation)(nil),      // 21: proxops.plan.v1.PlanConfirmation
-	(*PlanFinished)(nil),          // 22: proxops.plan.v1.PlanFinished
-	(*OperationOutcome)(nil),      // 23: proxops.plan.v1.OperationOutcome
-	(*OperationResult)(nil),       // 24: proxops.plan.v1.OperationResult
-	(*OperationRecord)(nil),       // 25: proxops.plan.v1.OperationRecord
-	(*v1.Gap)(nil),                // 26: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*v11.RepoChanged)(nil),       // 28: proxops.repo.v1.RepoChanged
+	(*OwnedSnapshot)(nil),         // 18: proxops.plan.v1.OwnedSnapshot
+	(*ClusterControl)(nil),        // 19: proxops.plan.v1.ClusterControl
+	(*PlanRejected)(nil),          // 20: proxops.plan.v1.PlanRejected
+	(*PlanHeld)(nil),              // 21: proxops.plan.v1.PlanHeld
+	(*PlanConfirmation)(nil),      // 22: proxops.plan.v1.PlanConfirmation
+	(*PlanFinished)(nil),          // 23: proxops.plan.v1.PlanFinished
+	(*OperationOutcome)(nil),      // 24: proxops.plan.v1.OperationOutcome
+	(*OperationResult)(nil),       // 25: proxops.plan.v1.OperationResult
+	(*OperationRecord)(nil),       // 26: proxops.plan.v1.OperationRecord
+	(*v1.Gap)(nil),                // 27: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*v11.RepoChanged)(nil),       // 29: proxops.repo.v1.RepoChanged
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -3284,34 +3424,35 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
 	16, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
-	26, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
+	27, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
 	14, // 13: proxops.plan.v1.Plan.object_records:type_name -> proxops.plan.v1.ObjectRecord
-	27, // 14: proxops.plan.v1.OwnedObject.recorded_at:type_name -> google.protobuf.Timestamp
-	27, // 15: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
-	28, // 16: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
-	27, // 17: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
-	27, // 18: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
-	27, // 19: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
-	7,  // 20: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	27, // 21: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 22: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	23, // 23: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	27, // 24: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 25: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 26: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 27: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 28: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 29: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	27, // 30: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 31: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 32: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	27, // 33: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 34: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	28, // 14: proxops.plan.v1.OwnedObject.recorded_at:type_name -> google.protobuf.Timestamp
+	28, // 15: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
+	28, // 16: proxops.plan.v1.OwnedSnapshot.recorded_at:type_name -> google.protobuf.Timestamp
+	29, // 17: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
+	28, // 18: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
+	28, // 19: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
+	28, // 20: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
+	7,  // 21: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	28, // 22: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 23: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	24, // 24: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	28, // 25: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 26: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 27: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 28: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 29: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 30: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	28, // 31: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 32: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 33: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	28, // 34: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 35: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
@@ -3325,7 +3466,7 @@ func file_proxops_plan_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_plan_v1_plan_proto_rawDesc), len(file_proxops_plan_v1_plan_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
