@@ -383,13 +383,16 @@ func (d *differ) pruneSnapshots(s *guestUpdate, own []inventory.Snapshot) {
 }
 
 // insertFirst puts an operation at the head of a guest's unit, after a claim (the guest must be ProxOps'
-// first), and makes the next operation depend on it. The first write after it no longer holds the observed
+// first) and after a move (the operation runs where the guest then is, s.g.Node, the move's target), and
+// makes the next operation depend on it. The first write after it no longer holds the observed
 // digest (a snapshot or its removal rewrites the config file): it checks the values it changes instead.
 func (d *differ) insertFirst(s *guestUpdate, op Operation) {
 	u := s.u
 	at := 0
-	if len(u.ops) > 0 && u.ops[0].Action == ActionClaimTag {
-		at = 1
+	for i, o := range u.ops {
+		if o.Action == ActionClaimTag || o.Action == ActionMigrate {
+			at = i + 1
+		}
 	}
 	op.Cluster, op.Node, op.VMID, op.GuestType, op.Ref = d.cluster, s.g.Node, s.g.VMID, s.g.Type, s.ref.String()
 	if at > 0 {
