@@ -60,6 +60,8 @@ type Guest struct {
 	// .../config; current values only, in file order, a key repeated once per line).
 	Config    []Entry
 	HAManaged bool
+	// HAState is the HA resource's requested state when HAManaged (started, stopped, disabled, ignored).
+	HAState string
 	// CloudInitDrive says the VM has a cloud-init drive; CloudInit is then GET .../cloudinit: per cloud-init
 	// key, Value is what the drive was generated with, Pending a config value the drive does not hold yet,
 	// Delete a key removed since (secrets replaced as in Config).

@@ -17,7 +17,7 @@ import (
 var actionRank = map[Action]int{
 	ActionDownload: 0, ActionCreate: 1, ActionClone: 2, ActionClaimTag: 3, ActionResume: 4, ActionShutdown: 5,
 	ActionStop: 6, ActionConfigure: 7, ActionResize: 8, ActionMarkTemplate: 9, ActionStart: 10, ActionDelete: 11,
-	ActionRegenerateCloudInit: 12, ActionMigrate: 13,
+	ActionRegenerateCloudInit: 12, ActionMigrate: 13, ActionHAMigrate: 13,
 }
 
 // findingRank orders findings by kind.

@@ -65,8 +65,9 @@ type guestJSON struct {
 	Delete    []string `json:"delete"`
 	// Digest defaults to a hash of the config lines.
 	Digest string `json:"digest"`
-	// HA: the guest is an HA resource.
-	HA bool `json:"ha"`
+	// HA: the guest is an HA resource; HAState its requested state (default started).
+	HA      bool   `json:"ha"`
+	HAState string `json:"ha-state"`
 }
 
 // ownedJSON is an ownership record; a fingerprint "live" is the live guest's own.
@@ -106,6 +107,14 @@ func (s fakeSecrets) CheckPassword(ref string) error {
 	return nil
 }
 
+// haState is a golden guest's HA state: started for an HA resource unless the case says otherwise.
+func haState(g guestJSON) string {
+	if !g.HA || g.HAState != "" {
+		return g.HAState
+	}
+	return "started"
+}
+
 func parseConfigLines(lines []string) ([][2]string, error) {
 	var out [][2]string
 	for _, l := range lines {
@@ -133,7 +142,7 @@ func secretValue(key, value string) string {
 }
 
 func (g guestJSON) guest(node string) (inventory.Guest, error) {
-	out := inventory.Guest{VMID: g.VMID, Type: inventory.GuestType(g.Type), Node: node, Status: g.Status, HAManaged: g.HA,
+	out := inventory.Guest{VMID: g.VMID, Type: inventory.GuestType(g.Type), Node: node, Status: g.Status, HAManaged: g.HA, HAState: haState(g),
 		QMPStatus: g.QMPStatus, Template: g.Template, Lock: g.Lock, Digest: g.Digest}
 	if out.Type == "" {
 		out.Type = inventory.QEMU

@@ -63,10 +63,6 @@ func (d *differ) placement(r *manifest.Resource, g *inventory.Guest) (moveTo str
 		return misplaced("a template is not migrated")
 	case g.Lock != "":
 		return misplaced(fmt.Sprintf("it is locked (%s); the move waits", g.Lock))
-	case g.HAManaged:
-		d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
-			fmt.Sprintf("vmid %d is HA-managed: it moves only through HA (ha-manager migrate), which ProxOps does not drive yet; the move from %s to %s is held, and nothing else of it is written until it stands on %s", vmid, g.Node, target, target))
-		return "", true
 	}
 	if why := d.migrationRefusal(r, g, target); why != "" {
 		d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
@@ -187,6 +183,16 @@ func (d *differ) migrationRefusal(r *manifest.Resource, g *inventory.Guest, targ
 	return ""
 }
 
+// haIgnored is the requested state of an HA resource the HA stack leaves alone: PVE then acts on the guest
+// directly, as if it were not HA-managed (pve-ha-manager's service_check_ha_state).
+const haIgnored = "ignored"
+
+// throughHA reports whether a guest moves through HA: it is an HA resource HA does not ignore. A disabled
+// resource moves too (the manager relocates a stopped service's config).
+func throughHA(g *inventory.Guest) bool {
+	return g.HAManaged && g.HAState != haIgnored
+}
+
 // hasLocalVolumes reports whether a guest has a disk on node-local storage (copied by the migration).
 func (d *differ) hasLocalVolumes(g *inventory.Guest) bool {
 	from := d.node(g.Node)
@@ -210,6 +216,10 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 	}
 	g, r := s.g, s.r
 	ref, vmid, t := s.ref, g.VMID, g.Type
+	if throughHA(g) {
+		d.planHAMigrate(s)
+		return nil
+	}
 	mode := d.migrationMode(r)
 	if s.running && mode == manifest.MigrateOffline {
 		d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionShutdown, "")), Action: ActionShutdown,
@@ -241,9 +251,35 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 		params = append(params, KV{Key: key, Value: m.TargetStorage})
 	}
 	id := d.opID(guestOpID(t, vmid, ActionMigrate, ""))
-	op := d.add(s, Operation{ID: id, Action: ActionMigrate, Params: params,
+	d.addMove(s, Operation{ID: id, Action: ActionMigrate, Params: params,
 		Reason:  fmt.Sprintf("%s: spec.node %s → %s; will migrate %s", ref, g.Node, s.moveTo, how),
 		Changes: []Change{{Field: "node", Before: g.Node, After: s.moveTo}}})
+	return nil
+}
+
+// planHAMigrate moves an HA-managed guest through HA: the manager migrates it (online for a running VM,
+// restart mode for a running container, offline for a stopped guest), whatever the migration mode says,
+// since a guest HA keeps started cannot be shut down for an offline move.
+func (d *differ) planHAMigrate(s *guestUpdate) {
+	g := s.g
+	how := "offline"
+	switch {
+	case s.running && g.Type == inventory.LXC:
+		how = "in restart mode"
+	case s.running:
+		how = "online"
+	}
+	id := d.opID(guestOpID(g.Type, g.VMID, ActionHAMigrate, ""))
+	d.addMove(s, Operation{ID: id, Action: ActionHAMigrate, Params: []KV{{Key: "target", Value: s.moveTo}},
+		Reason: fmt.Sprintf("%s: spec.node %s → %s; HA-managed (%s): will ask HA to migrate it (%s) and wait until HA reports it on %s",
+			s.ref, g.Node, s.moveTo, g.HAState, how, s.moveTo),
+		Changes: []Change{{Field: "node", Before: g.Node, After: s.moveTo}}})
+}
+
+// addMove adds a guest's move and continues the guest's plan on the target node.
+func (d *differ) addMove(s *guestUpdate, o Operation) {
+	g, vmid, ref, id := s.g, s.g.VMID, s.ref, o.ID
+	op := d.add(s, o)
 	op.Precondition.Fingerprint = s.fp
 	d.migrations = append(d.migrations, id)
 	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: s.moveTo, AppliedNode: s.moveTo}, After: id})
@@ -254,7 +290,6 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 	// The migration rewrites the config (its lock, maybe volume ids and sizes): later writes check values.
 	s.digestSpent = true
 	s.recorded = true
-	return nil
 }
 
 // learnAppliedNode updates the node a record says ProxOps put the guest on when the guest stands where its
@@ -300,7 +335,7 @@ func (d *differ) limitMigrations(p *Plan) {
 	}
 	var order []int
 	for i, op := range p.Operations {
-		if op.Action == ActionMigrate {
+		if op.Action.Moves() {
 			order = append(order, i)
 		}
 	}

@@ -145,6 +145,8 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.applyGuestFirewall(ctx)
 	case plan.ActionMigrate:
 		err = a.migrate(ctx)
+	case plan.ActionHAMigrate:
+		err = a.haMigrate(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

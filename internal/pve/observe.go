@@ -119,6 +119,12 @@ func (c *Client) listGuests(ctx context.Context, node string, typ inventory.Gues
 			g.QMPStatus = it.str("qmpstatus")
 		}
 		g.HAManaged = it.str("hastate") != "" || haManaged(it)
+		if g.HAManaged {
+			g.HAState = it.str("hastate")
+			if m, ok := it["ha"].(map[string]any); ok && g.HAState == "" {
+				g.HAState = object(m).str("state")
+			}
+		}
 		out = append(out, g)
 	}
 	return out, nil

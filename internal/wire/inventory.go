@@ -56,7 +56,7 @@ func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
 	}
 	p := &inventoryv1.Guest{
 		Vmid: int64(g.VMID), Type: t, Name: g.Name, Status: g.Status, Qmpstatus: g.QMPStatus, Template: g.Template,
-		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged, CloudinitDrive: g.CloudInitDrive,
+		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged, HaState: g.HAState, CloudinitDrive: g.CloudInitDrive,
 	}
 	if p.Config, err = entriesToProto("config", g.Config); err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 	g := inventory.Guest{
 		VMID: int(p.GetVmid()), Type: t, Node: node, Name: p.GetName(), Status: p.GetStatus(),
 		QMPStatus: p.GetQmpstatus(), Template: p.GetTemplate(), Lock: p.GetLock(), Tags: p.GetTags(),
-		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), CloudInitDrive: p.GetCloudinitDrive(),
+		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), HAState: p.GetHaState(), CloudInitDrive: p.GetCloudinitDrive(),
 		Config: entriesFromProto(p.GetConfig()), CloudInit: entriesFromProto(p.GetCloudinit()),
 	}
 	return g, nil

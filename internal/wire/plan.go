@@ -47,6 +47,7 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionClaimFirewallObject, planv1.Action_ACTION_CLAIM_FIREWALL_OBJECT},
 	{plan.ActionDeleteFirewallObject, planv1.Action_ACTION_DELETE_FIREWALL_OBJECT},
 	{plan.ActionMigrate, planv1.Action_ACTION_MIGRATE},
+	{plan.ActionHAMigrate, planv1.Action_ACTION_HA_MIGRATE},
 }}
 
 var planGuestTypeEnum = enumMap[inventory.GuestType, planv1.GuestType]{field: "guest type", pairs: []enumPair[inventory.GuestType, planv1.GuestType]{

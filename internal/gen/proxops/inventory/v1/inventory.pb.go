@@ -89,9 +89,14 @@ type ObserveRequest struct {
 	ListNodes bool `protobuf:"varint,6,opt,name=list_nodes,json=listNodes,proto3" json:"list_nodes,omitempty"`
 	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
 	// own endpoint refuses the request when this is set and names another endpoint.
-	BaseUrl       string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BaseUrl string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// Also report the cluster's HA rules (ha_rules): asked of one node per observation of a cluster.
+	HaRules bool `protobuf:"varint,8,opt,name=ha_rules,json=haRules,proto3" json:"ha_rules,omitempty"`
+	// Ask PVE whether these guests of the node may move (GET .../migrate?target=): the guests a planned move
+	// is about to be emitted for.
+	MigrationChecks []*MigrationQuery `protobuf:"bytes,9,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ObserveRequest) Reset() {
@@ -173,6 +178,317 @@ func (x *ObserveRequest) GetBaseUrl() string {
 	return ""
 }
 
+func (x *ObserveRequest) GetHaRules() bool {
+	if x != nil {
+		return x.HaRules
+	}
+	return false
+}
+
+func (x *ObserveRequest) GetMigrationChecks() []*MigrationQuery {
+	if x != nil {
+		return x.MigrationChecks
+	}
+	return nil
+}
+
+// MigrationQuery names one guest of the node and the node it would move to.
+type MigrationQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vmid          int64                  `protobuf:"varint,1,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	Type          GuestType              `protobuf:"varint,2,opt,name=type,proto3,enum=proxops.inventory.v1.GuestType" json:"type,omitempty"`
+	Target        string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationQuery) Reset() {
+	*x = MigrationQuery{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationQuery) ProtoMessage() {}
+
+func (x *MigrationQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationQuery.ProtoReflect.Descriptor instead.
+func (*MigrationQuery) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MigrationQuery) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *MigrationQuery) GetType() GuestType {
+	if x != nil {
+		return x.Type
+	}
+	return GuestType_GUEST_TYPE_UNSPECIFIED
+}
+
+func (x *MigrationQuery) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+// MigrationCheck is PVE's answer to GET .../migrate?target= for one guest (migrate_vm_precondition).
+type MigrationCheck struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Vmid   int64                  `protobuf:"varint,1,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	Type   GuestType              `protobuf:"varint,2,opt,name=type,proto3,enum=proxops.inventory.v1.GuestType" json:"type,omitempty"`
+	Target string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// Set when the precondition could not be read; the rest is then empty.
+	Error   string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Running bool   `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
+	// Volume ids of the guest's local disks, and the CD-ROM images among them.
+	LocalDisks  []string `protobuf:"bytes,6,rep,name=local_disks,json=localDisks,proto3" json:"local_disks,omitempty"`
+	LocalCdroms []string `protobuf:"bytes,7,rep,name=local_cdroms,json=localCdroms,proto3" json:"local_cdroms,omitempty"`
+	// Passthrough devices that tie the guest to its node, and those of them that use a cluster mapping.
+	LocalResources  []string `protobuf:"bytes,8,rep,name=local_resources,json=localResources,proto3" json:"local_resources,omitempty"`
+	MappedResources []string `protobuf:"bytes,9,rep,name=mapped_resources,json=mappedResources,proto3" json:"mapped_resources,omitempty"`
+	// The answer listed allowed and not-allowed nodes (a stopped guest); allowed says the target is among the
+	// allowed ones.
+	Known   bool `protobuf:"varint,10,opt,name=known,proto3" json:"known,omitempty"`
+	Allowed bool `protobuf:"varint,11,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// The guest's storages the target lacks (not_allowed_nodes.<target>.unavailable_storages).
+	UnavailableStorages []string `protobuf:"bytes,12,rep,name=unavailable_storages,json=unavailableStorages,proto3" json:"unavailable_storages,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *MigrationCheck) Reset() {
+	*x = MigrationCheck{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationCheck) ProtoMessage() {}
+
+func (x *MigrationCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationCheck.ProtoReflect.Descriptor instead.
+func (*MigrationCheck) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MigrationCheck) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *MigrationCheck) GetType() GuestType {
+	if x != nil {
+		return x.Type
+	}
+	return GuestType_GUEST_TYPE_UNSPECIFIED
+}
+
+func (x *MigrationCheck) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *MigrationCheck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *MigrationCheck) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *MigrationCheck) GetLocalDisks() []string {
+	if x != nil {
+		return x.LocalDisks
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetLocalCdroms() []string {
+	if x != nil {
+		return x.LocalCdroms
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetLocalResources() []string {
+	if x != nil {
+		return x.LocalResources
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetMappedResources() []string {
+	if x != nil {
+		return x.MappedResources
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *MigrationCheck) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *MigrationCheck) GetUnavailableStorages() []string {
+	if x != nil {
+		return x.UnavailableStorages
+	}
+	return nil
+}
+
+// HARule is a PVE 9 HA rule (GET /cluster/ha/rules).
+type HARule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// node-affinity or resource-affinity
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// HA resource ids: vm:100, ct:101.
+	Resources []string `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
+	// node[:priority] entries (node-affinity).
+	Nodes  []string `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Strict bool     `protobuf:"varint,5,opt,name=strict,proto3" json:"strict,omitempty"`
+	// positive or negative (resource-affinity)
+	Affinity      string `protobuf:"bytes,6,opt,name=affinity,proto3" json:"affinity,omitempty"`
+	Disable       bool   `protobuf:"varint,7,opt,name=disable,proto3" json:"disable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HARule) Reset() {
+	*x = HARule{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HARule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HARule) ProtoMessage() {}
+
+func (x *HARule) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HARule.ProtoReflect.Descriptor instead.
+func (*HARule) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HARule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *HARule) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *HARule) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *HARule) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *HARule) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+func (x *HARule) GetAffinity() string {
+	if x != nil {
+		return x.Affinity
+	}
+	return ""
+}
+
+func (x *HARule) GetDisable() bool {
+	if x != nil {
+		return x.Disable
+	}
+	return false
+}
+
 // NodeInventory is one node's live state.
 type NodeInventory struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -200,13 +516,19 @@ type NodeInventory struct {
 	// The cluster's tag-style says case-sensitive=1 (GET /cluster/options): PVE keeps the case of tags
 	// instead of lower-casing them.
 	TagsCaseSensitive bool `protobuf:"varint,13,opt,name=tags_case_sensitive,json=tagsCaseSensitive,proto3" json:"tags_case_sensitive,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The cluster's HA rules, when the request asked for ha_rules; ha_rules_read says they were read (a PVE
+	// 8 cluster has none).
+	HaRules     []*HARule `protobuf:"bytes,14,rep,name=ha_rules,json=haRules,proto3" json:"ha_rules,omitempty"`
+	HaRulesRead bool      `protobuf:"varint,15,opt,name=ha_rules_read,json=haRulesRead,proto3" json:"ha_rules_read,omitempty"`
+	// PVE's answers to the request's migration_checks.
+	MigrationChecks []*MigrationCheck `protobuf:"bytes,16,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeInventory) Reset() {
 	*x = NodeInventory{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +540,7 @@ func (x *NodeInventory) String() string {
 func (*NodeInventory) ProtoMessage() {}
 
 func (x *NodeInventory) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +553,7 @@ func (x *NodeInventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInventory.ProtoReflect.Descriptor instead.
 func (*NodeInventory) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{1}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeInventory) GetCluster() string {
@@ -325,6 +647,27 @@ func (x *NodeInventory) GetTagsCaseSensitive() bool {
 	return false
 }
 
+func (x *NodeInventory) GetHaRules() []*HARule {
+	if x != nil {
+		return x.HaRules
+	}
+	return nil
+}
+
+func (x *NodeInventory) GetHaRulesRead() bool {
+	if x != nil {
+		return x.HaRulesRead
+	}
+	return false
+}
+
+func (x *NodeInventory) GetMigrationChecks() []*MigrationCheck {
+	if x != nil {
+		return x.MigrationChecks
+	}
+	return nil
+}
+
 // Guest is one qemu VM or LXC container with its raw config.
 type Guest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -349,14 +692,16 @@ type Guest struct {
 	CloudinitDrive bool `protobuf:"varint,12,opt,name=cloudinit_drive,json=cloudinitDrive,proto3" json:"cloudinit_drive,omitempty"`
 	// The cloud-init keys of GET .../cloudinit: value is what the drive was generated with, pending a newer
 	// config value the drive does not hold yet, delete a key removed since. Secrets as in config.
-	Cloudinit     []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
+	Cloudinit []*ConfigEntry `protobuf:"bytes,13,rep,name=cloudinit,proto3" json:"cloudinit,omitempty"`
+	// The HA resource's requested state when ha_managed: started, stopped, disabled or ignored.
+	HaState       string `protobuf:"bytes,14,opt,name=ha_state,json=haState,proto3" json:"ha_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Guest) Reset() {
 	*x = Guest{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +713,7 @@ func (x *Guest) String() string {
 func (*Guest) ProtoMessage() {}
 
 func (x *Guest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +726,7 @@ func (x *Guest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guest.ProtoReflect.Descriptor instead.
 func (*Guest) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{2}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Guest) GetVmid() int64 {
@@ -475,6 +820,13 @@ func (x *Guest) GetCloudinit() []*ConfigEntry {
 	return nil
 }
 
+func (x *Guest) GetHaState() string {
+	if x != nil {
+		return x.HaState
+	}
+	return ""
+}
+
 // ConfigEntry is one key of GET .../pending.
 type ConfigEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -492,7 +844,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +856,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +869,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -580,7 +932,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +944,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +957,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Storage) GetStorage() string {
@@ -681,7 +1033,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +1045,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +1058,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Volume) GetStorage() string {
@@ -773,7 +1125,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +1137,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +1150,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -843,7 +1195,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +1207,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +1220,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -946,7 +1298,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1310,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1323,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Gap) GetKind() string {
@@ -1034,7 +1386,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\x02\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1045,7 +1397,36 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"allContent\x12\x1d\n" +
 	"\n" +
 	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
-	"\bbase_url\x18\a \x01(\tR\abaseUrl\"\x97\x04\n" +
+	"\bbase_url\x18\a \x01(\tR\abaseUrl\x12\x19\n" +
+	"\bha_rules\x18\b \x01(\bR\ahaRules\x12O\n" +
+	"\x10migration_checks\x18\t \x03(\v2$.proxops.inventory.v1.MigrationQueryR\x0fmigrationChecks\"q\n" +
+	"\x0eMigrationQuery\x12\x12\n" +
+	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\"\x9c\x03\n" +
+	"\x0eMigrationCheck\x12\x12\n" +
+	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x18\n" +
+	"\arunning\x18\x05 \x01(\bR\arunning\x12\x1f\n" +
+	"\vlocal_disks\x18\x06 \x03(\tR\n" +
+	"localDisks\x12!\n" +
+	"\flocal_cdroms\x18\a \x03(\tR\vlocalCdroms\x12'\n" +
+	"\x0flocal_resources\x18\b \x03(\tR\x0elocalResources\x12)\n" +
+	"\x10mapped_resources\x18\t \x03(\tR\x0fmappedResources\x12\x14\n" +
+	"\x05known\x18\n" +
+	" \x01(\bR\x05known\x12\x18\n" +
+	"\aallowed\x18\v \x01(\bR\aallowed\x121\n" +
+	"\x14unavailable_storages\x18\f \x03(\tR\x13unavailableStorages\"\xae\x01\n" +
+	"\x06HARule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1c\n" +
+	"\tresources\x18\x03 \x03(\tR\tresources\x12\x14\n" +
+	"\x05nodes\x18\x04 \x03(\tR\x05nodes\x12\x16\n" +
+	"\x06strict\x18\x05 \x01(\bR\x06strict\x12\x1a\n" +
+	"\baffinity\x18\x06 \x01(\tR\baffinity\x12\x18\n" +
+	"\adisable\x18\a \x01(\bR\adisable\"\xc5\x05\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1064,7 +1445,10 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rcluster_nodes\x18\v \x03(\tR\fclusterNodes\x12\x1f\n" +
 	"\verror_class\x18\f \x01(\tR\n" +
 	"errorClass\x12.\n" +
-	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\"\xba\x03\n" +
+	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\x127\n" +
+	"\bha_rules\x18\x0e \x03(\v2\x1c.proxops.inventory.v1.HARuleR\ahaRules\x12\"\n" +
+	"\rha_rules_read\x18\x0f \x01(\bR\vhaRulesRead\x12O\n" +
+	"\x10migration_checks\x18\x10 \x03(\v2$.proxops.inventory.v1.MigrationCheckR\x0fmigrationChecks\"\xd5\x03\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1080,7 +1464,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
 	"ha_managed\x18\v \x01(\bR\thaManaged\x12'\n" +
 	"\x0fcloudinit_drive\x18\f \x01(\bR\x0ecloudinitDrive\x12?\n" +
-	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\"\xa5\x01\n" +
+	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\x12\x19\n" +
+	"\bha_state\x18\x0e \x01(\tR\ahaState\"\xa5\x01\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1b\n" +
@@ -1146,35 +1531,43 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
-	(*NodeInventory)(nil),         // 2: proxops.inventory.v1.NodeInventory
-	(*Guest)(nil),                 // 3: proxops.inventory.v1.Guest
-	(*ConfigEntry)(nil),           // 4: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 5: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 6: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 7: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 8: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 9: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*MigrationQuery)(nil),        // 2: proxops.inventory.v1.MigrationQuery
+	(*MigrationCheck)(nil),        // 3: proxops.inventory.v1.MigrationCheck
+	(*HARule)(nil),                // 4: proxops.inventory.v1.HARule
+	(*NodeInventory)(nil),         // 5: proxops.inventory.v1.NodeInventory
+	(*Guest)(nil),                 // 6: proxops.inventory.v1.Guest
+	(*ConfigEntry)(nil),           // 7: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 8: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 9: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 10: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 11: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 12: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
-	10, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
-	3,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	5,  // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	6,  // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	0,  // 4: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	4,  // 5: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	4,  // 6: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	9,  // 7: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	8,  // 8: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	2,  // 0: proxops.inventory.v1.ObserveRequest.migration_checks:type_name -> proxops.inventory.v1.MigrationQuery
+	0,  // 1: proxops.inventory.v1.MigrationQuery.type:type_name -> proxops.inventory.v1.GuestType
+	0,  // 2: proxops.inventory.v1.MigrationCheck.type:type_name -> proxops.inventory.v1.GuestType
+	13, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	6,  // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
+	8,  // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	9,  // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	4,  // 7: proxops.inventory.v1.NodeInventory.ha_rules:type_name -> proxops.inventory.v1.HARule
+	3,  // 8: proxops.inventory.v1.NodeInventory.migration_checks:type_name -> proxops.inventory.v1.MigrationCheck
+	0,  // 9: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	7,  // 10: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	7,  // 11: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	12, // 12: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	11, // 13: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1188,7 +1581,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -74,6 +74,9 @@ const (
 	// Move a guest to another node of the cluster (POST .../migrate); params: target, online, restart, timeout,
 	// with-local-disks, targetstorage.
 	Action_ACTION_MIGRATE Action = 30
+	// Move an HA-managed guest through HA (POST /cluster/ha/resources/{sid}/migrate); params: target. Done once
+	// HA reports the guest on the target.
+	Action_ACTION_HA_MIGRATE Action = 31
 )
 
 // Enum value maps for Action.
@@ -114,6 +117,7 @@ var (
 		43: "ACTION_CLAIM_FIREWALL_OBJECT",
 		44: "ACTION_DELETE_FIREWALL_OBJECT",
 		30: "ACTION_MIGRATE",
+		31: "ACTION_HA_MIGRATE",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED":               0,
@@ -151,6 +155,7 @@ var (
 		"ACTION_CLAIM_FIREWALL_OBJECT":     43,
 		"ACTION_DELETE_FIREWALL_OBJECT":    44,
 		"ACTION_MIGRATE":                   30,
+		"ACTION_HA_MIGRATE":                31,
 	}
 )
 
@@ -2976,7 +2981,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xa6\a\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xbd\a\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -3013,7 +3018,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	" ACTION_CONFIGURE_FIREWALL_OBJECT\x10*\x12 \n" +
 	"\x1cACTION_CLAIM_FIREWALL_OBJECT\x10+\x12!\n" +
 	"\x1dACTION_DELETE_FIREWALL_OBJECT\x10,\x12\x12\n" +
-	"\x0eACTION_MIGRATE\x10\x1e*P\n" +
+	"\x0eACTION_MIGRATE\x10\x1e\x12\x15\n" +
+	"\x11ACTION_HA_MIGRATE\x10\x1f*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +
