@@ -107,6 +107,9 @@ type Input struct {
 	Settings Settings
 	// Tree identifies the desired state (the git tree hash); it is part of the plan id.
 	Tree string
+	// MoveMisplaced moves guests found on another node than their manifest's back to it (an operator's
+	// explicit request: apply --move-misplaced); without it they are only reported.
+	MoveMisplaced bool
 }
 
 // RejectedError is returned by Diff when the cluster cannot be planned; nothing may be written.

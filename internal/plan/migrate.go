@@ -33,10 +33,10 @@ func (d *differ) migrationMode(r *manifest.Resource) string {
 // misplacedMessage is the finding of a guest found on another node than its manifest's.
 func misplacedMessage(g *inventory.Guest, r *manifest.Resource, why string) string {
 	msg := fmt.Sprintf("found on node %s, the manifest places it on %s; ProxOps manages it where it is and never recreates it", g.Node, r.Node())
-	if why != "" {
-		msg += "; " + why
+	if why == "" {
+		why = "proxops apply --move-misplaced moves it back"
 	}
-	return msg
+	return msg + "; " + why
 }
 
 // placement decides, for a guest found on another node than its manifest places it on, whether this plan moves
@@ -47,16 +47,18 @@ func (d *differ) placement(r *manifest.Resource, g *inventory.Guest) (moveTo str
 	target := r.Node()
 	rec, hasRec := d.owned[vmid]
 	owns := pveformat.Owned(liveTags(g)) && hasRec && rec.Fingerprint != "" && rec.Fingerprint == inventory.Fingerprint(*g)
-	asked := owns && rec.AppliedNode != "" && rec.AppliedNode != target
+	// A move is asked for by a commit (the manifest's node differs from the node ProxOps last put the guest
+	// on) or by the operator for this run (MoveMisplaced).
+	asked := owns && (d.in.MoveMisplaced || rec.AppliedNode != "" && rec.AppliedNode != target)
 	misplaced := func(why string) (string, bool) {
 		d.finding(FindingMisplaced, ref, g.Node, vmid, "spec.node", misplacedMessage(g, r, why))
 		return "", false
 	}
 	switch {
+	case !owns && d.in.MoveMisplaced:
+		return misplaced("it is moved only once ProxOps owns it (tagged and recorded)")
 	case !asked:
 		return misplaced("")
-	case !owns:
-		return misplaced("it is moved only once ProxOps owns it (tagged and recorded)")
 	case d.migrationMode(r) == manifest.MigrateNever:
 		return misplaced("migration is off for it (migrate: never)")
 	case g.Template:

@@ -95,7 +95,7 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		return out, nil
 	}
 	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
-		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree})
+		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced})
 	var rej *plan.RejectedError
 	switch {
 	case errors.As(err, &rej):

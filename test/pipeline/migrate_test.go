@@ -3,10 +3,12 @@ package pipeline_test
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/testkit"
@@ -104,6 +106,45 @@ func TestMovesSurviveAPlannerKilledMidRun(t *testing.T) {
 	}
 	next := e.apply(moved)
 	if ops := next.planned[0].Plan.Operations; len(ops) != 0 {
+		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
+	}
+}
+
+// A guest moved by hand is reported as misplaced and left where it is by an ordinary apply; an apply with
+// move-misplaced moves it back once, and the next ordinary plan is empty.
+func TestMoveMisplacedMovesAHandMovedGuestBackOnce(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "ceph", Type: "rbd", Content: []string{"images", "rootdir"}, Shared: true})
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := repoFiles{"clusters/lab/config.yaml": e.lab(""), "vm/lab/app.yaml": movingVM("app", 300, "pve1", "ceph"),
+		"clusters/lab/resources.yaml": "resources:\n  - ../../vm/lab/app.yaml\n"}
+	e.apply(files)
+	e.handMove("pve1", 300, "pve2")
+	migrations := func() int { return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/migrate") }
+	before := migrations()
+
+	o := e.apply(files)
+	p := o.planned[0].Plan
+	if len(p.Operations) != 0 || !slices.ContainsFunc(p.Findings, func(f plan.Finding) bool { return f.Kind == plan.FindingMisplaced }) {
+		t.Fatalf("an ordinary apply planned %+v with findings %+v, want only the misplaced report", p.Operations, p.Findings)
+	}
+	if n, _, _ := e.sim.NodeOf(300); n != "pve2" || migrations() != before {
+		t.Fatalf("an ordinary apply moved the guest: on %s, %d migrations", n, migrations()-before)
+	}
+
+	ev := e.announce(files, false, func(ev *event.RepoChanged) { ev.MoveMisplaced = true })
+	if f := e.wait(ev, time.Minute).last(); f.Outcome != plan.OutcomeSucceeded {
+		t.Fatalf("move-misplaced run: %+v", f)
+	}
+	if n, _, _ := e.sim.NodeOf(300); n != "pve1" || !e.sim.Running(300) {
+		t.Fatalf("after move-misplaced the guest is on %s (running %v), want running on pve1", n, e.sim.Running(300))
+	}
+	if got := migrations() - before; got != 1 {
+		t.Fatalf("%d migrations, want 1", got)
+	}
+	if ops := e.apply(files).planned[0].Plan.Operations; len(ops) != 0 {
 		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
 	}
 }
