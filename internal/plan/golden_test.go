@@ -32,6 +32,34 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata/ca
 type observedJSON struct {
 	Cluster string     `json:"cluster"`
 	Nodes   []nodeJSON `json:"nodes"`
+	// HARules are the cluster's HA rules as the planner reads them before it plans a move through HA.
+	HARules []haRuleJSON `json:"ha-rules"`
+	// MigrationChecks are PVE's answers to GET …/migrate?target= for the moves of the plan.
+	MigrationChecks []migrationCheckJSON `json:"migration-checks"`
+}
+
+type haRuleJSON struct {
+	ID        string   `json:"id"`
+	Type      string   `json:"type"`
+	Resources []string `json:"resources"`
+	Nodes     []string `json:"nodes"`
+	Strict    bool     `json:"strict"`
+	Affinity  string   `json:"affinity"`
+}
+
+type migrationCheckJSON struct {
+	VMID                int      `json:"vmid"`
+	Type                string   `json:"type"`
+	Target              string   `json:"target"`
+	Error               string   `json:"error"`
+	Running             bool     `json:"running"`
+	LocalDisks          []string `json:"local-disks"`
+	LocalCDROMs         []string `json:"local-cdroms"`
+	LocalResources      []string `json:"local-resources"`
+	Mapped              []string `json:"mapped-resources"`
+	Known               bool     `json:"known"`
+	Allowed             bool     `json:"allowed"`
+	UnavailableStorages []string `json:"unavailable-storages"`
 }
 
 type nodeJSON struct {
@@ -203,7 +231,21 @@ func defaultStorages() []storageJSON {
 }
 
 func (o observedJSON) cluster(name string) (inventory.Cluster, error) {
-	c := inventory.Cluster{Name: name}
+	c := inventory.Cluster{Name: name, HARulesRead: o.HARules != nil}
+	for _, r := range o.HARules {
+		c.HARules = append(c.HARules, inventory.HARule{ID: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
+			Strict: r.Strict, Affinity: r.Affinity})
+	}
+	for _, m := range o.MigrationChecks {
+		t := inventory.GuestType(m.Type)
+		if t == "" {
+			t = inventory.QEMU
+		}
+		c.MigrationChecks = append(c.MigrationChecks, inventory.MigrationCheck{
+			MigrationQuery: inventory.MigrationQuery{VMID: m.VMID, Type: t, Target: m.Target}, Error: m.Error,
+			Running: m.Running, LocalDisks: m.LocalDisks, LocalCDROMs: m.LocalCDROMs, LocalResources: m.LocalResources,
+			Mapped: m.Mapped, Known: m.Known, Allowed: m.Allowed, UnavailableStorages: m.UnavailableStorages})
+	}
 	for _, n := range o.Nodes {
 		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1"}
 		sts := n.Storages

@@ -71,7 +71,108 @@ func (d *differ) placement(r *manifest.Resource, g *inventory.Guest) (moveTo str
 			fmt.Sprintf("the manifest moves vmid %d from %s to %s, which PVE refuses: %s", vmid, g.Node, target, why))
 		return "", false
 	}
+	if throughHA(g) {
+		if why := d.haConflict(g, target); why != "" {
+			d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
+				fmt.Sprintf("the manifest moves vmid %d from %s to %s, but %s; HA would move it back, so it is not moved: change the rule or spec.node", vmid, g.Node, target, why))
+			return "", false
+		}
+	}
 	return target, false
+}
+
+// haSIDOf is the HA resource id of a guest: vm:<vmid> or ct:<vmid>.
+func haSIDOf(t inventory.GuestType, vmid int) string {
+	if t == inventory.LXC {
+		return fmt.Sprintf("ct:%d", vmid)
+	}
+	return fmt.Sprintf("vm:%d", vmid)
+}
+
+// haConflict is why the cluster's HA rules would place an HA-managed guest elsewhere than target: a strict
+// node-affinity rule without target, a positive resource-affinity rule with a guest that stays on another
+// node, a negative one with a guest on target. A guest's place is where it is observed, or where this plan
+// moves it (the moves the planner asked PVE about). Empty when the rules agree or were not read.
+func (d *differ) haConflict(g *inventory.Guest, target string) string {
+	sid := haSIDOf(g.Type, g.VMID)
+	placeOf := func(other string) (string, bool) {
+		_, id, _ := strings.Cut(other, ":")
+		vmid, err := strconv.Atoi(id)
+		if err != nil {
+			return "", false
+		}
+		og, ok := d.in.Observed.Guest(vmid)
+		if !ok {
+			return "", false
+		}
+		for _, m := range d.in.Observed.MigrationChecks {
+			if m.VMID == vmid {
+				return m.Target, true
+			}
+		}
+		return og.Node, true
+	}
+	for _, rule := range d.in.Observed.HARules {
+		if rule.Disable || !slices.Contains(rule.Resources, sid) {
+			continue
+		}
+		switch rule.Type {
+		case "node-affinity":
+			var nodes []string
+			for _, n := range rule.Nodes {
+				name, _, _ := strings.Cut(n, ":")
+				nodes = append(nodes, name)
+			}
+			if rule.Strict && !slices.Contains(nodes, target) {
+				return fmt.Sprintf("HA rule %s (strict node-affinity) keeps it on [%s]", rule.ID, strings.Join(nodes, " "))
+			}
+		case "resource-affinity":
+			for _, other := range rule.Resources {
+				if other == sid {
+					continue
+				}
+				at, ok := placeOf(other)
+				switch {
+				case !ok:
+				case rule.Affinity == "positive" && at != target:
+					return fmt.Sprintf("HA rule %s (positive resource-affinity) keeps it with %s, which stays on %s", rule.ID, other, at)
+				case rule.Affinity == "negative" && at == target:
+					return fmt.Sprintf("HA rule %s (negative resource-affinity) keeps it apart from %s, which is on %s", rule.ID, other, at)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// pveRefusal is what PVE answered it refuses about a move (GET …/migrate?target=), naming the reason; ok
+// is false when the answer was not read, and the planner's own checks stand in for it.
+func (d *differ) pveRefusal(g *inventory.Guest, target string) (why string, ok bool) {
+	chk, found := d.in.Observed.MigrationCheck(g.VMID, target)
+	if !found || chk.Error != "" {
+		return "", false
+	}
+	var blocking, mapped []string
+	for _, r := range chk.LocalResources {
+		if slices.Contains(chk.Mapped, r) {
+			mapped = append(mapped, r)
+		} else {
+			blocking = append(blocking, r)
+		}
+	}
+	switch {
+	case len(blocking) > 0:
+		return fmt.Sprintf("PVE reports local resources (%s) that tie it to node %s (local_resources)", strings.Join(blocking, ", "), g.Node), true
+	case len(mapped) > 0 && chk.Running:
+		return fmt.Sprintf("PVE reports mapped devices (%s), which a running guest cannot take along (mapped-resources)", strings.Join(mapped, ", ")), true
+	case len(chk.LocalCDROMs) > 0:
+		return fmt.Sprintf("PVE reports a CD-ROM holding a node-local image (%s) (local_disks)", strings.Join(chk.LocalCDROMs, ", ")), true
+	case len(chk.UnavailableStorages) > 0:
+		return fmt.Sprintf("PVE reports that node %s lacks storage %s (not_allowed_nodes)", target, strings.Join(chk.UnavailableStorages, ", ")), true
+	case chk.Known && !chk.Allowed:
+		return fmt.Sprintf("PVE does not list node %s among the nodes it may move to (not_allowed_nodes)", target), true
+	}
+	return "", true
 }
 
 var (
@@ -120,15 +221,22 @@ func storageMap(r *manifest.Resource) (def string, pairs map[string]string) {
 	return def, pairs
 }
 
-// migrationRefusal is what PVE's migration checks (migrate_vm, QemuMigrate prepare and scan_local_volumes,
-// LXC Migrate prepare) would refuse, read from the observed state: a passthrough device, a local CD-ROM image,
-// a storage the target lacks. Empty when PVE allows the move.
+// migrationRefusal is what PVE refuses about a move: its own answer (GET …/migrate?target=, asked for the
+// moves a plan is about to emit) when the planner has it, else what PVE's migration checks (migrate_vm,
+// QemuMigrate prepare and scan_local_volumes, LXC Migrate prepare) would refuse, read from the observed state:
+// a passthrough device, a local CD-ROM image, a storage the target lacks. Empty when PVE allows the move.
 func (d *differ) migrationRefusal(r *manifest.Resource, g *inventory.Guest, target string) string {
 	to := d.node(target)
 	if to == nil {
 		return fmt.Sprintf("node %s was not observed", target)
 	}
-	from := d.node(g.Node)
+	why, read := d.pveRefusal(g, target)
+	if why != "" {
+		return why
+	}
+	if read {
+		return d.storageRefusal(r, g, target, to)
+	}
 	cfg := g.Current()
 	if g.Type == inventory.QEMU {
 		var devices []string
@@ -156,6 +264,14 @@ func (d *differ) migrationRefusal(r *manifest.Resource, g *inventory.Guest, targ
 			}
 		}
 	}
+	return d.storageRefusal(r, g, target, to)
+}
+
+// storageRefusal is a storage of the guest's volumes the target lacks (after spec.migrate.target-storage), or a
+// CD-ROM image on node-local storage. PVE's answer names such storages only for a stopped guest, so this
+// check runs also when PVE's answer was read.
+func (d *differ) storageRefusal(r *manifest.Resource, g *inventory.Guest, target string, to *inventory.Node) string {
+	from := d.node(g.Node)
 	def, pairs := storageMap(r)
 	for _, v := range guestVolumes(g) {
 		shared := false
@@ -193,6 +309,25 @@ const haIgnored = "ignored"
 // resource moves too (the manager relocates a stopped service's config).
 func throughHA(g *inventory.Guest) bool {
 	return g.HAManaged && g.HAState != haIgnored
+}
+
+// MoveQueries are, per source node, the moves a plan emits: what the planner asks PVE about
+// (GET …/migrate?target=) before it plans them for good.
+func MoveQueries(p Plan) map[string][]inventory.MigrationQuery {
+	out := map[string][]inventory.MigrationQuery{}
+	for _, op := range p.Operations {
+		if !op.Action.Moves() {
+			continue
+		}
+		target, _ := op.Param("target")
+		out[op.Node] = append(out[op.Node], inventory.MigrationQuery{VMID: op.VMID, Type: op.GuestType, Target: target})
+	}
+	return out
+}
+
+// MovesThroughHA reports whether a plan moves a guest through HA (its HA rules matter).
+func MovesThroughHA(p Plan) bool {
+	return slices.ContainsFunc(p.Operations, func(op Operation) bool { return op.Action == ActionHAMigrate })
 }
 
 // hasLocalVolumes reports whether a guest has a disk on node-local storage (copied by the migration).

@@ -189,15 +189,24 @@ func (a *applier) haMigrate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.TaskTimeout)
 	defer cancel()
 	delay := a.c.cfg.TaskPollMin
-	asked, sawMove := false, false
+	asked, sawMove, missed := false, false, 0
 	for {
 		g, node, ok, err := a.waitSettled(ctx, []string{target, a.op.Node}, a.op.VMID, "migrate")
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return conflict("%s: %s %d is neither on node %s nor on node %s", a.what(), a.op.GuestType, a.op.VMID, a.op.Node, target)
+			// The config may move between the two reads: only a guest missing from both nodes three times in a row
+			// is gone.
+			if missed++; missed > 2 {
+				return conflict("%s: %s %d is neither on node %s nor on node %s", a.what(), a.op.GuestType, a.op.VMID, a.op.Node, target)
+			}
+			if err := clock.Sleep(ctx, delay); err != nil {
+				return failed(err, "%s: wait for HA to report %s on %s", a.what(), sid, target)
+			}
+			continue
 		}
+		missed = 0
 		if err := a.owned(ctx, g); err != nil {
 			return err
 		}

@@ -30,6 +30,11 @@ type NodeInventory struct {
 	ErrorClass string
 	// ClusterNodes are the nodes of the PVE cluster, sorted, when the request asked for them (ListNodes).
 	ClusterNodes []string
+	// HARules are the cluster's HA rules when the request asked for them; HARulesRead says they were read.
+	HARules     []inventory.HARule
+	HARulesRead bool
+	// MigrationChecks are PVE's answers to the request's MigrationChecks.
+	MigrationChecks []inventory.MigrationCheck
 }
 
 // ObserveRequest asks a node's executors for a live inventory.
@@ -47,6 +52,12 @@ type ObserveRequest struct {
 	// BaseURL is the base-url the repository declares for the cluster (empty: not said). An executor with
 	// its own endpoint refuses a request whose BaseURL names another endpoint.
 	BaseURL string
+	// HARules asks for the cluster's HA rules (NodeInventory.HARules).
+	HARules bool
+	// MigrationChecks asks PVE whether these guests of the node may move (NodeInventory.MigrationChecks).
+	MigrationChecks []inventory.MigrationQuery
+	// ChecksOnly answers only HARules and MigrationChecks, without reading the node's inventory.
+	ChecksOnly bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -107,7 +118,20 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
-		TagsCaseSensitive: n.Node.TagsCaseSensitive,
+		TagsCaseSensitive: n.Node.TagsCaseSensitive, HaRulesRead: n.HARulesRead,
+	}
+	for _, r := range n.HARules {
+		p.HaRules = append(p.HaRules, &inventoryv1.HARule{Id: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
+			Strict: r.Strict, Affinity: r.Affinity, Disable: r.Disable})
+	}
+	for _, m := range n.MigrationChecks {
+		t, err := inventoryGuestTypeEnum.toProto(m.Type)
+		if err != nil {
+			return nil, fmt.Errorf("migration check of %d: %w", m.VMID, err)
+		}
+		p.MigrationChecks = append(p.MigrationChecks, &inventoryv1.MigrationCheck{Vmid: int64(m.VMID), Type: t, Target: m.Target,
+			Error: m.Error, Running: m.Running, LocalDisks: m.LocalDisks, LocalCdroms: m.LocalCDROMs, LocalResources: m.LocalResources,
+			MappedResources: m.Mapped, Known: m.Known, Allowed: m.Allowed, UnavailableStorages: m.UnavailableStorages})
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -138,7 +162,22 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
 		TagsCaseSensitive: p.GetTagsCaseSensitive(),
-	}}
+	}, HARulesRead: p.GetHaRulesRead()}
+	for _, r := range p.GetHaRules() {
+		n.HARules = append(n.HARules, inventory.HARule{ID: r.GetId(), Type: r.GetType(), Resources: r.GetResources(),
+			Nodes: r.GetNodes(), Strict: r.GetStrict(), Affinity: r.GetAffinity(), Disable: r.GetDisable()})
+	}
+	for _, m := range p.GetMigrationChecks() {
+		t, err := inventoryGuestTypeEnum.fromProto(m.GetType())
+		if err != nil {
+			return NodeInventory{}, fmt.Errorf("migration check of %d: %w", m.GetVmid(), err)
+		}
+		n.MigrationChecks = append(n.MigrationChecks, inventory.MigrationCheck{
+			MigrationQuery: inventory.MigrationQuery{VMID: int(m.GetVmid()), Type: t, Target: m.GetTarget()},
+			Error:          m.GetError(), Running: m.GetRunning(), LocalDisks: m.GetLocalDisks(), LocalCDROMs: m.GetLocalCdroms(),
+			LocalResources: m.GetLocalResources(), Mapped: m.GetMappedResources(), Known: m.GetKnown(), Allowed: m.GetAllowed(),
+			UnavailableStorages: m.GetUnavailableStorages()})
+	}
 	for _, pg := range p.GetGuests() {
 		g, err := guestFromProto(pg, p.GetNode())
 		if err != nil {
@@ -188,8 +227,14 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
-	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
-		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL}
+	p := &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
+		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL,
+		HaRules: r.HARules, ChecksOnly: r.ChecksOnly}
+	for _, q := range r.MigrationChecks {
+		t, _ := inventoryGuestTypeEnum.toProto(q.Type)
+		p.MigrationChecks = append(p.MigrationChecks, &inventoryv1.MigrationQuery{Vmid: int64(q.VMID), Type: t, Target: q.Target})
+	}
+	return p
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -198,9 +243,17 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 	if err != nil {
 		return ObserveRequest{}, fmt.Errorf("observe request: %w", err)
 	}
-	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
+	r := ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
-		BaseURL: p.GetBaseUrl()}, nil
+		BaseURL: p.GetBaseUrl(), HARules: p.GetHaRules(), ChecksOnly: p.GetChecksOnly()}
+	for _, q := range p.GetMigrationChecks() {
+		t, err := inventoryGuestTypeEnum.fromProto(q.GetType())
+		if err != nil {
+			return ObserveRequest{}, fmt.Errorf("observe request: migration check of %d: %w", q.GetVmid(), err)
+		}
+		r.MigrationChecks = append(r.MigrationChecks, inventory.MigrationQuery{VMID: int(q.GetVmid()), Type: t, Target: q.GetTarget()})
+	}
+	return r, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.

@@ -94,8 +94,13 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		out.rejection.Transient, out.refused = len(refused) == 0, refused
 		return out, nil
 	}
-	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
-		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced})
+	in := plan.Input{Cluster: c, Observed: observed, Owned: owned, Secrets: resolver,
+		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced}
+	pl, err := plan.Diff(in)
+	if err == nil && p.askAboutMoves(ctx, c, &in.Observed, pl) {
+		// What PVE says about the moves (and HA's rules) may turn some into diagnostics.
+		pl, err = plan.Diff(in)
+	}
 	var rej *plan.RejectedError
 	switch {
 	case errors.As(err, &rej):

@@ -427,7 +427,13 @@ func (e *env) handMove(node string, vmid int, target string) {
 // post sends a write to the simulator as root, outside ProxOps.
 func (e *env) post(path string, form url.Values) {
 	e.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
+	e.send(http.MethodPost, path, form)
+}
+
+// send sends a request to the simulator as root, outside ProxOps.
+func (e *env) send(method, path string, form url.Values) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -440,7 +446,7 @@ func (e *env) post(path string, form url.Values) {
 	body, _ := io.ReadAll(res.Body)
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		e.t.Fatalf("POST %s: %s: %s", path, res.Status, body)
+		e.t.Fatalf("%s %s: %s: %s", method, path, res.Status, body)
 	}
 }
 

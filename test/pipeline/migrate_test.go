@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -146,5 +147,57 @@ func TestMoveMisplacedMovesAHandMovedGuestBackOnce(t *testing.T) {
 	}
 	if ops := e.apply(files).planned[0].Plan.Operations; len(ops) != 0 {
 		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
+	}
+}
+
+// An HA-managed guest whose spec.node changes is not moved while a strict HA rule keeps it off the new node:
+// the planner reads the rules (and asks PVE about the move) and reports the conflict. Once the rule allows
+// the node, the guest moves through HA, never directly, and the next plan, with nothing to move, asks PVE
+// nothing about moves.
+func TestHAGuestMovesThroughHAOnceItsRulesAgree(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "ceph", Type: "rbd", Content: []string{"images", "rootdir"}, Shared: true})
+	spec.HADelay = pvesim.Duration(50 * time.Millisecond)
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := func(node string) repoFiles {
+		return repoFiles{"clusters/lab/config.yaml": e.lab(""), "vm/lab/app.yaml": movingVM("app", 300, node, "ceph"),
+			"clusters/lab/resources.yaml": "resources:\n  - ../../vm/lab/app.yaml\n"}
+	}
+	e.apply(files("pve1"))
+	if err := e.sim.SetHA(300, true); err != nil {
+		t.Fatal(err)
+	}
+	e.post("/cluster/ha/rules", url.Values{"rule": {"keep"}, "type": {"node-affinity"}, "resources": {"vm:300"},
+		"nodes": {"pve1,pve3"}, "strict": {"1"}})
+	asked := func() int { return e.sim.Count("GET", "/nodes/{node}/qemu/{vmid}/migrate") }
+	haMoves := func() int { return e.sim.Count("POST", "/cluster/ha/resources/{sid}/migrate") }
+	direct := func() int { return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/migrate") }
+
+	p := e.apply(files("pve2")).planned[0].Plan
+	if len(p.Operations) != 0 || !slices.ContainsFunc(p.Findings, func(f plan.Finding) bool {
+		return f.Kind == plan.FindingAnomaly && strings.Contains(f.Message, "HA rule keep")
+	}) {
+		t.Fatalf("with the rule: operations %+v, findings %+v; want only the conflict", p.Operations, p.Findings)
+	}
+	if asked() == 0 {
+		t.Fatal("the planner did not ask PVE about the move")
+	}
+
+	e.send("PUT", "/cluster/ha/rules/keep", url.Values{"type": {"node-affinity"}, "nodes": {"pve1,pve2,pve3"}})
+	e.apply(files("pve2"))
+	if n, _, _ := e.sim.NodeOf(300); n != "pve2" || !e.sim.Running(300) {
+		t.Fatalf("after the move: on %s, running %v", n, e.sim.Running(300))
+	}
+	if haMoves() != 1 || direct() != 0 {
+		t.Fatalf("%d HA migrations and %d direct ones, want 1 and 0", haMoves(), direct())
+	}
+	before := asked()
+	if ops := e.apply(files("pve2")).planned[0].Plan.Operations; len(ops) != 0 {
+		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
+	}
+	if asked() != before {
+		t.Fatalf("a plan without moves asked PVE about %d moves", asked()-before)
 	}
 }

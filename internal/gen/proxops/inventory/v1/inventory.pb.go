@@ -95,8 +95,10 @@ type ObserveRequest struct {
 	// Ask PVE whether these guests of the node may move (GET .../migrate?target=): the guests a planned move
 	// is about to be emitted for.
 	MigrationChecks []*MigrationQuery `protobuf:"bytes,9,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Answer only ha_rules and migration_checks: the node's inventory is not read again.
+	ChecksOnly    bool `protobuf:"varint,10,opt,name=checks_only,json=checksOnly,proto3" json:"checks_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ObserveRequest) Reset() {
@@ -190,6 +192,13 @@ func (x *ObserveRequest) GetMigrationChecks() []*MigrationQuery {
 		return x.MigrationChecks
 	}
 	return nil
+}
+
+func (x *ObserveRequest) GetChecksOnly() bool {
+	if x != nil {
+		return x.ChecksOnly
+	}
+	return false
 }
 
 // MigrationQuery names one guest of the node and the node it would move to.
@@ -1386,7 +1395,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\x02\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x02\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1399,7 +1408,10 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"list_nodes\x18\x06 \x01(\bR\tlistNodes\x12\x19\n" +
 	"\bbase_url\x18\a \x01(\tR\abaseUrl\x12\x19\n" +
 	"\bha_rules\x18\b \x01(\bR\ahaRules\x12O\n" +
-	"\x10migration_checks\x18\t \x03(\v2$.proxops.inventory.v1.MigrationQueryR\x0fmigrationChecks\"q\n" +
+	"\x10migration_checks\x18\t \x03(\v2$.proxops.inventory.v1.MigrationQueryR\x0fmigrationChecks\x12\x1f\n" +
+	"\vchecks_only\x18\n" +
+	" \x01(\bR\n" +
+	"checksOnly\"q\n" +
 	"\x0eMigrationQuery\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x16\n" +
