@@ -9,6 +9,7 @@ package inventory
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -232,6 +233,22 @@ type MigrationCheck struct {
 	Known               bool
 	Allowed             bool
 	UnavailableStorages []string
+}
+
+// MarkHA marks the guests HA manages, from the cluster's HA resources (sid → requested state).
+func (c *Cluster) MarkHA(states map[string]string) {
+	for i := range c.Nodes {
+		for j := range c.Nodes[i].Guests {
+			g := &c.Nodes[i].Guests[j]
+			prefix := "vm:"
+			if g.Type == LXC {
+				prefix = "ct:"
+			}
+			if st, ok := states[prefix+strconv.Itoa(g.VMID)]; ok {
+				g.HAManaged, g.HAState = true, st
+			}
+		}
+	}
 }
 
 // MigrationCheck finds PVE's answer about moving a guest to target.

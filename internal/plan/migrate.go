@@ -325,11 +325,6 @@ func MoveQueries(p Plan) map[string][]inventory.MigrationQuery {
 	return out
 }
 
-// MovesThroughHA reports whether a plan moves a guest through HA (its HA rules matter).
-func MovesThroughHA(p Plan) bool {
-	return slices.ContainsFunc(p.Operations, func(op Operation) bool { return op.Action == ActionHAMigrate })
-}
-
 // hasLocalVolumes reports whether a guest has a disk on node-local storage (copied by the migration).
 func (d *differ) hasLocalVolumes(g *inventory.Guest) bool {
 	from := d.node(g.Node)

@@ -32,8 +32,7 @@ var artifactContent = []string{"iso", "vztmpl", "import"}
 // value, pending value and pending delete of every key, and the digest; bounded concurrency), for a
 // container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
 // cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
-// requested storage; with guests, also the HA resources (GET /cluster/ha/resources: which guests HA manages and
-// its requested state, which the node listings do not carry).
+// requested storage.
 // Secrets never leave: sshkeys becomes inventory.SSHKeysDigest of its keys and cipassword
 // inventory.CIPasswordPresent.
 func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Node, error) {
@@ -50,9 +49,6 @@ func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Nod
 		return n, err
 	}
 	n.Guests = append(qemu, lxc...)
-	if err := c.markHAManaged(ctx, n.Guests); err != nil {
-		return n, err
-	}
 	if n.Storages, err = c.listStorages(ctx, req.Node); err != nil {
 		return n, err
 	}
@@ -134,18 +130,16 @@ func (c *Client) listGuests(ctx context.Context, node string, typ inventory.Gues
 	return out, nil
 }
 
-// markHAManaged marks the guests HA manages, with the requested state of their HA resource.
-func (c *Client) markHAManaged(ctx context.Context, guests []inventory.Guest) error {
-	if len(guests) == 0 {
-		return nil
-	}
+// HAResourceStates lists the HA resources (GET /cluster/ha/resources) with their requested state, by sid:
+// which guests HA manages, which the node listings do not say.
+func (c *Client) HAResourceStates(ctx context.Context) (map[string]string, error) {
 	raw, err := c.get(ctx, "/cluster/ha/resources", nil, nil)
 	if err != nil {
-		return failed(err, "list ha resources")
+		return nil, failed(err, "list ha resources")
 	}
 	items, err := decodeObjects(raw)
 	if err != nil {
-		return failed(err, "list ha resources")
+		return nil, failed(err, "list ha resources")
 	}
 	states := map[string]string{}
 	for _, it := range items {
@@ -155,17 +149,7 @@ func (c *Client) markHAManaged(ctx context.Context, guests []inventory.Guest) er
 		}
 		states[it.str("sid")] = st
 	}
-	for i := range guests {
-		g := &guests[i]
-		prefix := "vm:"
-		if g.Type == inventory.LXC {
-			prefix = "ct:"
-		}
-		if st, ok := states[prefix+strconv.Itoa(g.VMID)]; ok {
-			g.HAManaged, g.HAState = true, st
-		}
-	}
-	return nil
+	return states, nil
 }
 
 // haManaged reads an "ha": {"managed": 1} member when a listing carries one.

@@ -173,7 +173,6 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 		"GET /nodes/{node}/lxc":                       1,
 		"GET /nodes/{node}/storage":                   1,
 		"GET /cluster/options":                        1,
-		"GET /cluster/ha/resources":                   1,
 		"GET /nodes/{node}/qemu/{vmid}/pending":       qemuGuests,
 		"GET /nodes/{node}/qemu/{vmid}/cloudinit":     cloudInitVMs,
 		"GET /nodes/{node}/lxc/{vmid}/pending":        lxcGuests,
@@ -187,8 +186,8 @@ func TestObserveCostsListingsPlusOneReadPerGuestAndStorage(t *testing.T) {
 			t.Errorf("%s: %d requests, want %d", k, v, want[k])
 		}
 	}
-	if limit := 5*1 + (qemuGuests + cloudInitVMs + 2*lxcGuests) + 2; total != limit {
-		t.Errorf("observe sent %d requests, want exactly 5K + G(qemu) + G(qemu with cloud-init) + 2G(lxc) + S = %d", total, limit)
+	if limit := 4*1 + (qemuGuests + cloudInitVMs + 2*lxcGuests) + 2; total != limit {
+		t.Errorf("observe sent %d requests, want exactly 4K + G(qemu) + G(qemu with cloud-init) + 2G(lxc) + S = %d", total, limit)
 	}
 	for _, g := range n.Guests {
 		if want := g.Type == inventory.QEMU && g.VMID < 100+cloudInitVMs; g.CloudInitDrive != want {

@@ -3,6 +3,8 @@ package wire
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -35,6 +37,8 @@ type NodeInventory struct {
 	HARulesRead bool
 	// MigrationChecks are PVE's answers to the request's MigrationChecks.
 	MigrationChecks []inventory.MigrationCheck
+	// HAResources are the cluster's HA resources (sid → requested state), with HARules.
+	HAResources map[string]string
 }
 
 // ObserveRequest asks a node's executors for a live inventory.
@@ -124,6 +128,9 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 		p.HaRules = append(p.HaRules, &inventoryv1.HARule{Id: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
 			Strict: r.Strict, Affinity: r.Affinity, Disable: r.Disable})
 	}
+	for _, sid := range slices.Sorted(maps.Keys(n.HAResources)) {
+		p.HaResources = append(p.HaResources, &inventoryv1.HAResourceState{Sid: sid, State: n.HAResources[sid]})
+	}
 	for _, m := range n.MigrationChecks {
 		t, err := inventoryGuestTypeEnum.toProto(m.Type)
 		if err != nil {
@@ -166,6 +173,12 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	for _, r := range p.GetHaRules() {
 		n.HARules = append(n.HARules, inventory.HARule{ID: r.GetId(), Type: r.GetType(), Resources: r.GetResources(),
 			Nodes: r.GetNodes(), Strict: r.GetStrict(), Affinity: r.GetAffinity(), Disable: r.GetDisable()})
+	}
+	for _, r := range p.GetHaResources() {
+		if n.HAResources == nil {
+			n.HAResources = map[string]string{}
+		}
+		n.HAResources[r.GetSid()] = r.GetState()
 	}
 	for _, m := range p.GetMigrationChecks() {
 		t, err := inventoryGuestTypeEnum.fromProto(m.GetType())

@@ -244,7 +244,7 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	return msg, nil
 }
 
-// observeChecks answers what a planner asks before it plans moves: the cluster's HA rules and, per guest of
+// observeChecks answers what a planner asks before it plans moves: the cluster's HA rules and resources and, per guest of
 // the node, PVE's migration precondition. A precondition that cannot be read is answered with its error (the
 // planner falls back to its own checks); HA rules that cannot be read fail the observation.
 func (e *executor) observeChecks(ctx context.Context, client *pve.Client, req wire.ObserveRequest, inv *wire.NodeInventory) error {
@@ -261,6 +261,9 @@ func (e *executor) observeChecks(ctx context.Context, client *pve.Client, req wi
 				Strict: r.Strict, Affinity: r.Affinity, Disable: r.Disable})
 		}
 		inv.HARulesRead = true
+		if inv.HAResources, err = client.HAResourceStates(ctx); err != nil {
+			return err
+		}
 	}
 	for _, q := range req.MigrationChecks {
 		out := inventory.MigrationCheck{MigrationQuery: q}

@@ -90,7 +90,8 @@ type ObserveRequest struct {
 	// The base-url the repository declares for the cluster (clusters/<name>/config.yaml). An executor with its
 	// own endpoint refuses the request when this is set and names another endpoint.
 	BaseUrl string `protobuf:"bytes,7,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
-	// Also report the cluster's HA rules (ha_rules): asked of one node per observation of a cluster.
+	// Also report the cluster's HA rules and HA resources (ha_rules, ha_resources): asked of one node, for a
+	// plan that moves guests.
 	HaRules bool `protobuf:"varint,8,opt,name=ha_rules,json=haRules,proto3" json:"ha_rules,omitempty"`
 	// Ask PVE whether these guests of the node may move (GET .../migrate?target=): the guests a planned move
 	// is about to be emitted for.
@@ -531,8 +532,10 @@ type NodeInventory struct {
 	HaRulesRead bool      `protobuf:"varint,15,opt,name=ha_rules_read,json=haRulesRead,proto3" json:"ha_rules_read,omitempty"`
 	// PVE's answers to the request's migration_checks.
 	MigrationChecks []*MigrationCheck `protobuf:"bytes,16,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The cluster's HA resources (sid and requested state), with ha_rules.
+	HaResources   []*HAResourceState `protobuf:"bytes,17,rep,name=ha_resources,json=haResources,proto3" json:"ha_resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInventory) Reset() {
@@ -677,6 +680,67 @@ func (x *NodeInventory) GetMigrationChecks() []*MigrationCheck {
 	return nil
 }
 
+func (x *NodeInventory) GetHaResources() []*HAResourceState {
+	if x != nil {
+		return x.HaResources
+	}
+	return nil
+}
+
+// HAResourceState is one HA resource (GET /cluster/ha/resources): vm:100 or ct:101, and its requested state
+// (started, stopped, disabled, ignored).
+type HAResourceState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sid           string                 `protobuf:"bytes,1,opt,name=sid,proto3" json:"sid,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HAResourceState) Reset() {
+	*x = HAResourceState{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HAResourceState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HAResourceState) ProtoMessage() {}
+
+func (x *HAResourceState) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HAResourceState.ProtoReflect.Descriptor instead.
+func (*HAResourceState) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HAResourceState) GetSid() string {
+	if x != nil {
+		return x.Sid
+	}
+	return ""
+}
+
+func (x *HAResourceState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 // Guest is one qemu VM or LXC container with its raw config.
 type Guest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -710,7 +774,7 @@ type Guest struct {
 
 func (x *Guest) Reset() {
 	*x = Guest{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +786,7 @@ func (x *Guest) String() string {
 func (*Guest) ProtoMessage() {}
 
 func (x *Guest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +799,7 @@ func (x *Guest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guest.ProtoReflect.Descriptor instead.
 func (*Guest) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Guest) GetVmid() int64 {
@@ -853,7 +917,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +929,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +942,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -941,7 +1005,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1017,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1030,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Storage) GetStorage() string {
@@ -1042,7 +1106,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1118,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1131,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Volume) GetStorage() string {
@@ -1134,7 +1198,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1210,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1223,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -1204,7 +1268,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1280,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1293,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -1307,7 +1371,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1383,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1396,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Gap) GetKind() string {
@@ -1438,7 +1502,7 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\tR\x05nodes\x12\x16\n" +
 	"\x06strict\x18\x05 \x01(\bR\x06strict\x12\x1a\n" +
 	"\baffinity\x18\x06 \x01(\tR\baffinity\x12\x18\n" +
-	"\adisable\x18\a \x01(\bR\adisable\"\xc5\x05\n" +
+	"\adisable\x18\a \x01(\bR\adisable\"\x8f\x06\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1460,7 +1524,11 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\x127\n" +
 	"\bha_rules\x18\x0e \x03(\v2\x1c.proxops.inventory.v1.HARuleR\ahaRules\x12\"\n" +
 	"\rha_rules_read\x18\x0f \x01(\bR\vhaRulesRead\x12O\n" +
-	"\x10migration_checks\x18\x10 \x03(\v2$.proxops.inventory.v1.MigrationCheckR\x0fmigrationChecks\"\xd5\x03\n" +
+	"\x10migration_checks\x18\x10 \x03(\v2$.proxops.inventory.v1.MigrationCheckR\x0fmigrationChecks\x12H\n" +
+	"\fha_resources\x18\x11 \x03(\v2%.proxops.inventory.v1.HAResourceStateR\vhaResources\"9\n" +
+	"\x0fHAResourceState\x12\x10\n" +
+	"\x03sid\x18\x01 \x01(\tR\x03sid\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\xd5\x03\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1543,7 +1611,7 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
@@ -1551,35 +1619,37 @@ var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(*MigrationCheck)(nil),        // 3: proxops.inventory.v1.MigrationCheck
 	(*HARule)(nil),                // 4: proxops.inventory.v1.HARule
 	(*NodeInventory)(nil),         // 5: proxops.inventory.v1.NodeInventory
-	(*Guest)(nil),                 // 6: proxops.inventory.v1.Guest
-	(*ConfigEntry)(nil),           // 7: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 8: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 9: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 10: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 11: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 12: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*HAResourceState)(nil),       // 6: proxops.inventory.v1.HAResourceState
+	(*Guest)(nil),                 // 7: proxops.inventory.v1.Guest
+	(*ConfigEntry)(nil),           // 8: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 9: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 10: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 11: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 12: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 13: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
 	2,  // 0: proxops.inventory.v1.ObserveRequest.migration_checks:type_name -> proxops.inventory.v1.MigrationQuery
 	0,  // 1: proxops.inventory.v1.MigrationQuery.type:type_name -> proxops.inventory.v1.GuestType
 	0,  // 2: proxops.inventory.v1.MigrationCheck.type:type_name -> proxops.inventory.v1.GuestType
-	13, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
-	6,  // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	8,  // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	9,  // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	14, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	7,  // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
+	9,  // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	10, // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
 	4,  // 7: proxops.inventory.v1.NodeInventory.ha_rules:type_name -> proxops.inventory.v1.HARule
 	3,  // 8: proxops.inventory.v1.NodeInventory.migration_checks:type_name -> proxops.inventory.v1.MigrationCheck
-	0,  // 9: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	7,  // 10: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	7,  // 11: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	12, // 12: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	11, // 13: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	6,  // 9: proxops.inventory.v1.NodeInventory.ha_resources:type_name -> proxops.inventory.v1.HAResourceState
+	0,  // 10: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	8,  // 11: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	8,  // 12: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	13, // 13: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	12, // 14: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1593,7 +1663,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
