@@ -60,6 +60,7 @@ var words = map[plan.Action][2]string{
 	plan.ActionClaimTag:            {"Claiming", "claim"},
 	plan.ActionRegenerateCloudInit: {"Regenerating cloud-init", "cloud-init regeneration"},
 	plan.ActionMigrate:             {"Migrating", "migration"},
+	plan.ActionHAMigrate:           {"Migrating through HA", "HA migration"},
 }
 
 func actionWords(a plan.Action) (ing, noun string) {

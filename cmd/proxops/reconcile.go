@@ -51,6 +51,8 @@ type reconcileOptions struct {
 	showDiff bool
 	yes      bool
 	dryRun   bool
+	// diff and apply
+	moveMisplaced bool
 }
 
 func (o *reconcileOptions) flags(cmd *cobra.Command) {
@@ -60,6 +62,7 @@ func (o *reconcileOptions) flags(cmd *cobra.Command) {
 	f.BoolVar(&o.worktree, "worktree", false, "plan the files of the work tree as they are, committed or not (default: the committed HEAD)")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	o.nats.flags(f)
+	f.BoolVar(&o.moveMisplaced, "move-misplaced", false, "move guests found on another node than their manifest's back to it (the migration policy and latch apply)")
 	f.StringVar(&o.pve.tokenID, "pve-token-id", "", "PVE API token name (its secret from PROXOPS_PVE_TOKEN)")
 }
 
@@ -197,7 +200,7 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		}()
 		b = sys.bus
 	}
-	req := reconcileRequest{bus: b, sys: sys, apply: apply, yes: opts.yes, clusters: opts.clusters, timeout: opts.timeout,
+	req := reconcileRequest{bus: b, sys: sys, apply: apply, yes: opts.yes, moveMisplaced: opts.moveMisplaced, clusters: opts.clusters, timeout: opts.timeout,
 		process: src.Process, operator: operator}
 	if !remoteApply {
 		req.tree, req.loaded = snap.Tree, r
@@ -268,7 +271,7 @@ func reconcileURLMode(ctx context.Context, out, errOut io.Writer, opts reconcile
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	req := reconcileRequest{bus: b, apply: apply, yes: opts.yes, clusters: opts.clusters, timeout: opts.timeout, process: src.Process}
+	req := reconcileRequest{bus: b, apply: apply, yes: opts.yes, moveMisplaced: opts.moveMisplaced, clusters: opts.clusters, timeout: opts.timeout, process: src.Process}
 	res, err := req.run(ctx, newReporter(out, errOut, opts, apply))
 	if err != nil {
 		return err
@@ -305,7 +308,9 @@ type reconcileRequest struct {
 	// operator, for an apply of tree, is the user whose work-tree apply subject the request goes to;
 	// empty sends an ordinary request (a tree is then only ever planned as a dry run).
 	operator string
-	timeout  time.Duration
+	// moveMisplaced asks the plans to move misplaced guests back to their manifest's node.
+	moveMisplaced bool
+	timeout       time.Duration
 	// process is laid over the announced tree's proxops.yaml to find its clusters (--config, flags).
 	process *repo.Config
 	// loaded is tree as this command loaded it with process, when it did: its clusters are not read again.
@@ -463,7 +468,7 @@ const localOperator = "local"
 // else on the reconcile subject.
 func (f *reconcileFollow) ask(ctx context.Context) error {
 	msg := wire.ReconcileRequestToProto(event.ReconcileRequest{RequestID: f.requestID, Clusters: f.q.clusters, DryRun: !f.q.apply,
-		Tree: f.q.tree, RequestedBy: requestedBy()})
+		Tree: f.q.tree, RequestedBy: requestedBy(), MoveMisplaced: f.q.moveMisplaced})
 	subject := bus.SubjectReconcileRequest
 	if f.q.apply && f.q.tree != "" && f.q.operator != "" {
 		var err error

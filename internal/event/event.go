@@ -52,6 +52,9 @@ type RepoChanged struct {
 	// RequestedBy is the operator user who asked for a work-tree apply: the NATS user the request arrived
 	// as. Empty for commits the watcher fetched and for dry runs of a client's tree.
 	RequestedBy string
+	// MoveMisplaced asks the plans to move guests found on another node than their manifest's back to it (an
+	// operator's explicit request; a commit, the drift schedule and webhooks never set it).
+	MoveMisplaced bool
 }
 
 // ReconcileRequest asks the watcher to announce the current commit again, or a snapshot the requester
@@ -71,6 +74,9 @@ type ReconcileRequest struct {
 	// as (the last token of its subject, which only that user may publish on). Empty for an ordinary
 	// request, whose tree is then only ever planned as a dry run.
 	Operator string
+	// MoveMisplaced asks the plans to move misplaced guests back to their manifest's node
+	// (RepoChanged.MoveMisplaced).
+	MoveMisplaced bool
 }
 
 // TreeSnapshot is the manifest files of one tree, sorted by path.

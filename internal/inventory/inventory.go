@@ -9,6 +9,7 @@ package inventory
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -85,6 +86,8 @@ type Guest struct {
 	// .../config; current values only, in file order, a key repeated once per line).
 	Config    []Entry
 	HAManaged bool
+	// HAState is the HA resource's requested state when HAManaged (started, stopped, disabled, ignored).
+	HAState string
 	// CloudInitDrive says the VM has a cloud-init drive; CloudInit is then GET .../cloudinit: per cloud-init
 	// key, Value is what the drive was generated with, Pending a config value the drive does not hold yet,
 	// Delete a key removed since (secrets replaced as in Config).
@@ -246,6 +249,80 @@ type Cluster struct {
 	Name string
 	// Nodes sorted by name.
 	Nodes []Node
+	// HARules are the cluster's HA rules, read from one node when a plan moves HA-managed guests; HARulesRead
+	// says they were read (a PVE 8 cluster has none).
+	HARules     []HARule
+	HARulesRead bool
+	// MigrationChecks are PVE's answers about the moves a plan is about to emit (GET …/migrate?target=).
+	MigrationChecks []MigrationCheck
+}
+
+// HARule is a PVE 9 HA rule.
+type HARule struct {
+	ID string
+	// Type is node-affinity or resource-affinity.
+	Type string
+	// Resources are HA resource ids: vm:100, ct:101.
+	Resources []string
+	// Nodes are node[:priority] entries (node-affinity).
+	Nodes  []string
+	Strict bool
+	// Affinity is positive or negative (resource-affinity).
+	Affinity string
+	Disable  bool
+}
+
+// MigrationQuery names a guest and the node it would move to.
+type MigrationQuery struct {
+	VMID   int
+	Type   GuestType
+	Target string
+}
+
+// MigrationCheck is PVE's answer about moving a guest (migrate_vm_precondition).
+type MigrationCheck struct {
+	MigrationQuery
+	// Error is set when the answer could not be read; the rest is then empty.
+	Error   string
+	Running bool
+	// LocalDisks are the guest's volumes on node-local storage; LocalCDROMs the ISO images among them.
+	LocalDisks  []string
+	LocalCDROMs []string
+	// LocalResources are the passthrough devices that tie the guest to its node; Mapped those of them that
+	// use a cluster-wide mapping.
+	LocalResources []string
+	Mapped         []string
+	// Known says the answer listed allowed and not-allowed nodes (a stopped guest); Allowed that the target
+	// is among the allowed ones; UnavailableStorages are the guest's storages the target lacks.
+	Known               bool
+	Allowed             bool
+	UnavailableStorages []string
+}
+
+// MarkHA marks the guests HA manages, from the cluster's HA resources (sid → requested state).
+func (c *Cluster) MarkHA(states map[string]string) {
+	for i := range c.Nodes {
+		for j := range c.Nodes[i].Guests {
+			g := &c.Nodes[i].Guests[j]
+			prefix := "vm:"
+			if g.Type == LXC {
+				prefix = "ct:"
+			}
+			if st, ok := states[prefix+strconv.Itoa(g.VMID)]; ok {
+				g.HAManaged, g.HAState = true, st
+			}
+		}
+	}
+}
+
+// MigrationCheck finds PVE's answer about moving a guest to target.
+func (c Cluster) MigrationCheck(vmid int, target string) (MigrationCheck, bool) {
+	for _, m := range c.MigrationChecks {
+		if m.VMID == vmid && m.Target == target {
+			return m, true
+		}
+	}
+	return MigrationCheck{}, false
 }
 
 // TagsCaseSensitive reports whether the cluster keeps the case of tags (its tag-style says

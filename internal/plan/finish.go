@@ -18,7 +18,7 @@ var actionRank = map[Action]int{
 	ActionDownload: 0, ActionCreate: 1, ActionClone: 2, ActionClaimTag: 3, ActionResume: 4, ActionShutdown: 5,
 	ActionStop: 6, ActionConfigure: 7, ActionResize: 8, ActionMarkTemplate: 9, ActionStart: 10, ActionDelete: 11,
 	ActionRegenerateCloudInit: 12, ActionCreatePool: 13, ActionClaimPool: 14, ActionConfigurePool: 15,
-	ActionSetPoolMembers: 16, ActionDeletePool: 17, ActionMigrate: 18, ActionApplyGuestFirewall: 19,
+	ActionSetPoolMembers: 16, ActionDeletePool: 17, ActionMigrate: 18, ActionHAMigrate: 18, ActionApplyGuestFirewall: 19,
 }
 
 // findingRank orders findings by kind.

@@ -36,6 +36,10 @@ type observedJSON struct {
 	Nodes   []nodeJSON `json:"nodes"`
 	// Pools are the cluster's resource pools, which every node reports.
 	Pools []poolJSON `json:"pools"`
+	// HARules are the cluster's HA rules as the planner reads them before it plans a move through HA.
+	HARules []haRuleJSON `json:"ha-rules"`
+	// MigrationChecks are PVE's answers to GET …/migrate?target= for the moves of the plan.
+	MigrationChecks []migrationCheckJSON `json:"migration-checks"`
 }
 
 // poolJSON is a resource pool: its id, its comment as PVE keeps it, the vmids of its guests.
@@ -43,6 +47,30 @@ type poolJSON struct {
 	ID      string `json:"id"`
 	Comment string `json:"comment"`
 	Members []int  `json:"members"`
+}
+
+type haRuleJSON struct {
+	ID        string   `json:"id"`
+	Type      string   `json:"type"`
+	Resources []string `json:"resources"`
+	Nodes     []string `json:"nodes"`
+	Strict    bool     `json:"strict"`
+	Affinity  string   `json:"affinity"`
+}
+
+type migrationCheckJSON struct {
+	VMID                int      `json:"vmid"`
+	Type                string   `json:"type"`
+	Target              string   `json:"target"`
+	Error               string   `json:"error"`
+	Running             bool     `json:"running"`
+	LocalDisks          []string `json:"local-disks"`
+	LocalCDROMs         []string `json:"local-cdroms"`
+	LocalResources      []string `json:"local-resources"`
+	Mapped              []string `json:"mapped-resources"`
+	Known               bool     `json:"known"`
+	Allowed             bool     `json:"allowed"`
+	UnavailableStorages []string `json:"unavailable-storages"`
 }
 
 type nodeJSON struct {
@@ -139,8 +167,9 @@ type guestJSON struct {
 	Digest string `json:"digest"`
 	// Firewall is the guest's firewall, as an observe that asked for it reports it.
 	Firewall *firewallJSON `json:"firewall"`
-	// HA: the guest is an HA resource.
-	HA bool `json:"ha"`
+	// HA: the guest is an HA resource; HAState its requested state (default started).
+	HA      bool   `json:"ha"`
+	HAState string `json:"ha-state"`
 	// Snapshots are the guest's snapshots (GET .../snapshot).
 	Snapshots []snapshotJSON `json:"snapshots"`
 }
@@ -202,6 +231,14 @@ func (s fakeSecrets) CheckPassword(ref string) error {
 	return nil
 }
 
+// haState is a golden guest's HA state: started for an HA resource unless the case says otherwise.
+func haState(g guestJSON) string {
+	if !g.HA || g.HAState != "" {
+		return g.HAState
+	}
+	return "started"
+}
+
 func parseConfigLines(lines []string) ([][2]string, error) {
 	var out [][2]string
 	for _, l := range lines {
@@ -229,7 +266,7 @@ func secretValue(key, value string) string {
 }
 
 func (g guestJSON) guest(node string) (inventory.Guest, error) {
-	out := inventory.Guest{VMID: g.VMID, Type: inventory.GuestType(g.Type), Node: node, Status: g.Status, HAManaged: g.HA,
+	out := inventory.Guest{VMID: g.VMID, Type: inventory.GuestType(g.Type), Node: node, Status: g.Status, HAManaged: g.HA, HAState: haState(g),
 		QMPStatus: g.QMPStatus, Template: g.Template, Lock: g.Lock, Digest: g.Digest, Firewall: g.Firewall.firewall()}
 	if out.Type == "" {
 		out.Type = inventory.QEMU
@@ -293,7 +330,21 @@ func defaultStorages() []storageJSON {
 }
 
 func (o observedJSON) cluster(name string) (inventory.Cluster, error) {
-	c := inventory.Cluster{Name: name}
+	c := inventory.Cluster{Name: name, HARulesRead: o.HARules != nil}
+	for _, r := range o.HARules {
+		c.HARules = append(c.HARules, inventory.HARule{ID: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
+			Strict: r.Strict, Affinity: r.Affinity})
+	}
+	for _, m := range o.MigrationChecks {
+		t := inventory.GuestType(m.Type)
+		if t == "" {
+			t = inventory.QEMU
+		}
+		c.MigrationChecks = append(c.MigrationChecks, inventory.MigrationCheck{
+			MigrationQuery: inventory.MigrationQuery{VMID: m.VMID, Type: t, Target: m.Target}, Error: m.Error,
+			Running: m.Running, LocalDisks: m.LocalDisks, LocalCDROMs: m.LocalCDROMs, LocalResources: m.LocalResources,
+			Mapped: m.Mapped, Known: m.Known, Allowed: m.Allowed, UnavailableStorages: m.UnavailableStorages})
+	}
 	for _, n := range o.Nodes {
 		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1", PoolsObserved: true,
 			ClusterFirewall: n.ClusterFirewall.cluster()}

@@ -127,6 +127,9 @@ type Input struct {
 	SnapshotRecords []SnapshotRecord
 	// Now is the planner's clock, for the retention of safety snapshots; zero: none is deleted for age.
 	Now time.Time
+	// MoveMisplaced moves guests found on another node than their manifest's back to it (an operator's
+	// explicit request: apply --move-misplaced); without it they are only reported.
+	MoveMisplaced bool
 }
 
 // RejectedError is returned by Diff when the cluster cannot be planned; nothing may be written.

@@ -33,10 +33,10 @@ func (d *differ) migrationMode(r *manifest.Resource) string {
 // misplacedMessage is the finding of a guest found on another node than its manifest's.
 func misplacedMessage(g *inventory.Guest, r *manifest.Resource, why string) string {
 	msg := fmt.Sprintf("found on node %s, the manifest places it on %s; ProxOps manages it where it is and never recreates it", g.Node, r.Node())
-	if why != "" {
-		msg += "; " + why
+	if why == "" {
+		why = "proxops apply --move-misplaced moves it back"
 	}
-	return msg
+	return msg + "; " + why
 }
 
 // placement decides, for a guest found on another node than its manifest places it on, whether this plan moves
@@ -47,33 +47,132 @@ func (d *differ) placement(r *manifest.Resource, g *inventory.Guest) (moveTo str
 	target := r.Node()
 	rec, hasRec := d.owned[vmid]
 	owns := pveformat.Owned(liveTags(g)) && hasRec && rec.Fingerprint != "" && rec.Fingerprint == inventory.Fingerprint(*g)
-	asked := owns && rec.AppliedNode != "" && rec.AppliedNode != target
+	// A move is asked for by a commit (the manifest's node differs from the node ProxOps last put the guest
+	// on) or by the operator for this run (MoveMisplaced).
+	asked := owns && (d.in.MoveMisplaced || rec.AppliedNode != "" && rec.AppliedNode != target)
 	misplaced := func(why string) (string, bool) {
 		d.finding(FindingMisplaced, ref, g.Node, vmid, "spec.node", misplacedMessage(g, r, why))
 		return "", false
 	}
 	switch {
+	case !owns && d.in.MoveMisplaced:
+		return misplaced("it is moved only once ProxOps owns it (tagged and recorded)")
 	case !asked:
 		return misplaced("")
-	case !owns:
-		return misplaced("it is moved only once ProxOps owns it (tagged and recorded)")
 	case d.migrationMode(r) == manifest.MigrateNever:
 		return misplaced("migration is off for it (migrate: never)")
 	case g.Template:
 		return misplaced("a template is not migrated")
 	case g.Lock != "":
 		return misplaced(fmt.Sprintf("it is locked (%s); the move waits", g.Lock))
-	case g.HAManaged:
-		d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
-			fmt.Sprintf("vmid %d is HA-managed: it moves only through HA (ha-manager migrate), which ProxOps does not drive yet; the move from %s to %s is held, and nothing else of it is written until it stands on %s", vmid, g.Node, target, target))
-		return "", true
 	}
 	if why := d.migrationRefusal(r, g, target); why != "" {
 		d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
 			fmt.Sprintf("the manifest moves vmid %d from %s to %s, which PVE refuses: %s", vmid, g.Node, target, why))
 		return "", false
 	}
+	if throughHA(g) {
+		if why := d.haConflict(g, target); why != "" {
+			d.finding(FindingAnomaly, ref, g.Node, vmid, "spec.node",
+				fmt.Sprintf("the manifest moves vmid %d from %s to %s, but %s; HA would move it back, so it is not moved: change the rule or spec.node", vmid, g.Node, target, why))
+			return "", false
+		}
+	}
 	return target, false
+}
+
+// haSIDOf is the HA resource id of a guest: vm:<vmid> or ct:<vmid>.
+func haSIDOf(t inventory.GuestType, vmid int) string {
+	if t == inventory.LXC {
+		return fmt.Sprintf("ct:%d", vmid)
+	}
+	return fmt.Sprintf("vm:%d", vmid)
+}
+
+// haConflict is why the cluster's HA rules would place an HA-managed guest elsewhere than target: a strict
+// node-affinity rule without target, a positive resource-affinity rule with a guest that stays on another
+// node, a negative one with a guest on target. A guest's place is where it is observed, or where this plan
+// moves it (the moves the planner asked PVE about). Empty when the rules agree or were not read.
+func (d *differ) haConflict(g *inventory.Guest, target string) string {
+	sid := haSIDOf(g.Type, g.VMID)
+	placeOf := func(other string) (string, bool) {
+		_, id, _ := strings.Cut(other, ":")
+		vmid, err := strconv.Atoi(id)
+		if err != nil {
+			return "", false
+		}
+		og, ok := d.in.Observed.Guest(vmid)
+		if !ok {
+			return "", false
+		}
+		for _, m := range d.in.Observed.MigrationChecks {
+			if m.VMID == vmid {
+				return m.Target, true
+			}
+		}
+		return og.Node, true
+	}
+	for _, rule := range d.in.Observed.HARules {
+		if rule.Disable || !slices.Contains(rule.Resources, sid) {
+			continue
+		}
+		switch rule.Type {
+		case "node-affinity":
+			var nodes []string
+			for _, n := range rule.Nodes {
+				name, _, _ := strings.Cut(n, ":")
+				nodes = append(nodes, name)
+			}
+			if rule.Strict && !slices.Contains(nodes, target) {
+				return fmt.Sprintf("HA rule %s (strict node-affinity) keeps it on [%s]", rule.ID, strings.Join(nodes, " "))
+			}
+		case "resource-affinity":
+			for _, other := range rule.Resources {
+				if other == sid {
+					continue
+				}
+				at, ok := placeOf(other)
+				switch {
+				case !ok:
+				case rule.Affinity == "positive" && at != target:
+					return fmt.Sprintf("HA rule %s (positive resource-affinity) keeps it with %s, which stays on %s", rule.ID, other, at)
+				case rule.Affinity == "negative" && at == target:
+					return fmt.Sprintf("HA rule %s (negative resource-affinity) keeps it apart from %s, which is on %s", rule.ID, other, at)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// pveRefusal is what PVE answered it refuses about a move (GET …/migrate?target=), naming the reason; ok
+// is false when the answer was not read, and the planner's own checks stand in for it.
+func (d *differ) pveRefusal(g *inventory.Guest, target string) (why string, ok bool) {
+	chk, found := d.in.Observed.MigrationCheck(g.VMID, target)
+	if !found || chk.Error != "" {
+		return "", false
+	}
+	var blocking, mapped []string
+	for _, r := range chk.LocalResources {
+		if slices.Contains(chk.Mapped, r) {
+			mapped = append(mapped, r)
+		} else {
+			blocking = append(blocking, r)
+		}
+	}
+	switch {
+	case len(blocking) > 0:
+		return fmt.Sprintf("PVE reports local resources (%s) that tie it to node %s (local_resources)", strings.Join(blocking, ", "), g.Node), true
+	case len(mapped) > 0 && chk.Running:
+		return fmt.Sprintf("PVE reports mapped devices (%s), which a running guest cannot take along (mapped-resources)", strings.Join(mapped, ", ")), true
+	case len(chk.LocalCDROMs) > 0:
+		return fmt.Sprintf("PVE reports a CD-ROM holding a node-local image (%s) (local_disks)", strings.Join(chk.LocalCDROMs, ", ")), true
+	case len(chk.UnavailableStorages) > 0:
+		return fmt.Sprintf("PVE reports that node %s lacks storage %s (not_allowed_nodes)", target, strings.Join(chk.UnavailableStorages, ", ")), true
+	case chk.Known && !chk.Allowed:
+		return fmt.Sprintf("PVE does not list node %s among the nodes it may move to (not_allowed_nodes)", target), true
+	}
+	return "", true
 }
 
 var (
@@ -122,15 +221,22 @@ func storageMap(r *manifest.Resource) (def string, pairs map[string]string) {
 	return def, pairs
 }
 
-// migrationRefusal is what PVE's migration checks (migrate_vm, QemuMigrate prepare and scan_local_volumes,
-// LXC Migrate prepare) would refuse, read from the observed state: a passthrough device, a local CD-ROM image,
-// a storage the target lacks. Empty when PVE allows the move.
+// migrationRefusal is what PVE refuses about a move: its own answer (GET …/migrate?target=, asked for the
+// moves a plan is about to emit) when the planner has it, else what PVE's migration checks (migrate_vm,
+// QemuMigrate prepare and scan_local_volumes, LXC Migrate prepare) would refuse, read from the observed state:
+// a passthrough device, a local CD-ROM image, a storage the target lacks. Empty when PVE allows the move.
 func (d *differ) migrationRefusal(r *manifest.Resource, g *inventory.Guest, target string) string {
 	to := d.node(target)
 	if to == nil {
 		return fmt.Sprintf("node %s was not observed", target)
 	}
-	from := d.node(g.Node)
+	why, read := d.pveRefusal(g, target)
+	if why != "" {
+		return why
+	}
+	if read {
+		return d.storageRefusal(r, g, target, to)
+	}
 	cfg := g.Current()
 	if g.Type == inventory.QEMU {
 		var devices []string
@@ -158,6 +264,14 @@ func (d *differ) migrationRefusal(r *manifest.Resource, g *inventory.Guest, targ
 			}
 		}
 	}
+	return d.storageRefusal(r, g, target, to)
+}
+
+// storageRefusal is a storage of the guest's volumes the target lacks (after spec.migrate.target-storage), or a
+// CD-ROM image on node-local storage. PVE's answer names such storages only for a stopped guest, so this
+// check runs also when PVE's answer was read.
+func (d *differ) storageRefusal(r *manifest.Resource, g *inventory.Guest, target string, to *inventory.Node) string {
+	from := d.node(g.Node)
 	def, pairs := storageMap(r)
 	for _, v := range guestVolumes(g) {
 		shared := false
@@ -187,6 +301,30 @@ func (d *differ) migrationRefusal(r *manifest.Resource, g *inventory.Guest, targ
 	return ""
 }
 
+// haIgnored is the requested state of an HA resource the HA stack leaves alone: PVE then acts on the guest
+// directly, as if it were not HA-managed (pve-ha-manager's service_check_ha_state).
+const haIgnored = "ignored"
+
+// throughHA reports whether a guest moves through HA: it is an HA resource HA does not ignore. A disabled
+// resource moves too (the manager relocates a stopped service's config).
+func throughHA(g *inventory.Guest) bool {
+	return g.HAManaged && g.HAState != haIgnored
+}
+
+// MoveQueries are, per source node, the moves a plan emits: what the planner asks PVE about
+// (GET …/migrate?target=) before it plans them for good.
+func MoveQueries(p Plan) map[string][]inventory.MigrationQuery {
+	out := map[string][]inventory.MigrationQuery{}
+	for _, op := range p.Operations {
+		if !op.Action.Moves() {
+			continue
+		}
+		target, _ := op.Param("target")
+		out[op.Node] = append(out[op.Node], inventory.MigrationQuery{VMID: op.VMID, Type: op.GuestType, Target: target})
+	}
+	return out
+}
+
 // hasLocalVolumes reports whether a guest has a disk on node-local storage (copied by the migration).
 func (d *differ) hasLocalVolumes(g *inventory.Guest) bool {
 	from := d.node(g.Node)
@@ -210,6 +348,10 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 	}
 	g, r := s.g, s.r
 	ref, vmid, t := s.ref, g.VMID, g.Type
+	if throughHA(g) {
+		d.planHAMigrate(s)
+		return nil
+	}
 	mode := d.migrationMode(r)
 	if s.running && mode == manifest.MigrateOffline {
 		d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionShutdown, "")), Action: ActionShutdown,
@@ -241,9 +383,35 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 		params = append(params, KV{Key: key, Value: m.TargetStorage})
 	}
 	id := d.opID(guestOpID(t, vmid, ActionMigrate, ""))
-	op := d.add(s, Operation{ID: id, Action: ActionMigrate, Params: params,
+	d.addMove(s, Operation{ID: id, Action: ActionMigrate, Params: params,
 		Reason:  fmt.Sprintf("%s: spec.node %s → %s; will migrate %s", ref, g.Node, s.moveTo, how),
 		Changes: []Change{{Field: "node", Before: g.Node, After: s.moveTo}}})
+	return nil
+}
+
+// planHAMigrate moves an HA-managed guest through HA: the manager migrates it (online for a running VM,
+// restart mode for a running container, offline for a stopped guest), whatever the migration mode says,
+// since a guest HA keeps started cannot be shut down for an offline move.
+func (d *differ) planHAMigrate(s *guestUpdate) {
+	g := s.g
+	how := "offline"
+	switch {
+	case s.running && g.Type == inventory.LXC:
+		how = "in restart mode"
+	case s.running:
+		how = "online"
+	}
+	id := d.opID(guestOpID(g.Type, g.VMID, ActionHAMigrate, ""))
+	d.addMove(s, Operation{ID: id, Action: ActionHAMigrate, Params: []KV{{Key: "target", Value: s.moveTo}},
+		Reason: fmt.Sprintf("%s: spec.node %s → %s; HA-managed (%s): will ask HA to migrate it (%s) and wait until HA reports it on %s",
+			s.ref, g.Node, s.moveTo, g.HAState, how, s.moveTo),
+		Changes: []Change{{Field: "node", Before: g.Node, After: s.moveTo}}})
+}
+
+// addMove adds a guest's move and continues the guest's plan on the target node.
+func (d *differ) addMove(s *guestUpdate, o Operation) {
+	g, vmid, ref, id := s.g, s.g.VMID, s.ref, o.ID
+	op := d.add(s, o)
 	op.Precondition.Fingerprint = s.fp
 	d.migrations = append(d.migrations, id)
 	d.records = append(d.records, Record{Owned: Owned{VMID: vmid, Ref: ref.String(), Node: s.moveTo, AppliedNode: s.moveTo}, After: id})
@@ -254,7 +422,6 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 	// The migration rewrites the config (its lock, maybe volume ids and sizes): later writes check values.
 	s.digestSpent = true
 	s.recorded = true
-	return nil
 }
 
 // learnAppliedNode updates the node a record says ProxOps put the guest on when the guest stands where its
@@ -300,7 +467,7 @@ func (d *differ) limitMigrations(p *Plan) {
 	}
 	var order []int
 	for i, op := range p.Operations {
-		if op.Action == ActionMigrate {
+		if op.Action.Moves() {
 			order = append(order, i)
 		}
 	}

@@ -73,6 +73,10 @@ const (
 	ActionSnapshot       Action = "snapshot"
 	ActionDeleteSnapshot Action = "delete-snapshot"
 	ActionRollback       Action = "rollback"
+	// ActionHAMigrate moves an HA-managed guest through HA (POST /cluster/ha/resources/{sid}/migrate) from
+	// its Node to the node Params target names: HA decides how (online for a running VM, restart mode for a
+	// running container, offline for a stopped guest); the operation is done when HA reports the guest there.
+	ActionHAMigrate Action = "ha-migrate"
 )
 
 // ClusterObjectActions are the actions on HA resources, HA rules and backup jobs.
@@ -108,7 +112,12 @@ var Actions = []Action{
 	ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule,
 	ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob, ActionClaimClusterObject,
 	ActionApplyGuestFirewall, ActionCreateFirewallObject, ActionConfigureFirewallObject,
-	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionMigrate, ActionSnapshot, ActionDeleteSnapshot, ActionRollback,
+	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionMigrate, ActionSnapshot, ActionDeleteSnapshot, ActionRollback, ActionHAMigrate,
+}
+
+// Moves reports whether an action moves a guest to another node (a migration, directly or through HA).
+func (a Action) Moves() bool {
+	return a == ActionMigrate || a == ActionHAMigrate
 }
 
 // KV is one PVE parameter. A secret value is never carried: SecretRefs name the secrets (for example

@@ -390,7 +390,7 @@ func (d *differ) insertFirst(s *guestUpdate, op Operation) {
 	u := s.u
 	at := 0
 	for i, o := range u.ops {
-		if o.Action == ActionClaimTag || o.Action == ActionMigrate {
+		if o.Action == ActionClaimTag || o.Action.Moves() {
 			at = i + 1
 		}
 	}

@@ -151,6 +151,8 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		err = a.deleteSnapshot(ctx)
 	case plan.ActionRollback:
 		err = a.rollback(ctx)
+	case plan.ActionHAMigrate:
+		err = a.haMigrate(ctx)
 	default:
 		err = terminal("unknown action %q", op.Action)
 	}

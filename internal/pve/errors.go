@@ -249,3 +249,9 @@ func UnexplainedTaskFailure(err error) bool {
 	class, _ := classifyText(te.ExitStatus, plan.ErrorNone)
 	return class == plan.ErrorNone
 }
+
+// NotServed reports whether PVE answered that it does not serve a path (501 Not Implemented: a path this
+// PVE version does not have, such as /cluster/ha/rules before PVE 9).
+func NotServed(err error) bool {
+	return err != nil && statusOf(err) == 501
+}

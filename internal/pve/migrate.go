@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
 )
 
 // migrateParams are the operation parameters a migration passes to PVE, per guest type.
@@ -164,4 +166,96 @@ func (a *applier) checkMigration(ctx context.Context, target string) error {
 		return terminal("%s: refused by PVE: node %s lacks storage %s", a.what(), target, strings.Join(chk.UnavailableStorages, ", "))
 	}
 	return nil
+}
+
+// haSID is the HA resource id of the operation's guest: vm:<vmid> or ct:<vmid>.
+func (a *applier) haSID() string {
+	if a.op.GuestType == inventory.LXC {
+		return "ct:" + a.vmid()
+	}
+	return "vm:" + a.vmid()
+}
+
+// haMigrate moves an HA-managed guest through HA: POST /cluster/ha/resources/{sid}/migrate queues the request
+// for the HA manager, which migrates the guest (how is HA's to decide). The operation is done when the
+// manager reports the guest on the target and PVE finds it there, within the task timeout. A delivery after a
+// crash never asks twice: a guest already on the target is done, and a migration HA is running is waited for.
+func (a *applier) haMigrate(ctx context.Context) error {
+	target, _ := a.op.Param("target")
+	if !validNodeName(target) || target == a.op.Node {
+		return terminal("%s: invalid target node %q", a.what(), target)
+	}
+	sid := a.haSID()
+	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.TaskTimeout)
+	defer cancel()
+	delay := a.c.cfg.TaskPollMin
+	asked, sawMove, missed := false, false, 0
+	for {
+		g, node, ok, err := a.waitSettled(ctx, []string{target, a.op.Node}, a.op.VMID, "migrate")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// The config may move between the two reads: only a guest missing from both nodes three times in a row
+			// is gone.
+			if missed++; missed > 2 {
+				return conflict("%s: %s %d is neither on node %s nor on node %s", a.what(), a.op.GuestType, a.op.VMID, a.op.Node, target)
+			}
+			if err := clock.Sleep(ctx, delay); err != nil {
+				return failed(err, "%s: wait for HA to report %s on %s", a.what(), sid, target)
+			}
+			continue
+		}
+		missed = 0
+		if err := a.owned(ctx, g); err != nil {
+			return err
+		}
+		res, found, err := a.c.haResource(ctx, sid)
+		if err != nil {
+			return failed(err, "%s", a.what())
+		}
+		if !found {
+			return conflict("%s: %s is no longer an HA resource; the next plan moves it directly", a.what(), sid)
+		}
+		moving := res.CRMState == "migrate" || res.CRMState == "relocate"
+		sawMove = sawMove || moving
+		switch {
+		case node == target && !moving && (res.Node == "" || res.Node == target):
+			a.out.AlreadyDone = !asked && !sawMove
+			a.out.Fingerprint = inventory.Fingerprint(g)
+			return nil
+		case res.State == "ignored":
+			return conflict("%s: HA ignores %s now; the next plan moves it directly", a.what(), sid)
+		case !moving && !asked:
+			if _, err := a.c.request(ctx, true, http.MethodPost, "/cluster/ha/resources/{sid}/migrate", []string{sid}, nil,
+				map[string]string{"node": target}); err != nil {
+				return failed(err, "%s to %s", a.what(), target)
+			}
+			asked = true
+			a.out.Message = fmt.Sprintf("asked HA to migrate %s to %s", sid, target)
+		case !moving && sawMove && node != target:
+			return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: HA's migration of %s to %s ended with the guest still on node %s", a.what(), sid, target, node)}
+		}
+		if a.opts.Progress != nil {
+			a.opts.Progress(TaskStatus{Running: true})
+		}
+		if err := clock.Sleep(ctx, delay); err != nil {
+			return failed(err, "%s: wait for HA to report %s on %s", a.what(), sid, target)
+		}
+		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
+	}
+}
+
+// haResource reads one HA resource with the manager's view of it.
+func (c *Client) haResource(ctx context.Context, sid string) (HAResource, bool, error) {
+	list, err := c.ListHAResources(ctx)
+	if err != nil {
+		return HAResource{}, false, err
+	}
+	for _, r := range list {
+		if r.SID == sid {
+			return r, true, nil
+		}
+	}
+	return HAResource{}, false, nil
 }

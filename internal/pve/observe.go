@@ -140,9 +140,37 @@ func (c *Client) listGuests(ctx context.Context, node string, typ inventory.Gues
 			g.QMPStatus = it.str("qmpstatus")
 		}
 		g.HAManaged = it.str("hastate") != "" || haManaged(it)
+		if g.HAManaged {
+			g.HAState = it.str("hastate")
+			if m, ok := it["ha"].(map[string]any); ok && g.HAState == "" {
+				g.HAState = object(m).str("state")
+			}
+		}
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// HAResourceStates lists the HA resources (GET /cluster/ha/resources) with their requested state, by sid:
+// which guests HA manages, which the node listings do not say.
+func (c *Client) HAResourceStates(ctx context.Context) (map[string]string, error) {
+	raw, err := c.get(ctx, "/cluster/ha/resources", nil, nil)
+	if err != nil {
+		return nil, failed(err, "list ha resources")
+	}
+	items, err := decodeObjects(raw)
+	if err != nil {
+		return nil, failed(err, "list ha resources")
+	}
+	states := map[string]string{}
+	for _, it := range items {
+		st := it.str("state")
+		if st == "" {
+			st = "started"
+		}
+		states[it.str("sid")] = st
+	}
+	return states, nil
 }
 
 // haManaged reads an "ha": {"managed": 1} member when a listing carries one.

@@ -434,8 +434,10 @@ func (s *Sim) handleHAMove(c *call, kind string) (any, error) {
 	if s.node(target) == nil {
 		return nil, dieErr("node '%s' is not a member of the cluster", target)
 	}
-	if r.state() == "disabled" || r.state() == "ignored" {
-		return nil, dieErr("service '%s' is %s, cannot %s", sid, r.state(), kind)
+	// service_is_ha_managed: an ignored resource behaves as if HA did not manage it. A disabled one is moved
+	// by the manager as a stopped service.
+	if r.state() == "ignored" {
+		return nil, dieErr("resource '%s' is not HA managed", sid)
 	}
 	r.target, r.move = target, kind
 	s.haKick(r)

@@ -356,7 +356,7 @@ func (s *Sim) handleQemuMigrate(c *call) (any, error) {
 	if err := s.checkTargetStorages(m, g, "targetstorage"); err != nil {
 		return nil, err
 	}
-	if g.ha {
+	if g.ha && g.haState != "ignored" {
 		return s.haMigrate(c, g, target), nil
 	}
 	return s.spawnMigration(m, g, warn), nil
@@ -383,7 +383,7 @@ func (s *Sim) handleLXCMigrate(c *call) (any, error) {
 	if err := s.checkTargetStorages(m, g, "target-storage"); err != nil {
 		return nil, err
 	}
-	if g.ha {
+	if g.ha && g.haState != "ignored" {
 		return s.haMigrate(c, g, target), nil
 	}
 	return s.spawnMigration(m, g, ""), nil

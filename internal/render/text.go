@@ -153,7 +153,7 @@ func PlanText(p plan.Plan) string {
 			create.lines = append(create.lines, opLine(o, false))
 		case o.Action == plan.ActionDelete || o.Action == plan.ActionDeletePool || (o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
 			del.lines = append(del.lines, opLine(o, false))
-		case o.Action == plan.ActionMigrate:
+		case o.Action.Moves():
 			move.lines = append(move.lines, opLine(o, false))
 		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
 			o.Action == plan.ActionRegenerateCloudInit || o.Action == plan.ActionClaimPool || o.Action == plan.ActionConfigurePool ||
@@ -279,7 +279,7 @@ func heldMoves(p plan.Plan) []line {
 	}
 	var out []line
 	for _, o := range p.Operations {
-		if o.Action == plan.ActionMigrate {
+		if o.Action.Moves() {
 			target, _ := o.Param("target")
 			out = append(out, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID), reason: "move to " + target + " waits for confirmation"})
 		}

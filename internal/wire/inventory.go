@@ -3,6 +3,8 @@ package wire
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -30,6 +32,13 @@ type NodeInventory struct {
 	ErrorClass string
 	// ClusterNodes are the nodes of the PVE cluster, sorted, when the request asked for them (ListNodes).
 	ClusterNodes []string
+	// HARules are the cluster's HA rules when the request asked for them; HARulesRead says they were read.
+	HARules     []inventory.HARule
+	HARulesRead bool
+	// MigrationChecks are PVE's answers to the request's MigrationChecks.
+	MigrationChecks []inventory.MigrationCheck
+	// HAResources are the cluster's HA resources (sid → requested state), with HARules.
+	HAResources map[string]string
 }
 
 // ObserveRequest asks a node's executors for a live inventory.
@@ -55,6 +64,12 @@ type ObserveRequest struct {
 	AllFirewalls bool
 	// ClusterFirewall asks for the cluster's firewall objects as well.
 	ClusterFirewall bool
+	// HARules asks for the cluster's HA rules (NodeInventory.HARules).
+	HARules bool
+	// MigrationChecks asks PVE whether these guests of the node may move (NodeInventory.MigrationChecks).
+	MigrationChecks []inventory.MigrationQuery
+	// ChecksOnly answers only HARules and MigrationChecks, without reading the node's inventory.
+	ChecksOnly bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -64,7 +79,7 @@ func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
 	}
 	p := &inventoryv1.Guest{
 		Vmid: int64(g.VMID), Type: t, Name: g.Name, Status: g.Status, Qmpstatus: g.QMPStatus, Template: g.Template,
-		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged, CloudinitDrive: g.CloudInitDrive,
+		Lock: g.Lock, Tags: g.Tags, Digest: g.Digest, HaManaged: g.HAManaged, HaState: g.HAState, CloudinitDrive: g.CloudInitDrive,
 		Firewall: guestFirewallToProto(g.Firewall),
 	}
 	if p.Config, err = entriesToProto("config", g.Config); err != nil {
@@ -110,7 +125,7 @@ func guestFromProto(p *inventoryv1.Guest, node string) (inventory.Guest, error) 
 	g := inventory.Guest{
 		VMID: int(p.GetVmid()), Type: t, Node: node, Name: p.GetName(), Status: p.GetStatus(),
 		QMPStatus: p.GetQmpstatus(), Template: p.GetTemplate(), Lock: p.GetLock(), Tags: p.GetTags(),
-		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), CloudInitDrive: p.GetCloudinitDrive(),
+		Digest: p.GetDigest(), HAManaged: p.GetHaManaged(), HAState: p.GetHaState(), CloudInitDrive: p.GetCloudinitDrive(),
 		Config: entriesFromProto(p.GetConfig()), CloudInit: entriesFromProto(p.GetCloudinit()),
 		Firewall: guestFirewallFromProto(p.GetFirewall()),
 	}
@@ -126,7 +141,7 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
 		TagsCaseSensitive: n.Node.TagsCaseSensitive, PoolsObserved: n.Node.PoolsObserved,
-		ClusterFirewall: clusterFirewallToProto(n.Node.ClusterFirewall),
+		ClusterFirewall: clusterFirewallToProto(n.Node.ClusterFirewall), HaRulesRead: n.HARulesRead,
 	}
 	for _, pl := range n.Node.Pools {
 		pp := &inventoryv1.Pool{Poolid: pl.ID, Comment: pl.Comment}
@@ -134,6 +149,22 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 			pp.Vmids = append(pp.Vmids, int64(v))
 		}
 		p.Pools = append(p.Pools, pp)
+	}
+	for _, r := range n.HARules {
+		p.HaRules = append(p.HaRules, &inventoryv1.HARule{Id: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
+			Strict: r.Strict, Affinity: r.Affinity, Disable: r.Disable})
+	}
+	for _, sid := range slices.Sorted(maps.Keys(n.HAResources)) {
+		p.HaResources = append(p.HaResources, &inventoryv1.HAResourceState{Sid: sid, State: n.HAResources[sid]})
+	}
+	for _, m := range n.MigrationChecks {
+		t, err := inventoryGuestTypeEnum.toProto(m.Type)
+		if err != nil {
+			return nil, fmt.Errorf("migration check of %d: %w", m.VMID, err)
+		}
+		p.MigrationChecks = append(p.MigrationChecks, &inventoryv1.MigrationCheck{Vmid: int64(m.VMID), Type: t, Target: m.Target,
+			Error: m.Error, Running: m.Running, LocalDisks: m.LocalDisks, LocalCdroms: m.LocalCDROMs, LocalResources: m.LocalResources,
+			MappedResources: m.Mapped, Known: m.Known, Allowed: m.Allowed, UnavailableStorages: m.UnavailableStorages})
 	}
 	for _, g := range n.Node.Guests {
 		if g.Node != "" && g.Node != n.Node.Node {
@@ -165,13 +196,30 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
 		TagsCaseSensitive: p.GetTagsCaseSensitive(), PoolsObserved: p.GetPoolsObserved(),
 		ClusterFirewall: clusterFirewallFromProto(p.GetClusterFirewall()),
-	}}
+	}, HARulesRead: p.GetHaRulesRead()}
 	for _, pp := range p.GetPools() {
 		pl := inventory.Pool{ID: pp.GetPoolid(), Comment: pp.GetComment()}
 		for _, v := range pp.GetVmids() {
 			pl.Members = append(pl.Members, int(v))
 		}
 		n.Node.Pools = append(n.Node.Pools, pl)
+	}
+	for _, r := range p.GetHaResources() {
+		if n.HAResources == nil {
+			n.HAResources = map[string]string{}
+		}
+		n.HAResources[r.GetSid()] = r.GetState()
+	}
+	for _, m := range p.GetMigrationChecks() {
+		t, err := inventoryGuestTypeEnum.fromProto(m.GetType())
+		if err != nil {
+			return NodeInventory{}, fmt.Errorf("migration check of %d: %w", m.GetVmid(), err)
+		}
+		n.MigrationChecks = append(n.MigrationChecks, inventory.MigrationCheck{
+			MigrationQuery: inventory.MigrationQuery{VMID: int(m.GetVmid()), Type: t, Target: m.GetTarget()},
+			Error:          m.GetError(), Running: m.GetRunning(), LocalDisks: m.GetLocalDisks(), LocalCDROMs: m.GetLocalCdroms(),
+			LocalResources: m.GetLocalResources(), Mapped: m.GetMappedResources(), Known: m.GetKnown(), Allowed: m.GetAllowed(),
+			UnavailableStorages: m.GetUnavailableStorages()})
 	}
 	for _, pg := range p.GetGuests() {
 		g, err := guestFromProto(pg, p.GetNode())
@@ -222,9 +270,15 @@ func DecodeNodeInventory(ctx context.Context, decode DecodeFunc) (NodeInventory,
 
 // ObserveRequestToProto converts an observe request into a proxops.inventory.v1.ObserveRequest.
 func ObserveRequestToProto(r ObserveRequest) proto.Message {
-	return &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
+	p := &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
 		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL,
+		HaRules: r.HARules, ChecksOnly: r.ChecksOnly,
 		FirewallVmids: vmidsToProto(r.FirewallVMIDs), AllFirewalls: r.AllFirewalls, ClusterFirewall: r.ClusterFirewall, Pools: r.Pools}
+	for _, q := range r.MigrationChecks {
+		t, _ := inventoryGuestTypeEnum.toProto(q.Type)
+		p.MigrationChecks = append(p.MigrationChecks, &inventoryv1.MigrationQuery{Vmid: int64(q.VMID), Type: t, Target: q.Target})
+	}
+	return p
 }
 
 // ObserveRequestFromProto converts a proxops.inventory.v1.ObserveRequest.
@@ -233,10 +287,19 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 	if err != nil {
 		return ObserveRequest{}, fmt.Errorf("observe request: %w", err)
 	}
-	return ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
+	r := ObserveRequest{Cluster: p.GetCluster(), Node: p.GetNode(), RequestID: p.GetRequestId(),
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
-		BaseURL: p.GetBaseUrl(), FirewallVMIDs: vmidsFromProto(p.GetFirewallVmids()), AllFirewalls: p.GetAllFirewalls(),
-		ClusterFirewall: p.GetClusterFirewall(), Pools: p.GetPools()}, nil
+		BaseURL: p.GetBaseUrl(), HARules: p.GetHaRules(), ChecksOnly: p.GetChecksOnly(),
+		FirewallVMIDs: vmidsFromProto(p.GetFirewallVmids()), AllFirewalls: p.GetAllFirewalls(),
+		ClusterFirewall: p.GetClusterFirewall(), Pools: p.GetPools()}
+	for _, q := range p.GetMigrationChecks() {
+		t, err := inventoryGuestTypeEnum.fromProto(q.GetType())
+		if err != nil {
+			return ObserveRequest{}, fmt.Errorf("observe request: migration check of %d: %w", q.GetVmid(), err)
+		}
+		r.MigrationChecks = append(r.MigrationChecks, inventory.MigrationQuery{VMID: int(q.GetVmid()), Type: t, Target: q.GetTarget()})
+	}
+	return r, nil
 }
 
 // DecodeObserveRequest decodes a received proxops.inventory.v1.ObserveRequest.

@@ -50,6 +50,7 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionSnapshot, planv1.Action_ACTION_SNAPSHOT},
 	{plan.ActionDeleteSnapshot, planv1.Action_ACTION_DELETE_SNAPSHOT},
 	{plan.ActionRollback, planv1.Action_ACTION_ROLLBACK},
+	{plan.ActionHAMigrate, planv1.Action_ACTION_HA_MIGRATE},
 }}
 
 var planGuestTypeEnum = enumMap[inventory.GuestType, planv1.GuestType]{field: "guest type", pairs: []enumPair[inventory.GuestType, planv1.GuestType]{

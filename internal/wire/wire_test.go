@@ -210,7 +210,7 @@ func TestObserveRequestRoundTrips(t *testing.T) {
 func TestRepoEventsRoundTrip(t *testing.T) {
 	rc := event.RepoChanged{Repo: "https://git.example/infra.git", Branch: "main", Commit: "abc", Tree: "t1",
 		Trigger: event.TriggerDrift, EventID: event.DriftEventID("https://git.example/infra.git", "abc", 7),
-		RequestID: "r1", Clusters: []string{"lab"}, DryRun: true, Subject: "Bump memory"}
+		RequestID: "r1", Clusters: []string{"lab"}, DryRun: true, Subject: "Bump memory", MoveMisplaced: true}
 	m, err := wire.RepoChangedToProto(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestRepoEventsRoundTrip(t *testing.T) {
 		t.Fatalf("RepoChanged (-sent +received):\n%s", diff)
 	}
 
-	rr := event.ReconcileRequest{RequestID: "r1", Clusters: []string{"lab", "prod"}, DryRun: true, Tree: "t2", RequestedBy: "cli:alice@host"}
+	rr := event.ReconcileRequest{RequestID: "r1", Clusters: []string{"lab", "prod"}, DryRun: true, Tree: "t2", RequestedBy: "cli:alice@host", MoveMisplaced: true}
 	var backRR repov1.ReconcileRequest
 	roundTrip(t, wire.ReconcileRequestToProto(rr), &backRR)
 	gotRR, err := wire.ReconcileRequestFromProto(&backRR)

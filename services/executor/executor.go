@@ -213,7 +213,7 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	}
 	var n inventory.Node
 	client, _, err := e.pve.current(ctx)
-	if err == nil {
+	if err == nil && !req.ChecksOnly {
 		n, err = client.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
 			ContentStorages: req.ContentStorages, AllContent: req.AllContent, FirewallVMIDs: req.FirewallVMIDs,
 			AllFirewalls: req.AllFirewalls, ClusterFirewall: req.ClusterFirewall, Pools: req.Pools})
@@ -223,6 +223,9 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	if err == nil && req.ListNodes {
 		// A cluster with an empty allowlist is observed on every node PVE lists; the planner learns them here.
 		inv.ClusterNodes, err = client.Nodes(ctx)
+	}
+	if err == nil {
+		err = e.observeChecks(ctx, client, req, &inv)
 	}
 	if err != nil {
 		inv.Node.Guests, inv.Node.Storages, inv.Node.Volumes, inv.Node.ListedStorages = nil, nil, nil, nil
@@ -234,13 +237,50 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	if cerr != nil {
 		return nil, cerr
 	}
-	if err == nil {
+	if err == nil && !req.ChecksOnly {
 		e.metrics.pveRead(time.Now())
 		if perr := e.publishInventory(ctx, msg); perr != nil {
 			e.log.Warn("publish inventory", "err", perr)
 		}
 	}
 	return msg, nil
+}
+
+// observeChecks answers what a planner asks before it plans moves: the cluster's HA rules and resources and, per guest of
+// the node, PVE's migration precondition. A precondition that cannot be read is answered with its error (the
+// planner falls back to its own checks); HA rules that cannot be read fail the observation.
+func (e *executor) observeChecks(ctx context.Context, client *pve.Client, req wire.ObserveRequest, inv *wire.NodeInventory) error {
+	if req.HARules {
+		rules, err := client.ListHARules(ctx)
+		switch {
+		case pve.NotServed(err):
+			// PVE 8 has HA groups, not rules.
+		case err != nil:
+			return err
+		}
+		for _, r := range rules {
+			inv.HARules = append(inv.HARules, inventory.HARule{ID: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
+				Strict: r.Strict, Affinity: r.Affinity, Disable: r.Disable})
+		}
+		inv.HARulesRead = true
+		if inv.HAResources, err = client.HAResourceStates(ctx); err != nil {
+			return err
+		}
+	}
+	for _, q := range req.MigrationChecks {
+		out := inventory.MigrationCheck{MigrationQuery: q}
+		chk, err := client.CheckMigration(ctx, req.Node, q.Type, q.VMID, q.Target)
+		if err != nil {
+			out.Error = err.Error()
+			e.log.Warn("migration precondition not read", "vmid", q.VMID, "target", q.Target, "err", err)
+		} else {
+			out.Running, out.LocalDisks, out.LocalCDROMs = chk.Running, chk.LocalDisks, chk.CDROMs
+			out.LocalResources, out.Mapped = chk.LocalResources, chk.Mapped
+			out.Known, out.Allowed, out.UnavailableStorages = chk.Known, chk.Allowed, chk.UnavailableStorages
+		}
+		inv.MigrationChecks = append(inv.MigrationChecks, out)
+	}
+	return nil
 }
 
 // publishInventory publishes an inventory of the node on its inventory subject.

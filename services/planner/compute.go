@@ -102,8 +102,14 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	if err != nil {
 		return computed{}, transient(err)
 	}
-	pl, err := plan.Diff(plan.Input{Cluster: c, Observed: observed, Owned: owned, OwnedObjects: ownedObjects, Secrets: resolver,
-		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, SnapshotRecords: snaps, Now: time.Now()})
+	in := plan.Input{Cluster: c, Observed: observed, Owned: owned, OwnedObjects: ownedObjects, Secrets: resolver,
+		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced,
+		SnapshotRecords: snaps, Now: time.Now()}
+	pl, err := plan.Diff(in)
+	if err == nil && p.askAboutMoves(ctx, c, &in.Observed, pl) {
+		// What PVE says about the moves (and HA's rules) may turn some into diagnostics.
+		pl, err = plan.Diff(in)
+	}
 	var rej *plan.RejectedError
 	switch {
 	case errors.As(err, &rej):

@@ -822,8 +822,9 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 	}
 	ev.RequestID = req.RequestID
 	ev.Clusters = append([]string(nil), req.Clusters...)
+	ev.MoveMisplaced = req.MoveMisplaced
 	w.log.Info("reconcile requested", "request_id", req.RequestID, "requested_by", req.RequestedBy, "operator", req.Operator,
-		"tree", req.Tree, "dry_run", ev.DryRun)
+		"tree", req.Tree, "dry_run", ev.DryRun, "move_misplaced", ev.MoveMisplaced)
 	return w.publish(ctx, ev)
 }
 

@@ -229,13 +229,16 @@ func (e *env) snapshot(files repoFiles) string {
 }
 
 // announce publishes a RepoChanged for a repository, as the watcher would.
-func (e *env) announce(files repoFiles, dryRun bool) event.RepoChanged {
+func (e *env) announce(files repoFiles, dryRun bool, opts ...func(*event.RepoChanged)) event.RepoChanged {
 	e.t.Helper()
 	e.seq++
 	tree := e.snapshot(files)
 	ev := event.RepoChanged{Repo: "/srv/ops", Branch: "main", Commit: fmt.Sprintf("%040d", e.seq), Tree: tree,
 		Trigger: event.TriggerManual, EventID: fmt.Sprintf("/srv/ops@%d#manual-%d", e.seq, e.seq), DryRun: dryRun,
 		RequestID: fmt.Sprintf("req-%d", e.seq)}
+	for _, o := range opts {
+		o(&ev)
+	}
 	m, err := wire.RepoChangedToProto(ev)
 	if err != nil {
 		e.t.Fatal(err)
@@ -403,9 +406,34 @@ func (e *env) vms(specs map[string]int) repoFiles {
 // handClone clones a guest by hand through the PVE API, as an operator would (the clone keeps its tags).
 func (e *env) handClone(node string, vmid, newID int) {
 	e.t.Helper()
-	form := url.Values{"newid": {strconv.Itoa(newID)}, "full": {"1"}, "name": {"hand-clone"}}
-	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api2/json/nodes/%s/qemu/%d/clone", e.srv.URL, node, vmid),
-		strings.NewReader(form.Encode()))
+	e.post(fmt.Sprintf("/nodes/%s/qemu/%d/clone", node, vmid), url.Values{"newid": {strconv.Itoa(newID)}, "full": {"1"}, "name": {"hand-clone"}})
+	testkit.Eventually(e.t, 30*time.Second, "the hand-made clone", func() bool {
+		cfg, ok := e.sim.Config(newID)
+		return ok && cfg["lock"] == ""
+	})
+}
+
+// handMove migrates a running VM to another node as someone would by hand, outside ProxOps.
+func (e *env) handMove(node string, vmid int, target string) {
+	e.t.Helper()
+	e.post(fmt.Sprintf("/nodes/%s/qemu/%d/migrate", node, vmid), url.Values{"target": {target}, "online": {"1"}})
+	testkit.Eventually(e.t, 30*time.Second, "the hand move", func() bool {
+		n, _, ok := e.sim.NodeOf(vmid)
+		cfg, _ := e.sim.Config(vmid)
+		return ok && n == target && cfg["lock"] == ""
+	})
+}
+
+// post sends a write to the simulator as root, outside ProxOps.
+func (e *env) post(path string, form url.Values) {
+	e.t.Helper()
+	e.send(http.MethodPost, path, form)
+}
+
+// send sends a request to the simulator as root, outside ProxOps.
+func (e *env) send(method, path string, form url.Values) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -418,12 +446,8 @@ func (e *env) handClone(node string, vmid, newID int) {
 	body, _ := io.ReadAll(res.Body)
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		e.t.Fatalf("hand clone: %s: %s", res.Status, body)
+		e.t.Fatalf("%s %s: %s: %s", method, path, res.Status, body)
 	}
-	testkit.Eventually(e.t, 30*time.Second, "the hand-made clone", func() bool {
-		cfg, ok := e.sim.Config(newID)
-		return ok && cfg["lock"] == ""
-	})
 }
 
 // chain makes each named VM of a repository depend on the one before it (proxops/depends-on).

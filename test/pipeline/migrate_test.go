@@ -2,11 +2,14 @@ package pipeline_test
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/testkit"
@@ -105,5 +108,96 @@ func TestMovesSurviveAPlannerKilledMidRun(t *testing.T) {
 	next := e.apply(moved)
 	if ops := next.planned[0].Plan.Operations; len(ops) != 0 {
 		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
+	}
+}
+
+// A guest moved by hand is reported as misplaced and left where it is by an ordinary apply; an apply with
+// move-misplaced moves it back once, and the next ordinary plan is empty.
+func TestMoveMisplacedMovesAHandMovedGuestBackOnce(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "ceph", Type: "rbd", Content: []string{"images", "rootdir"}, Shared: true})
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := repoFiles{"clusters/lab/config.yaml": e.lab(""), "vm/lab/app.yaml": movingVM("app", 300, "pve1", "ceph"),
+		"clusters/lab/resources.yaml": "resources:\n  - ../../vm/lab/app.yaml\n"}
+	e.apply(files)
+	e.handMove("pve1", 300, "pve2")
+	migrations := func() int { return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/migrate") }
+	before := migrations()
+
+	o := e.apply(files)
+	p := o.planned[0].Plan
+	if len(p.Operations) != 0 || !slices.ContainsFunc(p.Findings, func(f plan.Finding) bool { return f.Kind == plan.FindingMisplaced }) {
+		t.Fatalf("an ordinary apply planned %+v with findings %+v, want only the misplaced report", p.Operations, p.Findings)
+	}
+	if n, _, _ := e.sim.NodeOf(300); n != "pve2" || migrations() != before {
+		t.Fatalf("an ordinary apply moved the guest: on %s, %d migrations", n, migrations()-before)
+	}
+
+	ev := e.announce(files, false, func(ev *event.RepoChanged) { ev.MoveMisplaced = true })
+	if f := e.wait(ev, time.Minute).last(); f.Outcome != plan.OutcomeSucceeded {
+		t.Fatalf("move-misplaced run: %+v", f)
+	}
+	if n, _, _ := e.sim.NodeOf(300); n != "pve1" || !e.sim.Running(300) {
+		t.Fatalf("after move-misplaced the guest is on %s (running %v), want running on pve1", n, e.sim.Running(300))
+	}
+	if got := migrations() - before; got != 1 {
+		t.Fatalf("%d migrations, want 1", got)
+	}
+	if ops := e.apply(files).planned[0].Plan.Operations; len(ops) != 0 {
+		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
+	}
+}
+
+// An HA-managed guest whose spec.node changes is not moved while a strict HA rule keeps it off the new node:
+// the planner reads the rules (and asks PVE about the move) and reports the conflict. Once the rule allows
+// the node, the guest moves through HA, never directly, and the next plan, with nothing to move, asks PVE
+// nothing about moves.
+func TestHAGuestMovesThroughHAOnceItsRulesAgree(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Storages = append(spec.Storages, pvesim.StorageSpec{ID: "ceph", Type: "rbd", Content: []string{"images", "rootdir"}, Shared: true})
+	spec.HADelay = pvesim.Duration(50 * time.Millisecond)
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := func(node string) repoFiles {
+		return repoFiles{"clusters/lab/config.yaml": e.lab(""), "vm/lab/app.yaml": movingVM("app", 300, node, "ceph"),
+			"clusters/lab/resources.yaml": "resources:\n  - ../../vm/lab/app.yaml\n"}
+	}
+	e.apply(files("pve1"))
+	if err := e.sim.SetHA(300, true); err != nil {
+		t.Fatal(err)
+	}
+	e.post("/cluster/ha/rules", url.Values{"rule": {"keep"}, "type": {"node-affinity"}, "resources": {"vm:300"},
+		"nodes": {"pve1,pve3"}, "strict": {"1"}})
+	asked := func() int { return e.sim.Count("GET", "/nodes/{node}/qemu/{vmid}/migrate") }
+	haMoves := func() int { return e.sim.Count("POST", "/cluster/ha/resources/{sid}/migrate") }
+	direct := func() int { return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/migrate") }
+
+	p := e.apply(files("pve2")).planned[0].Plan
+	if len(p.Operations) != 0 || !slices.ContainsFunc(p.Findings, func(f plan.Finding) bool {
+		return f.Kind == plan.FindingAnomaly && strings.Contains(f.Message, "HA rule keep")
+	}) {
+		t.Fatalf("with the rule: operations %+v, findings %+v; want only the conflict", p.Operations, p.Findings)
+	}
+	if asked() == 0 {
+		t.Fatal("the planner did not ask PVE about the move")
+	}
+
+	e.send("PUT", "/cluster/ha/rules/keep", url.Values{"type": {"node-affinity"}, "nodes": {"pve1,pve2,pve3"}})
+	e.apply(files("pve2"))
+	if n, _, _ := e.sim.NodeOf(300); n != "pve2" || !e.sim.Running(300) {
+		t.Fatalf("after the move: on %s, running %v", n, e.sim.Running(300))
+	}
+	if haMoves() != 1 || direct() != 0 {
+		t.Fatalf("%d HA migrations and %d direct ones, want 1 and 0", haMoves(), direct())
+	}
+	before := asked()
+	if ops := e.apply(files("pve2")).planned[0].Plan.Operations; len(ops) != 0 {
+		t.Fatalf("the next plan has %d operations: %+v", len(ops), ops)
+	}
+	if asked() != before {
+		t.Fatalf("a plan without moves asked PVE about %d moves", asked()-before)
 	}
 }

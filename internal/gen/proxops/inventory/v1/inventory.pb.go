@@ -100,7 +100,15 @@ type ObserveRequest struct {
 	ClusterFirewall bool `protobuf:"varint,10,opt,name=cluster_firewall,json=clusterFirewall,proto3" json:"cluster_firewall,omitempty"`
 	// Also read the cluster's resource pools (NodeInventory.pools): cluster-wide, so one node of a cluster is
 	// asked.
-	Pools         bool `protobuf:"varint,30,opt,name=pools,proto3" json:"pools,omitempty"`
+	Pools bool `protobuf:"varint,30,opt,name=pools,proto3" json:"pools,omitempty"`
+	// Also report the cluster's HA rules and HA resources (ha_rules, ha_resources): asked of one node, for a
+	// plan that moves guests.
+	HaRules bool `protobuf:"varint,11,opt,name=ha_rules,json=haRules,proto3" json:"ha_rules,omitempty"`
+	// Ask PVE whether these guests of the node may move (GET .../migrate?target=): the guests a planned move
+	// is about to be emitted for.
+	MigrationChecks []*MigrationQuery `protobuf:"bytes,12,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
+	// Answer only ha_rules and migration_checks: the node's inventory is not read again.
+	ChecksOnly    bool `protobuf:"varint,13,opt,name=checks_only,json=checksOnly,proto3" json:"checks_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +220,324 @@ func (x *ObserveRequest) GetPools() bool {
 	return false
 }
 
+func (x *ObserveRequest) GetHaRules() bool {
+	if x != nil {
+		return x.HaRules
+	}
+	return false
+}
+
+func (x *ObserveRequest) GetMigrationChecks() []*MigrationQuery {
+	if x != nil {
+		return x.MigrationChecks
+	}
+	return nil
+}
+
+func (x *ObserveRequest) GetChecksOnly() bool {
+	if x != nil {
+		return x.ChecksOnly
+	}
+	return false
+}
+
+// MigrationQuery names one guest of the node and the node it would move to.
+type MigrationQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vmid          int64                  `protobuf:"varint,1,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	Type          GuestType              `protobuf:"varint,2,opt,name=type,proto3,enum=proxops.inventory.v1.GuestType" json:"type,omitempty"`
+	Target        string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationQuery) Reset() {
+	*x = MigrationQuery{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationQuery) ProtoMessage() {}
+
+func (x *MigrationQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationQuery.ProtoReflect.Descriptor instead.
+func (*MigrationQuery) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MigrationQuery) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *MigrationQuery) GetType() GuestType {
+	if x != nil {
+		return x.Type
+	}
+	return GuestType_GUEST_TYPE_UNSPECIFIED
+}
+
+func (x *MigrationQuery) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+// MigrationCheck is PVE's answer to GET .../migrate?target= for one guest (migrate_vm_precondition).
+type MigrationCheck struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Vmid   int64                  `protobuf:"varint,1,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	Type   GuestType              `protobuf:"varint,2,opt,name=type,proto3,enum=proxops.inventory.v1.GuestType" json:"type,omitempty"`
+	Target string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// Set when the precondition could not be read; the rest is then empty.
+	Error   string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Running bool   `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
+	// Volume ids of the guest's local disks, and the CD-ROM images among them.
+	LocalDisks  []string `protobuf:"bytes,6,rep,name=local_disks,json=localDisks,proto3" json:"local_disks,omitempty"`
+	LocalCdroms []string `protobuf:"bytes,7,rep,name=local_cdroms,json=localCdroms,proto3" json:"local_cdroms,omitempty"`
+	// Passthrough devices that tie the guest to its node, and those of them that use a cluster mapping.
+	LocalResources  []string `protobuf:"bytes,8,rep,name=local_resources,json=localResources,proto3" json:"local_resources,omitempty"`
+	MappedResources []string `protobuf:"bytes,9,rep,name=mapped_resources,json=mappedResources,proto3" json:"mapped_resources,omitempty"`
+	// The answer listed allowed and not-allowed nodes (a stopped guest); allowed says the target is among the
+	// allowed ones.
+	Known   bool `protobuf:"varint,10,opt,name=known,proto3" json:"known,omitempty"`
+	Allowed bool `protobuf:"varint,11,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// The guest's storages the target lacks (not_allowed_nodes.<target>.unavailable_storages).
+	UnavailableStorages []string `protobuf:"bytes,12,rep,name=unavailable_storages,json=unavailableStorages,proto3" json:"unavailable_storages,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *MigrationCheck) Reset() {
+	*x = MigrationCheck{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationCheck) ProtoMessage() {}
+
+func (x *MigrationCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationCheck.ProtoReflect.Descriptor instead.
+func (*MigrationCheck) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MigrationCheck) GetVmid() int64 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *MigrationCheck) GetType() GuestType {
+	if x != nil {
+		return x.Type
+	}
+	return GuestType_GUEST_TYPE_UNSPECIFIED
+}
+
+func (x *MigrationCheck) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *MigrationCheck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *MigrationCheck) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *MigrationCheck) GetLocalDisks() []string {
+	if x != nil {
+		return x.LocalDisks
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetLocalCdroms() []string {
+	if x != nil {
+		return x.LocalCdroms
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetLocalResources() []string {
+	if x != nil {
+		return x.LocalResources
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetMappedResources() []string {
+	if x != nil {
+		return x.MappedResources
+	}
+	return nil
+}
+
+func (x *MigrationCheck) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *MigrationCheck) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *MigrationCheck) GetUnavailableStorages() []string {
+	if x != nil {
+		return x.UnavailableStorages
+	}
+	return nil
+}
+
+// HARule is a PVE 9 HA rule (GET /cluster/ha/rules).
+type HARule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// node-affinity or resource-affinity
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// HA resource ids: vm:100, ct:101.
+	Resources []string `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
+	// node[:priority] entries (node-affinity).
+	Nodes  []string `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Strict bool     `protobuf:"varint,5,opt,name=strict,proto3" json:"strict,omitempty"`
+	// positive or negative (resource-affinity)
+	Affinity      string `protobuf:"bytes,6,opt,name=affinity,proto3" json:"affinity,omitempty"`
+	Disable       bool   `protobuf:"varint,7,opt,name=disable,proto3" json:"disable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HARule) Reset() {
+	*x = HARule{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HARule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HARule) ProtoMessage() {}
+
+func (x *HARule) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HARule.ProtoReflect.Descriptor instead.
+func (*HARule) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HARule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *HARule) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *HARule) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *HARule) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *HARule) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+func (x *HARule) GetAffinity() string {
+	if x != nil {
+		return x.Affinity
+	}
+	return ""
+}
+
+func (x *HARule) GetDisable() bool {
+	if x != nil {
+		return x.Disable
+	}
+	return false
+}
+
 // NodeInventory is one node's live state.
 type NodeInventory struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -247,13 +573,21 @@ type NodeInventory struct {
 	// The pools were read (an executor that does not read them leaves it unset, and the planner then plans no
 	// pool).
 	PoolsObserved bool `protobuf:"varint,31,opt,name=pools_observed,json=poolsObserved,proto3" json:"pools_observed,omitempty"`
+	// The cluster's HA rules, when the request asked for ha_rules; ha_rules_read says they were read (a PVE
+	// 8 cluster has none).
+	HaRules     []*HARule `protobuf:"bytes,18,rep,name=ha_rules,json=haRules,proto3" json:"ha_rules,omitempty"`
+	HaRulesRead bool      `protobuf:"varint,15,opt,name=ha_rules_read,json=haRulesRead,proto3" json:"ha_rules_read,omitempty"`
+	// PVE's answers to the request's migration_checks.
+	MigrationChecks []*MigrationCheck `protobuf:"bytes,16,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
+	// The cluster's HA resources (sid and requested state), with ha_rules.
+	HaResources   []*HAResourceState `protobuf:"bytes,17,rep,name=ha_resources,json=haResources,proto3" json:"ha_resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInventory) Reset() {
 	*x = NodeInventory{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +599,7 @@ func (x *NodeInventory) String() string {
 func (*NodeInventory) ProtoMessage() {}
 
 func (x *NodeInventory) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[1]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +612,7 @@ func (x *NodeInventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInventory.ProtoReflect.Descriptor instead.
 func (*NodeInventory) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{1}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeInventory) GetCluster() string {
@@ -393,6 +727,34 @@ func (x *NodeInventory) GetPoolsObserved() bool {
 	return false
 }
 
+func (x *NodeInventory) GetHaRules() []*HARule {
+	if x != nil {
+		return x.HaRules
+	}
+	return nil
+}
+
+func (x *NodeInventory) GetHaRulesRead() bool {
+	if x != nil {
+		return x.HaRulesRead
+	}
+	return false
+}
+
+func (x *NodeInventory) GetMigrationChecks() []*MigrationCheck {
+	if x != nil {
+		return x.MigrationChecks
+	}
+	return nil
+}
+
+func (x *NodeInventory) GetHaResources() []*HAResourceState {
+	if x != nil {
+		return x.HaResources
+	}
+	return nil
+}
+
 // Pool is one resource pool.
 type Pool struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -407,7 +769,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +781,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[2]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +794,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{2}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Pool) GetPoolid() string {
@@ -454,6 +816,60 @@ func (x *Pool) GetVmids() []int64 {
 		return x.Vmids
 	}
 	return nil
+}
+
+// HAResourceState is one HA resource (GET /cluster/ha/resources): vm:100 or ct:101, and its requested state
+// (started, stopped, disabled, ignored).
+type HAResourceState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sid           string                 `protobuf:"bytes,1,opt,name=sid,proto3" json:"sid,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HAResourceState) Reset() {
+	*x = HAResourceState{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HAResourceState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HAResourceState) ProtoMessage() {}
+
+func (x *HAResourceState) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HAResourceState.ProtoReflect.Descriptor instead.
+func (*HAResourceState) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HAResourceState) GetSid() string {
+	if x != nil {
+		return x.Sid
+	}
+	return ""
+}
+
+func (x *HAResourceState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
 }
 
 // Guest is one qemu VM or LXC container with its raw config.
@@ -484,14 +900,16 @@ type Guest struct {
 	// The guest's snapshots (GET .../snapshot without "current"), read for guests carrying the ownership tag.
 	Snapshots []*Snapshot `protobuf:"bytes,30,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
 	// The guest's firewall, when the request asked for it; absent otherwise.
-	Firewall      *GuestFirewall `protobuf:"bytes,14,opt,name=firewall,proto3" json:"firewall,omitempty"`
+	Firewall *GuestFirewall `protobuf:"bytes,14,opt,name=firewall,proto3" json:"firewall,omitempty"`
+	// The HA resource's requested state when ha_managed: started, stopped, disabled or ignored.
+	HaState       string `protobuf:"bytes,15,opt,name=ha_state,json=haState,proto3" json:"ha_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Guest) Reset() {
 	*x = Guest{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +921,7 @@ func (x *Guest) String() string {
 func (*Guest) ProtoMessage() {}
 
 func (x *Guest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[3]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +934,7 @@ func (x *Guest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guest.ProtoReflect.Descriptor instead.
 func (*Guest) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{3}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Guest) GetVmid() int64 {
@@ -624,6 +1042,13 @@ func (x *Guest) GetFirewall() *GuestFirewall {
 	return nil
 }
 
+func (x *Guest) GetHaState() string {
+	if x != nil {
+		return x.HaState
+	}
+	return ""
+}
+
 // Snapshot is one snapshot of a guest as GET .../snapshot lists it.
 type Snapshot struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -642,7 +1067,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +1079,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[4]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1092,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{4}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Snapshot) GetName() string {
@@ -730,7 +1155,7 @@ type GuestFirewall struct {
 
 func (x *GuestFirewall) Reset() {
 	*x = GuestFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1167,7 @@ func (x *GuestFirewall) String() string {
 func (*GuestFirewall) ProtoMessage() {}
 
 func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1180,7 @@ func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuestFirewall.ProtoReflect.Descriptor instead.
 func (*GuestFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GuestFirewall) GetOptions() map[string]string {
@@ -803,7 +1228,7 @@ type FirewallRule struct {
 
 func (x *FirewallRule) Reset() {
 	*x = FirewallRule{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1240,7 @@ func (x *FirewallRule) String() string {
 func (*FirewallRule) ProtoMessage() {}
 
 func (x *FirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1253,7 @@ func (x *FirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
 func (*FirewallRule) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FirewallRule) GetFields() map[string]string {
@@ -850,7 +1275,7 @@ type FirewallIPSet struct {
 
 func (x *FirewallIPSet) Reset() {
 	*x = FirewallIPSet{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1287,7 @@ func (x *FirewallIPSet) String() string {
 func (*FirewallIPSet) ProtoMessage() {}
 
 func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1300,7 @@ func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSet.ProtoReflect.Descriptor instead.
 func (*FirewallIPSet) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FirewallIPSet) GetName() string {
@@ -911,7 +1336,7 @@ type FirewallIPSetEntry struct {
 
 func (x *FirewallIPSetEntry) Reset() {
 	*x = FirewallIPSetEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1348,7 @@ func (x *FirewallIPSetEntry) String() string {
 func (*FirewallIPSetEntry) ProtoMessage() {}
 
 func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1361,7 @@ func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSetEntry.ProtoReflect.Descriptor instead.
 func (*FirewallIPSetEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FirewallIPSetEntry) GetCidr() string {
@@ -972,7 +1397,7 @@ type FirewallAlias struct {
 
 func (x *FirewallAlias) Reset() {
 	*x = FirewallAlias{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1409,7 @@ func (x *FirewallAlias) String() string {
 func (*FirewallAlias) ProtoMessage() {}
 
 func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1422,7 @@ func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallAlias.ProtoReflect.Descriptor instead.
 func (*FirewallAlias) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FirewallAlias) GetName() string {
@@ -1035,7 +1460,7 @@ type ClusterFirewall struct {
 
 func (x *ClusterFirewall) Reset() {
 	*x = ClusterFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1472,7 @@ func (x *ClusterFirewall) String() string {
 func (*ClusterFirewall) ProtoMessage() {}
 
 func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1485,7 @@ func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterFirewall.ProtoReflect.Descriptor instead.
 func (*ClusterFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ClusterFirewall) GetGroups() []*FirewallGroup {
@@ -1095,7 +1520,7 @@ type FirewallGroup struct {
 
 func (x *FirewallGroup) Reset() {
 	*x = FirewallGroup{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1532,7 @@ func (x *FirewallGroup) String() string {
 func (*FirewallGroup) ProtoMessage() {}
 
 func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1545,7 @@ func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallGroup.ProtoReflect.Descriptor instead.
 func (*FirewallGroup) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FirewallGroup) GetName() string {
@@ -1154,7 +1579,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1591,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1604,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -1242,7 +1667,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1679,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1692,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Storage) GetStorage() string {
@@ -1343,7 +1768,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1780,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1793,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Volume) GetStorage() string {
@@ -1435,7 +1860,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1872,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1885,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -1505,7 +1930,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1942,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1955,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -1608,7 +2033,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +2045,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +2058,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{17}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Gap) GetKind() string {
@@ -1696,7 +2121,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x02\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x03\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1712,7 +2137,38 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rall_firewalls\x18\t \x01(\bR\fallFirewalls\x12)\n" +
 	"\x10cluster_firewall\x18\n" +
 	" \x01(\bR\x0fclusterFirewall\x12\x14\n" +
-	"\x05pools\x18\x1e \x01(\bR\x05pools\"\xc2\x05\n" +
+	"\x05pools\x18\x1e \x01(\bR\x05pools\x12\x19\n" +
+	"\bha_rules\x18\v \x01(\bR\ahaRules\x12O\n" +
+	"\x10migration_checks\x18\f \x03(\v2$.proxops.inventory.v1.MigrationQueryR\x0fmigrationChecks\x12\x1f\n" +
+	"\vchecks_only\x18\r \x01(\bR\n" +
+	"checksOnly\"q\n" +
+	"\x0eMigrationQuery\x12\x12\n" +
+	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\"\x9c\x03\n" +
+	"\x0eMigrationCheck\x12\x12\n" +
+	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x18\n" +
+	"\arunning\x18\x05 \x01(\bR\arunning\x12\x1f\n" +
+	"\vlocal_disks\x18\x06 \x03(\tR\n" +
+	"localDisks\x12!\n" +
+	"\flocal_cdroms\x18\a \x03(\tR\vlocalCdroms\x12'\n" +
+	"\x0flocal_resources\x18\b \x03(\tR\x0elocalResources\x12)\n" +
+	"\x10mapped_resources\x18\t \x03(\tR\x0fmappedResources\x12\x14\n" +
+	"\x05known\x18\n" +
+	" \x01(\bR\x05known\x12\x18\n" +
+	"\aallowed\x18\v \x01(\bR\aallowed\x121\n" +
+	"\x14unavailable_storages\x18\f \x03(\tR\x13unavailableStorages\"\xae\x01\n" +
+	"\x06HARule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1c\n" +
+	"\tresources\x18\x03 \x03(\tR\tresources\x12\x14\n" +
+	"\x05nodes\x18\x04 \x03(\tR\x05nodes\x12\x16\n" +
+	"\x06strict\x18\x05 \x01(\bR\x06strict\x12\x1a\n" +
+	"\baffinity\x18\x06 \x01(\tR\baffinity\x12\x18\n" +
+	"\adisable\x18\a \x01(\bR\adisable\"\xba\a\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -1734,11 +2190,18 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\x12P\n" +
 	"\x10cluster_firewall\x18\x0e \x01(\v2%.proxops.inventory.v1.ClusterFirewallR\x0fclusterFirewall\x120\n" +
 	"\x05pools\x18\x1e \x03(\v2\x1a.proxops.inventory.v1.PoolR\x05pools\x12%\n" +
-	"\x0epools_observed\x18\x1f \x01(\bR\rpoolsObserved\"N\n" +
+	"\x0epools_observed\x18\x1f \x01(\bR\rpoolsObserved\x127\n" +
+	"\bha_rules\x18\x12 \x03(\v2\x1c.proxops.inventory.v1.HARuleR\ahaRules\x12\"\n" +
+	"\rha_rules_read\x18\x0f \x01(\bR\vhaRulesRead\x12O\n" +
+	"\x10migration_checks\x18\x10 \x03(\v2$.proxops.inventory.v1.MigrationCheckR\x0fmigrationChecks\x12H\n" +
+	"\fha_resources\x18\x11 \x03(\v2%.proxops.inventory.v1.HAResourceStateR\vhaResources\"N\n" +
 	"\x04Pool\x12\x16\n" +
 	"\x06poolid\x18\x01 \x01(\tR\x06poolid\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12\x14\n" +
-	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"\xb9\x04\n" +
+	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"9\n" +
+	"\x0fHAResourceState\x12\x10\n" +
+	"\x03sid\x18\x01 \x01(\tR\x03sid\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\xd4\x04\n" +
 	"\x05Guest\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x12\n" +
@@ -1756,7 +2219,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x0fcloudinit_drive\x18\f \x01(\bR\x0ecloudinitDrive\x12?\n" +
 	"\tcloudinit\x18\r \x03(\v2!.proxops.inventory.v1.ConfigEntryR\tcloudinit\x12<\n" +
 	"\tsnapshots\x18\x1e \x03(\v2\x1e.proxops.inventory.v1.SnapshotR\tsnapshots\x12?\n" +
-	"\bfirewall\x18\x0e \x01(\v2#.proxops.inventory.v1.GuestFirewallR\bfirewall\"\xac\x01\n" +
+	"\bfirewall\x18\x0e \x01(\v2#.proxops.inventory.v1.GuestFirewallR\bfirewall\x12\x19\n" +
+	"\bha_state\x18\x0f \x01(\tR\ahaState\"\xac\x01\n" +
 	"\bSnapshot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06parent\x18\x02 \x01(\tR\x06parent\x12 \n" +
@@ -1862,58 +2326,68 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
-	(*NodeInventory)(nil),         // 2: proxops.inventory.v1.NodeInventory
-	(*Pool)(nil),                  // 3: proxops.inventory.v1.Pool
-	(*Guest)(nil),                 // 4: proxops.inventory.v1.Guest
-	(*Snapshot)(nil),              // 5: proxops.inventory.v1.Snapshot
-	(*GuestFirewall)(nil),         // 6: proxops.inventory.v1.GuestFirewall
-	(*FirewallRule)(nil),          // 7: proxops.inventory.v1.FirewallRule
-	(*FirewallIPSet)(nil),         // 8: proxops.inventory.v1.FirewallIPSet
-	(*FirewallIPSetEntry)(nil),    // 9: proxops.inventory.v1.FirewallIPSetEntry
-	(*FirewallAlias)(nil),         // 10: proxops.inventory.v1.FirewallAlias
-	(*ClusterFirewall)(nil),       // 11: proxops.inventory.v1.ClusterFirewall
-	(*FirewallGroup)(nil),         // 12: proxops.inventory.v1.FirewallGroup
-	(*ConfigEntry)(nil),           // 13: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 14: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 15: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 16: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 17: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 18: proxops.inventory.v1.Gap
-	nil,                           // 19: proxops.inventory.v1.GuestFirewall.OptionsEntry
-	nil,                           // 20: proxops.inventory.v1.FirewallRule.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*MigrationQuery)(nil),        // 2: proxops.inventory.v1.MigrationQuery
+	(*MigrationCheck)(nil),        // 3: proxops.inventory.v1.MigrationCheck
+	(*HARule)(nil),                // 4: proxops.inventory.v1.HARule
+	(*NodeInventory)(nil),         // 5: proxops.inventory.v1.NodeInventory
+	(*Pool)(nil),                  // 6: proxops.inventory.v1.Pool
+	(*HAResourceState)(nil),       // 7: proxops.inventory.v1.HAResourceState
+	(*Guest)(nil),                 // 8: proxops.inventory.v1.Guest
+	(*Snapshot)(nil),              // 9: proxops.inventory.v1.Snapshot
+	(*GuestFirewall)(nil),         // 10: proxops.inventory.v1.GuestFirewall
+	(*FirewallRule)(nil),          // 11: proxops.inventory.v1.FirewallRule
+	(*FirewallIPSet)(nil),         // 12: proxops.inventory.v1.FirewallIPSet
+	(*FirewallIPSetEntry)(nil),    // 13: proxops.inventory.v1.FirewallIPSetEntry
+	(*FirewallAlias)(nil),         // 14: proxops.inventory.v1.FirewallAlias
+	(*ClusterFirewall)(nil),       // 15: proxops.inventory.v1.ClusterFirewall
+	(*FirewallGroup)(nil),         // 16: proxops.inventory.v1.FirewallGroup
+	(*ConfigEntry)(nil),           // 17: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 18: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 19: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 20: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 21: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 22: proxops.inventory.v1.Gap
+	nil,                           // 23: proxops.inventory.v1.GuestFirewall.OptionsEntry
+	nil,                           // 24: proxops.inventory.v1.FirewallRule.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
-	21, // 0: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
-	4,  // 1: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	14, // 2: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	15, // 3: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	11, // 4: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
-	3,  // 5: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
-	0,  // 6: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	13, // 7: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	13, // 8: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	5,  // 9: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
-	6,  // 10: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
-	19, // 11: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
-	7,  // 12: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
-	8,  // 13: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
-	10, // 14: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
-	20, // 15: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
-	9,  // 16: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
-	12, // 17: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
-	7,  // 18: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
-	18, // 19: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	17, // 20: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	2,  // 0: proxops.inventory.v1.ObserveRequest.migration_checks:type_name -> proxops.inventory.v1.MigrationQuery
+	0,  // 1: proxops.inventory.v1.MigrationQuery.type:type_name -> proxops.inventory.v1.GuestType
+	0,  // 2: proxops.inventory.v1.MigrationCheck.type:type_name -> proxops.inventory.v1.GuestType
+	25, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	8,  // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
+	18, // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	19, // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	15, // 7: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
+	6,  // 8: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
+	4,  // 9: proxops.inventory.v1.NodeInventory.ha_rules:type_name -> proxops.inventory.v1.HARule
+	3,  // 10: proxops.inventory.v1.NodeInventory.migration_checks:type_name -> proxops.inventory.v1.MigrationCheck
+	7,  // 11: proxops.inventory.v1.NodeInventory.ha_resources:type_name -> proxops.inventory.v1.HAResourceState
+	0,  // 12: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	17, // 13: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	17, // 14: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	9,  // 15: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
+	10, // 16: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
+	23, // 17: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
+	11, // 18: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
+	12, // 19: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
+	14, // 20: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
+	24, // 21: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
+	13, // 22: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
+	16, // 23: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
+	11, // 24: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
+	22, // 25: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	21, // 26: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -1927,7 +2401,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

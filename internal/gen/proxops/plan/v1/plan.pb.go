@@ -78,6 +78,9 @@ const (
 	Action_ACTION_SNAPSHOT        Action = 35
 	Action_ACTION_DELETE_SNAPSHOT Action = 36
 	Action_ACTION_ROLLBACK        Action = 37
+	// Move an HA-managed guest through HA (POST /cluster/ha/resources/{sid}/migrate); params: target. Done once
+	// HA reports the guest on the target.
+	Action_ACTION_HA_MIGRATE Action = 31
 )
 
 // Enum value maps for Action.
@@ -121,6 +124,7 @@ var (
 		35: "ACTION_SNAPSHOT",
 		36: "ACTION_DELETE_SNAPSHOT",
 		37: "ACTION_ROLLBACK",
+		31: "ACTION_HA_MIGRATE",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED":               0,
@@ -161,6 +165,7 @@ var (
 		"ACTION_SNAPSHOT":                  35,
 		"ACTION_DELETE_SNAPSHOT":           36,
 		"ACTION_ROLLBACK":                  37,
+		"ACTION_HA_MIGRATE":                31,
 	}
 )
 
@@ -3288,7 +3293,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xec\a\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\x83\b\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -3328,7 +3333,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x0eACTION_MIGRATE\x10\x1e\x12\x13\n" +
 	"\x0fACTION_SNAPSHOT\x10#\x12\x1a\n" +
 	"\x16ACTION_DELETE_SNAPSHOT\x10$\x12\x13\n" +
-	"\x0fACTION_ROLLBACK\x10%*P\n" +
+	"\x0fACTION_ROLLBACK\x10%\x12\x15\n" +
+	"\x11ACTION_HA_MIGRATE\x10\x1f*P\n" +
 	"\tGuestType\x12\x1a\n" +
 	"\x16GUEST_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fGUEST_TYPE_QEMU\x10\x01\x12\x12\n" +

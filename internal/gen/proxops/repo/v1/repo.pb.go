@@ -113,7 +113,9 @@ type RepoChanged struct {
 	Subject string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
 	// The operator user a work-tree apply was requested by: the NATS user the request arrived as (the last
 	// token of its subject), never a field a client fills in. Empty for everything else.
-	RequestedBy   string `protobuf:"bytes,11,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	RequestedBy string `protobuf:"bytes,11,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// Move guests found on another node than their manifest's back to it (an operator's explicit request).
+	MoveMisplaced bool `protobuf:"varint,12,opt,name=move_misplaced,json=moveMisplaced,proto3" json:"move_misplaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -225,6 +227,13 @@ func (x *RepoChanged) GetRequestedBy() string {
 	return ""
 }
 
+func (x *RepoChanged) GetMoveMisplaced() bool {
+	if x != nil {
+		return x.MoveMisplaced
+	}
+	return false
+}
+
 // ReconcileRequest asks the watcher to announce the current commit again ("reconcile now"), or to announce a
 // snapshot the requester stored itself (a remote preview of a work tree).
 type ReconcileRequest struct {
@@ -240,7 +249,9 @@ type ReconcileRequest struct {
 	// published on proxops.v1.apply.worktree.<user> by an operator user.
 	Tree string `protobuf:"bytes,4,opt,name=tree,proto3" json:"tree,omitempty"`
 	// Who asked (free text for logs only, e.g. "cli:alice@host"; never trusted).
-	RequestedBy   string `protobuf:"bytes,5,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	RequestedBy string `protobuf:"bytes,5,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// Move guests found on another node than their manifest's back to it (apply --move-misplaced).
+	MoveMisplaced bool `protobuf:"varint,6,opt,name=move_misplaced,json=moveMisplaced,proto3" json:"move_misplaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +319,13 @@ func (x *ReconcileRequest) GetRequestedBy() string {
 		return x.RequestedBy
 	}
 	return ""
+}
+
+func (x *ReconcileRequest) GetMoveMisplaced() bool {
+	if x != nil {
+		return x.MoveMisplaced
+	}
+	return false
 }
 
 // TreeSnapshot is the content of one object in the proxops_trees (or proxops_previews) object store: the
@@ -542,7 +560,7 @@ var File_proxops_repo_v1_repo_proto protoreflect.FileDescriptor
 
 const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\n" +
-	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x02\n" +
+	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x02\n" +
 	"\vRepoChanged\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x16\n" +
@@ -556,14 +574,16 @@ const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\adry_run\x18\t \x01(\bR\x06dryRun\x12\x18\n" +
 	"\asubject\x18\n" +
 	" \x01(\tR\asubject\x12!\n" +
-	"\frequested_by\x18\v \x01(\tR\vrequestedBy\"\x9d\x01\n" +
+	"\frequested_by\x18\v \x01(\tR\vrequestedBy\x12%\n" +
+	"\x0emove_misplaced\x18\f \x01(\bR\rmoveMisplaced\"\xc4\x01\n" +
 	"\x10ReconcileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
 	"\bclusters\x18\x02 \x03(\tR\bclusters\x12\x17\n" +
 	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x12\n" +
 	"\x04tree\x18\x04 \x01(\tR\x04tree\x12!\n" +
-	"\frequested_by\x18\x05 \x01(\tR\vrequestedBy\"k\n" +
+	"\frequested_by\x18\x05 \x01(\tR\vrequestedBy\x12%\n" +
+	"\x0emove_misplaced\x18\x06 \x01(\bR\rmoveMisplaced\"k\n" +
 	"\fTreeSnapshot\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x12\n" +
 	"\x04tree\x18\x02 \x01(\tR\x04tree\x12/\n" +
