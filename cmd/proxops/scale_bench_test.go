@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,7 +107,7 @@ func tail(s string) string {
 }
 
 // floor replays the GET requests the simulator logged since its last reset with a plain client,
-// concurrency requests at a time, and returns how long the simulator took to answer them.
+// concurrency requests at a time, decoding each answer from JSON, and returns how long that took.
 func (e *scaleEnv) floor(tb testing.TB, concurrency int) time.Duration {
 	tb.Helper()
 	var paths []string
@@ -129,6 +130,11 @@ func (e *scaleEnv) floor(tb testing.TB, concurrency int) time.Duration {
 				req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
 				res, err := client.Do(req)
 				if err == nil {
+					// Read as any client of the API reads an answer: decoded from JSON.
+					var answer struct {
+						Data any `json:"data"`
+					}
+					err = json.NewDecoder(res.Body).Decode(&answer)
 					_, _ = io.Copy(io.Discard, res.Body)
 					_ = res.Body.Close()
 					if res.StatusCode != http.StatusOK {

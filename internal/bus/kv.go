@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -203,6 +204,35 @@ func (b *Bus) PutObjectIfAbsent(ctx context.Context, bucket, name string, m prot
 		return false, fmt.Errorf("put object %s/%s: %w", bucket, name, err)
 	}
 	return true, nil
+}
+
+// ObjectHolds reports whether the named object holds exactly m as PutObjectIfAbsent would write it (same
+// type, same bytes), comparing the SHA-256 digest the store keeps of the object with m's, without reading
+// the object; false when it is absent or holds anything else.
+func (b *Bus) ObjectHolds(ctx context.Context, bucket, name string, m proto.Message) (bool, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return false, fmt.Errorf("object %s/%s: marshal %s: %w", bucket, name, TypeName(m), err)
+	}
+	obs, err := b.objectStore(ctx, bucket)
+	if err != nil {
+		return false, err
+	}
+	actx, cancel := b.api(ctx)
+	defer cancel()
+	info, err := obs.GetInfo(actx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("object %s/%s: %w", bucket, name, err)
+	}
+	if info.Headers.Get(HeaderType) != TypeName(m) {
+		return false, nil
+	}
+	h := sha256.New()
+	h.Write(data)
+	return info.Digest == jetstream.GetObjectDigestValue(h), nil
 }
 
 // GetObject reads a named object into m, refusing an object of another type; ErrNotFound when absent.

@@ -62,6 +62,14 @@ func PutPreview(ctx context.Context, b *bus.Bus, snap event.TreeSnapshot) (bool,
 	if err := snap.Verify(snap.Tree); err != nil {
 		return false, err
 	}
+	// Stored before with the same bytes (the usual case: the commit was planned already): the stores' digest
+	// says so without reading the snapshot back.
+	m := wire.TreeSnapshotToProto(snap)
+	for _, store := range []string{bus.ObjectTrees, bus.ObjectPreviews} {
+		if same, err := b.ObjectHolds(ctx, store, snap.Tree, m); err == nil && same {
+			return false, nil
+		}
+	}
 	_, err := Get(ctx, b, snap.Tree)
 	switch {
 	case err == nil:
@@ -72,5 +80,5 @@ func PutPreview(ctx context.Context, b *bus.Bus, snap event.TreeSnapshot) (bool,
 	case !errors.Is(err, bus.ErrNotFound):
 		return false, fmt.Errorf("store snapshot %s: %w", snap.Tree, err)
 	}
-	return b.PutObjectIfAbsent(ctx, bus.ObjectPreviews, snap.Tree, wire.TreeSnapshotToProto(snap))
+	return b.PutObjectIfAbsent(ctx, bus.ObjectPreviews, snap.Tree, m)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,7 +237,7 @@ func BenchmarkPipelineThroughput(b *testing.B) {
 	}{{"sync-always", true}, {"default-sync", false}} {
 		b.Run(mode.name, func(b *testing.B) {
 			b.StopTimer()
-			var rates, writes, floors, syncs []float64
+			var rates, writes, floors, syncs, cpus []float64
 			for range b.N {
 				// A fresh system each time: the simulator's cost per create grows with the guests it holds.
 				sc := newScope(b)
@@ -248,9 +249,11 @@ func BenchmarkPipelineThroughput(b *testing.B) {
 				e.startPlanner("bench")
 				repo := e.guestsRepo(ops)
 				before := storeWrites(b, e.bus)
+				cpu := processCPU(b)
 				b.StartTimer()
 				elapsed := e.timedApply(repo, ops)
 				b.StopTimer()
+				cpus = append(cpus, (processCPU(b)-cpu).Seconds()*1000/ops)
 				w := float64(storeWrites(b, e.bus)-before) / ops
 				rates = append(rates, ops/elapsed.Seconds())
 				writes = append(writes, w)
@@ -264,8 +267,21 @@ func BenchmarkPipelineThroughput(b *testing.B) {
 			b.ReportMetric(medianF(syncs), "fsyncs/s")
 			b.ReportMetric(floor, "floor-ops/s")
 			b.ReportMetric(rate/floor, "ops/floor")
+			b.ReportMetric(medianF(cpus), "cpu-ms/op")
 		})
 	}
+}
+
+// processCPU is the CPU time this process has used so far, user and system: the benchmark runs the whole
+// pipeline (NATS server, planner, executors, simulator) in its process, so its CPU per operation holds
+// when other work shares the machine and the wall time does not.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // scope is a testing.TB whose cleanups run when close is called: one system per benchmark iteration,
