@@ -183,6 +183,19 @@ func Registry(b metrics.BuildInfo) (*prometheus.Registry, error) {
 	return reg, nil
 }
 
+// Metrics is the start every service command that serves its own /metrics shares: the process's registry
+// (Registry, with the build's version and commit b) served on addr (StartMetrics). stop is nil only with an
+// error.
+func Metrics(addr string, b metrics.BuildInfo, log *slog.Logger) (reg *prometheus.Registry, stop func(), err error) {
+	if reg, err = Registry(b); err != nil {
+		return nil, nil, err
+	}
+	if stop, err = StartMetrics(addr, reg, log); err != nil {
+		return nil, nil, err
+	}
+	return reg, stop, nil
+}
+
 // StartMetrics is ServeMetrics when addr is set and nothing when it is empty (the endpoint is off); stop is
 // never nil.
 func StartMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {

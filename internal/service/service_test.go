@@ -73,6 +73,27 @@ func TestServeMetricsServesTheBuildInfoAndRefusesAnAddressInUse(t *testing.T) {
 	}
 }
 
+func TestMetricsServesTheProcessRegistryOnlyWhenAnAddressIsGiven(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	b := metrics.BuildInfo{Version: "v1.2.3", Commit: "abc"}
+	reg, stop, err := service.Metrics("", b, log)
+	if err != nil || reg == nil {
+		t.Fatalf("Metrics without an address = %v, %v: want a registry and no endpoint", reg, err)
+	}
+	stop()
+	addr := testkit.FreeAddr(t)
+	if _, stop, err = service.Metrics(addr, b, log); err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	testkit.Eventually(t, 10*time.Second, "proxops_build_info on /metrics", func() bool {
+		return strings.Contains(testkit.Get("http://"+addr+"/metrics"), `proxops_build_info{commit="abc"`)
+	})
+	if _, stop2, err := service.Metrics(addr, b, log); err == nil || stop2 != nil {
+		t.Errorf("a second endpoint on %s: %v, want an error and no stop", addr, err)
+	}
+}
+
 func TestNATSGivesAPasswordAloneTheRolesUserAndRequiresTheURL(t *testing.T) {
 	cfg := bus.ConnectConfig{URL: "nats://x:4222", Password: "p"}
 	if err := service.NATS(&cfg, bus.RoleStatus, "proxops-status"); err != nil {

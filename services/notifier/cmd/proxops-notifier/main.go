@@ -118,20 +118,16 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, "proxops-notifier:", err)
 		return 2
 	}
-	reg, err := service.Registry(service.BuildInfo("", ""))
-	if err == nil {
-		err = notifier.RegisterMetrics(reg)
-	}
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return 1
-	}
-	stopMetrics, err := service.StartMetrics(o.metricsListen, reg, log)
+	reg, stopMetrics, err := service.Metrics(o.metricsListen, service.BuildInfo("", ""), log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
 	defer stopMetrics()
+	if err := notifier.RegisterMetrics(reg); err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
 	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
 	if err != nil {
 		log.Error("cannot start", "err", err)
