@@ -152,16 +152,33 @@ func (o *objApplier) owned(ctx context.Context, comment string) error {
 }
 
 // observed is the comment the plan observed, from the precondition.
-func (o *objApplier) observed() (string, bool) {
-	i := slices.IndexFunc(o.op.Precondition.Expect, func(kv plan.KV) bool { return kv.Key == "comment" })
+// observedComment is the comment the plan observed on an object, which its operation's precondition
+// carries; ok is false when it carries none.
+func observedComment(pre plan.Precondition) (comment string, ok bool) {
+	i := slices.IndexFunc(pre.Expect, func(kv plan.KV) bool { return kv.Key == "comment" })
 	if i < 0 {
 		return "", false
 	}
-	return o.op.Precondition.Expect[i].Value, true
+	return pre.Expect[i].Value, true
+}
+
+// claimable refuses a claim of an object (what) whose live comment is not the one the plan observed, or
+// whose operation does not carry that comment; whose names the comment's owner in the refusal ("its", "the
+// pool's").
+func claimable(what, whose, comment string, pre plan.Precondition) error {
+	observed, ok := observedComment(pre)
+	switch {
+	case !ok:
+		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", what)
+	case comment != observed:
+		return refused(RefusalClaimMismatch, "%s: refused: %s comment is %q, the plan observed %q; it is not claimed",
+			what, whose, comment, observed)
+	}
+	return nil
 }
 
 func (o *objApplier) expected(comment string) error {
-	if want, ok := o.observed(); ok && want != comment {
+	if want, ok := observedComment(o.op.Precondition); ok && want != comment {
 		return conflict("%s: the %s's comment is %q, the plan observed %q", o.what(), o.obj.noun, comment, want)
 	}
 	return nil
@@ -247,13 +264,8 @@ func (o *objApplier) claim(ctx context.Context) error {
 		o.out.AlreadyDone = true
 		return nil
 	}
-	observed, ok := o.observed()
-	switch {
-	case !ok:
-		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", o.what())
-	case comment != observed:
-		return refused(RefusalClaimMismatch, "%s: refused: the %s's comment is %q, the plan observed %q; it is not claimed",
-			o.what(), o.obj.noun, comment, observed)
+	if err := claimable(o.what(), "the "+o.obj.noun+"'s", comment, o.op.Precondition); err != nil {
+		return err
 	}
 	body := map[string]string{"comment": pveformat.MarkComment(comment)}
 	if err := o.obj.update(ctx, o.c, o.id, body); err != nil {

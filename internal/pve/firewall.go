@@ -782,17 +782,8 @@ func (f *fwObjectApplier) claim(ctx context.Context) error {
 	if pveformat.Marked(o.comment) {
 		return nil
 	}
-	observed, ok := "", false
-	for _, kv := range f.op.Precondition.Expect {
-		if kv.Key == "comment" {
-			observed, ok = kv.Value, true
-		}
-	}
-	switch {
-	case !ok:
-		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", f.what())
-	case o.comment != observed:
-		return refused(RefusalClaimMismatch, "%s: refused: its comment is %q, the plan observed %q; it is not claimed", f.what(), o.comment, observed)
+	if err := claimable(f.what(), "its", o.comment, f.op.Precondition); err != nil {
+		return err
 	}
 	return f.writeComment(ctx, pveformat.MarkComment(o.comment))
 }

@@ -275,18 +275,8 @@ func (p *poolApplier) claim(ctx context.Context) error {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	observed, ok := "", false
-	for _, kv := range p.op.Precondition.Expect {
-		if kv.Key == "comment" {
-			observed, ok = kv.Value, true
-		}
-	}
-	switch {
-	case !ok:
-		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", p.what())
-	case pool.Comment != observed:
-		return refused(RefusalClaimMismatch, "%s: refused: the pool's comment is %q, the plan observed %q; it is not claimed",
-			p.what(), pool.Comment, observed)
+	if err := claimable(p.what(), "the pool's", pool.Comment, p.op.Precondition); err != nil {
+		return err
 	}
 	return p.write(ctx, http.MethodPut, map[string]string{"comment": pveformat.MarkComment(pool.Comment)})
 }
