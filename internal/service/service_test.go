@@ -167,3 +167,29 @@ func TestParseWithLevelReadsTheLevelAfterTheFlags(t *testing.T) {
 		t.Errorf("ParseWithLevel with an argument = %v, want it named", err)
 	}
 }
+
+func TestParseAllReportsEveryMistakeAtOnceButABadFlagAlone(t *testing.T) {
+	var nats bus.ConnectConfig
+	newSet := func() (*flag.FlagSet, *service.Env, *string) {
+		fs, env := service.FlagSet("x", io.Discard, func(k string) string { return map[string]string{"WAIT": "soon"}[k] }, &nats)
+		fs.Duration("wait", env.Duration("WAIT", time.Second), "")
+		return fs, env, env.LevelFlag(fs)
+	}
+	fs, env, level := newSet()
+	_, err := env.ParseAll(fs, []string{"--log-level", "loud", "extra"}, level, func() error { return errors.New("own check") })
+	for _, want := range []string{`WAIT="soon"`, `unexpected arguments ["extra"]`, "own check", `--log-level "loud"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseAll = %v, want %q among the mistakes", err, want)
+		}
+	}
+	fs, env, level = newSet()
+	checked := false
+	_, err = env.ParseAll(fs, []string{"--no-such-flag"}, level, func() error { checked = true; return nil })
+	if err == nil || strings.Contains(err.Error(), "WAIT") || checked {
+		t.Errorf("a bad flag: %v (checks run: %v), want it alone and no check run", err, checked)
+	}
+	fs, env, level = newSet()
+	if l, err := env.ParseAll(fs, []string{"--log-level", "warn"}, level); l != slog.LevelWarn || err == nil || !strings.Contains(err.Error(), "WAIT") {
+		t.Errorf("ParseAll = %v, %v; want warn and the bad variable", l, err)
+	}
+}

@@ -46,22 +46,16 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	fs.StringVar(&o.metricsListen, "metrics-listen", env.String("PROXOPS_NOTIFIER_METRICS_LISTEN", DefaultMetricsListen),
 		"address of the /metrics endpoint, empty for off [PROXOPS_NOTIFIER_METRICS_LISTEN]")
 	level := env.LevelFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	errs = append(errs, service.NATS(&o.nats, bus.RoleNotifier, "proxops-notifier"))
-	if o.config == "" {
-		errs = append(errs, errors.New("--config (or PROXOPS_CONFIG) is required: it names the providers"))
-	}
 	var err error
-	if o.logLevel, err = service.ParseLevel(*level); err != nil {
-		errs = append(errs, err)
-	}
-	return o, errors.Join(errs...)
+	o.logLevel, err = env.ParseAll(fs, args, level,
+		func() error { return service.NATS(&o.nats, bus.RoleNotifier, "proxops-notifier") },
+		func() error {
+			if o.config == "" {
+				return errors.New("--config (or PROXOPS_CONFIG) is required: it names the providers")
+			}
+			return nil
+		})
+	return o, err
 }
 
 // loadNotifications reads the notifications section of file and decrypts the secrets file it names (a

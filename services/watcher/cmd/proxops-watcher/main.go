@@ -10,13 +10,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/service"
@@ -96,23 +93,14 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	secretEnv := fs.String("webhook-secret-env", env("PROXOPS_WEBHOOK_SECRET_ENV", "PROXOPS_WEBHOOK_SECRET"), "name of the environment variable holding the webhook secret (webhook.secret-env)")
 	fs.BoolVar(&o.provision, "provision", false, "create or update the streams, buckets and object stores before starting (needs a NATS user allowed to)")
 	level := e.LevelFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return options{}, err
-	}
-	errs := []error{e.Err()}
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
-	}
 	var err error
-	if o.logLevel, err = service.ParseLevel(*level); err != nil {
-		errs = append(errs, err)
-	}
+	o.logLevel, err = e.ParseAll(fs, args, level)
 	c.Token = getenv("PROXOPS_GIT_TOKEN")
 	c.SSHKeyPassphrase = getenv("PROXOPS_GIT_SSH_PASSPHRASE")
 	if *secretEnv != "" {
 		c.WebhookSecret = getenv(*secretEnv)
 	}
-	return o, errors.Join(errs...)
+	return o, err
 }
 
 // defaultDataDir is ~/.local/share/proxops, or $XDG_DATA_HOME/proxops.
