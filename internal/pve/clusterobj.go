@@ -3,7 +3,6 @@ package pve
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
@@ -131,57 +130,9 @@ func (o *objApplier) read(ctx context.Context) (string, error) {
 	return comment, nil
 }
 
-// owned checks the marker in the live comment and the ownership record; a refusal is terminal.
-func (o *objApplier) owned(ctx context.Context, comment string) error {
-	if o.opts.Objects == nil {
-		return nil
-	}
-	if !pveformat.Marked(comment) {
-		return refused(RefusalNotOwned, "%s: refused: the %s's comment does not carry the %s marker",
-			o.what(), o.obj.noun, pveformat.OwnershipMarker)
-	}
-	found, err := o.opts.Objects.ObjectRecorded(ctx, o.obj.kind, o.id)
-	switch {
-	case err != nil:
-		return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: read the ownership record: %w", o.what(), err)}
-	case !found:
-		return refused(RefusalNotOwned, "%s: refused: the %s carries the %s marker, but ProxOps holds no ownership record of it",
-			o.what(), o.obj.noun, pveformat.OwnershipMarker)
-	}
-	return nil
-}
-
-// observed is the comment the plan observed, from the precondition.
-// observedComment is the comment the plan observed on an object, which its operation's precondition
-// carries; ok is false when it carries none.
-func observedComment(pre plan.Precondition) (comment string, ok bool) {
-	i := slices.IndexFunc(pre.Expect, func(kv plan.KV) bool { return kv.Key == "comment" })
-	if i < 0 {
-		return "", false
-	}
-	return pre.Expect[i].Value, true
-}
-
-// claimable refuses a claim of an object (what) whose live comment is not the one the plan observed, or
-// whose operation does not carry that comment; whose names the comment's owner in the refusal ("its", "the
-// pool's").
-func claimable(what, whose, comment string, pre plan.Precondition) error {
-	observed, ok := observedComment(pre)
-	switch {
-	case !ok:
-		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", what)
-	case comment != observed:
-		return refused(RefusalClaimMismatch, "%s: refused: %s comment is %q, the plan observed %q; it is not claimed",
-			what, whose, comment, observed)
-	}
-	return nil
-}
-
-func (o *objApplier) expected(comment string) error {
-	if want, ok := observedComment(o.op.Precondition); ok && want != comment {
-		return conflict("%s: the %s's comment is %q, the plan observed %q", o.what(), o.obj.noun, comment, want)
-	}
-	return nil
+// marked is the object as its ownership checks name it.
+func (o *objApplier) marked() markedObject {
+	return markedObject{what: o.what(), noun: o.obj.noun, kind: o.obj.kind, id: o.id}
 }
 
 // create creates the object with the marked comment. One of that id that exists is a conflict, unless an
@@ -241,10 +192,10 @@ func (o *objApplier) configure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := o.owned(ctx, comment); err != nil {
+	if err := o.marked().owned(ctx, o.opts.Objects, comment); err != nil {
 		return err
 	}
-	if err := o.expected(comment); err != nil {
+	if err := o.marked().expected(comment, o.op.Precondition); err != nil {
 		return err
 	}
 	if err := o.obj.update(ctx, o.c, o.id, o.body()); err != nil {
@@ -264,7 +215,7 @@ func (o *objApplier) claim(ctx context.Context) error {
 		o.out.AlreadyDone = true
 		return nil
 	}
-	if err := claimable(o.what(), "the "+o.obj.noun+"'s", comment, o.op.Precondition); err != nil {
+	if err := o.marked().claimable(comment, o.op.Precondition); err != nil {
 		return err
 	}
 	body := map[string]string{"comment": pveformat.MarkComment(comment)}
@@ -284,10 +235,10 @@ func (o *objApplier) delete(ctx context.Context) error {
 		o.out.AlreadyDone = true
 		return nil
 	}
-	if err := o.owned(ctx, comment); err != nil {
+	if err := o.marked().owned(ctx, o.opts.Objects, comment); err != nil {
 		return err
 	}
-	if err := o.expected(comment); err != nil {
+	if err := o.marked().expected(comment, o.op.Precondition); err != nil {
 		return err
 	}
 	if err := o.obj.remove(ctx, o.c, o.id); err != nil {

@@ -180,35 +180,9 @@ func (p *poolApplier) read(ctx context.Context) (Pool, error) {
 	return pool, nil
 }
 
-// owned checks, on the pool just read and right before a write to it, that ProxOps owns it: the marker in its
-// live comment and the record in the ownership inventory. A refusal is terminal.
-func (p *poolApplier) owned(ctx context.Context, pool Pool) error {
-	if p.opts.Objects == nil {
-		return nil
-	}
-	if !pveformat.Marked(pool.Comment) {
-		return refused(RefusalNotOwned, "%s: refused: the pool's comment does not carry the %s marker",
-			p.what(), pveformat.OwnershipMarker)
-	}
-	found, err := p.opts.Objects.ObjectRecorded(ctx, ObjectKindPool, pool.ID)
-	switch {
-	case err != nil:
-		return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: read the ownership record: %w", p.what(), err)}
-	case !found:
-		return refused(RefusalNotOwned, "%s: refused: the pool carries the %s marker, but ProxOps holds no ownership record of it",
-			p.what(), pveformat.OwnershipMarker)
-	}
-	return nil
-}
-
-// expected checks the precondition's comment (the live comment the plan observed, marker included).
-func (p *poolApplier) expected(pool Pool) error {
-	for _, kv := range p.op.Precondition.Expect {
-		if kv.Key == "comment" && kv.Value != pool.Comment {
-			return conflict("%s: the pool's comment is %q, the plan observed %q", p.what(), pool.Comment, kv.Value)
-		}
-	}
-	return nil
+// marked is the pool as its ownership checks name it.
+func (p *poolApplier) marked() markedObject {
+	return markedObject{what: p.what(), noun: "pool", kind: ObjectKindPool, id: p.id}
 }
 
 func (p *poolApplier) write(ctx context.Context, method string, body map[string]string) error {
@@ -251,14 +225,14 @@ func (p *poolApplier) configure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.owned(ctx, pool); err != nil {
+	if err := p.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 		return err
 	}
 	if pool.Comment == p.comment() {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	if err := p.expected(pool); err != nil {
+	if err := p.marked().expected(pool.Comment, p.op.Precondition); err != nil {
 		return err
 	}
 	return p.write(ctx, http.MethodPut, map[string]string{"comment": p.comment()})
@@ -275,7 +249,7 @@ func (p *poolApplier) claim(ctx context.Context) error {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	if err := claimable(p.what(), "the pool's", pool.Comment, p.op.Precondition); err != nil {
+	if err := p.marked().claimable(pool.Comment, p.op.Precondition); err != nil {
 		return err
 	}
 	return p.write(ctx, http.MethodPut, map[string]string{"comment": pveformat.MarkComment(pool.Comment)})
@@ -291,10 +265,10 @@ func (p *poolApplier) delete(ctx context.Context) error {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	if err := p.owned(ctx, pool); err != nil {
+	if err := p.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 		return err
 	}
-	if err := p.expected(pool); err != nil {
+	if err := p.marked().expected(pool.Comment, p.op.Precondition); err != nil {
 		return err
 	}
 	return p.write(ctx, http.MethodDelete, map[string]string{})
@@ -319,7 +293,7 @@ func (p *poolApplier) members(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.owned(ctx, pool); err != nil {
+	if err := p.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 		return err
 	}
 	if pool.Has(op.VMID) != remove {
@@ -343,11 +317,12 @@ func (p *poolApplier) members(ctx context.Context) error {
 		return err
 	}
 	if from != "" {
-		other, err := (&poolApplier{applier: p.applier, id: from}).read(ctx)
+		other := &poolApplier{applier: p.applier, id: from}
+		pool, err := other.read(ctx)
 		if err != nil {
 			return err
 		}
-		if err := (&poolApplier{applier: p.applier, id: from}).owned(ctx, other); err != nil {
+		if err := other.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 			return refused(RefusalNotOwned, "%s: refused: the guest is in pool %s, which ProxOps does not own: %v", p.what(), from, err)
 		}
 		body["allow-move"] = "1"
