@@ -171,19 +171,35 @@ func (o *objApplier) create(ctx context.Context) error {
 
 // guestOwned checks that ProxOps owns the guest the operation names (VMID, GuestType, Params node).
 func (o *objApplier) guestOwned(ctx context.Context) error {
-	op := o.op
-	if op.VMID < 100 || (op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC) {
-		return terminal("%s: invalid guest %s %d", o.what(), op.GuestType, op.VMID)
-	}
-	node, _ := op.Param("node")
-	if !validNodeName(node) {
-		return terminal("%s: invalid guest node %q", o.what(), node)
-	}
-	g, err := o.readGuest(ctx, node, op.VMID)
+	node, err := o.opGuest(o.what())
 	if err != nil {
 		return err
 	}
-	return o.applier.owned(ctx, g)
+	return o.ownedGuestAt(ctx, node, o.op.VMID)
+}
+
+// opGuest checks the guest a cluster object's operation names (VMID, GuestType, and the node parameter,
+// which it returns); what names the operation in errors.
+func (a *applier) opGuest(what string) (node string, err error) {
+	op := a.op
+	if op.VMID < 100 || (op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC) {
+		return "", terminal("%s: invalid guest %s %d", what, op.GuestType, op.VMID)
+	}
+	node, _ = op.Param("node")
+	if !validNodeName(node) {
+		return "", terminal("%s: invalid guest node %q", what, node)
+	}
+	return node, nil
+}
+
+// ownedGuestAt reads guest vmid on node and checks that ProxOps owns it, right before a write that
+// concerns it.
+func (a *applier) ownedGuestAt(ctx context.Context, node string, vmid int) error {
+	g, err := a.readGuest(ctx, node, vmid)
+	if err != nil {
+		return err
+	}
+	return a.owned(ctx, g)
 }
 
 // configure writes the options of an owned object, the marker kept.

@@ -278,12 +278,9 @@ func (p *poolApplier) delete(ctx context.Context) error {
 // owned too) or removes it. The guest must be owned as for any write to it.
 func (p *poolApplier) members(ctx context.Context) error {
 	op := p.op
-	if op.VMID < 100 || (op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC) {
-		return terminal("%s: invalid guest %s %d", p.what(), op.GuestType, op.VMID)
-	}
-	node, _ := op.Param("node")
-	if !validNodeName(node) {
-		return terminal("%s: invalid guest node %q", p.what(), node)
+	node, err := p.opGuest(p.what())
+	if err != nil {
+		return err
 	}
 	remove := false
 	if v, _ := op.Param("delete"); v == "1" {
@@ -300,11 +297,7 @@ func (p *poolApplier) members(ctx context.Context) error {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	g, err := p.readGuest(ctx, node, op.VMID)
-	if err != nil {
-		return err
-	}
-	if err := p.applier.owned(ctx, g); err != nil {
+	if err := p.ownedGuestAt(ctx, node, op.VMID); err != nil {
 		return err
 	}
 	body := map[string]string{"vms": strconv.Itoa(op.VMID)}
