@@ -640,12 +640,6 @@ func (f *fwObjectApplier) read(ctx context.Context) (fwObject, bool, error) {
 	return fwObject{}, false, nil
 }
 
-// comment is the comment the operation writes: its text with the ownership marker.
-func (f *fwObjectApplier) comment() string {
-	text, _ := f.op.Param("comment")
-	return pveformat.MarkComment(text)
-}
-
 // marked is the object as its ownership checks name it.
 func (f *fwObjectApplier) marked() markedObject {
 	return markedObject{what: f.what(), kind: f.kind, id: f.name}

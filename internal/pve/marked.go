@@ -78,6 +78,13 @@ func (m markedObject) claimable(comment string, pre plan.Precondition) error {
 	return nil
 }
 
+// comment is the comment an operation on a marked object writes: its comment parameter with the
+// ownership marker.
+func (a *applier) comment() string {
+	text, _ := a.op.Param("comment")
+	return pveformat.MarkComment(text)
+}
+
 // observedComment is the comment the plan observed on an object, which its operation's precondition
 // carries; ok is false when it carries none.
 func observedComment(pre plan.Precondition) (comment string, ok bool) {

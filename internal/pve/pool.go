@@ -162,12 +162,6 @@ func (p *poolApplier) run(ctx context.Context) error {
 	}
 }
 
-// comment is the comment the operation writes: its text with the ownership marker.
-func (p *poolApplier) comment() string {
-	text, _ := p.op.Param("comment")
-	return pveformat.MarkComment(text)
-}
-
 // read reads the pool; an absent pool is a conflict (the plan saw it).
 func (p *poolApplier) read(ctx context.Context) (Pool, error) {
 	pool, found, err := p.c.ReadPool(ctx, p.id)
