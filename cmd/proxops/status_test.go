@@ -69,7 +69,7 @@ func statusHistory() []report.Event {
 			Operations: []plan.OpOutcome{{ID: "op-1", Ref: "VM/web-01", Action: plan.ActionCreate, State: plan.OpFailed, Message: "storage 'fast' does not exist"}}}}},
 		{Seq: 3, At: at, Rejected: &plan.Rejected{RunInfo: beta, Rejection: plan.Rejection{Cluster: "beta", Reason: plan.RejectNode,
 			Diagnostics: diag.List{{Severity: diag.Error, File: "vm/beta/db.yaml", Line: 4, Column: 9, Ref: "VM/db", Field: "spec.node", Message: `node "pve9" is not in the allowlist`}}}}},
-		{Seq: 1, At: at, Gaps: &inventory.GapReport{Cluster: "alpha", Gaps: []inventory.Gap{{Kind: "VM", Name: "web-01", Node: "pve1", VMID: 101, Key: "args", Value: "-cpu host"}}}},
+		{Seq: 1, At: at, Gaps: &inventory.GapReport{Cluster: "alpha", Gaps: []inventory.Gap{{Setting: inventory.Setting{Kind: "VM", Name: "web-01", Node: "pve1", VMID: 101, Key: "args", Value: "-cpu host"}}}}},
 	}
 }
 

@@ -130,7 +130,8 @@ func (r *run) adoptFile(f *file) error {
 		}
 	}
 	r.lookup[res.Ref()] = manifest.Resolve(res)
-	r.res.Gaps = append(r.res.Gaps, inventory.Gap{Kind: string(f.kind), Name: name, Node: f.nodes[0], Key: "url", Value: url,
-		Note: "PVE does not record where a file came from: set the real download URL (and a checksum) before the file is ever needed again"})
+	r.res.Gaps = append(r.res.Gaps, inventory.Gap{
+		Setting: inventory.Setting{Kind: string(f.kind), Name: name, Node: f.nodes[0], Key: "url", Value: url},
+		Note:    "PVE does not record where a file came from: set the real download URL (and a checksum) before the file is ever needed again"})
 	return r.emit(m, f.volid)
 }

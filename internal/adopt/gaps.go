@@ -157,8 +157,7 @@ func modelGaps(g inventory.Guest, kind manifest.Kind, name string) []inventory.G
 		if x.Token != "" {
 			key += "." + x.Token
 		}
-		out = append(out, inventory.Gap{Kind: string(kind), Name: name, Node: g.Node, VMID: g.VMID, Key: key,
-			Value: x.Value, Note: noteFor(g.Type, x.Key, x.Token)})
+		out = append(out, inventory.Gap{Setting: guestSetting(g, kind, name, key, x.Value), Note: noteFor(g.Type, x.Key, x.Token)})
 	}
 	return out
 }
@@ -168,10 +167,14 @@ func modelGaps(g inventory.Guest, kind manifest.Kind, name string) []inventory.G
 func securityWarnings(g inventory.Guest, kind manifest.Kind, name string) []inventory.SecurityWarning {
 	var out []inventory.SecurityWarning
 	for _, w := range pvewire.SecurityWarnings(g) {
-		out = append(out, inventory.SecurityWarning{Kind: string(kind), Name: name, Node: g.Node, VMID: g.VMID,
-			Key: w.Key, Value: w.Value, Why: w.Why})
+		out = append(out, inventory.SecurityWarning{Setting: guestSetting(g, kind, name, w.Key, w.Value), Why: w.Why})
 	}
 	return out
+}
+
+// guestSetting is the live setting key=value of guest g, which the manifests call kind/name.
+func guestSetting(g inventory.Guest, kind manifest.Kind, name, key, value string) inventory.Setting {
+	return inventory.Setting{Kind: string(kind), Name: name, Node: g.Node, VMID: g.VMID, Key: key, Value: value}
 }
 
 // LiveKind is the kind a live guest maps to: VM, TemplateVM, LXC or TemplateCT.

@@ -48,8 +48,8 @@ func (c *guest) refuse(format string, args ...any) {
 
 // gap records a live setting the manifest does not carry although the model knows the key.
 func (c *guest) gap(key, value, note string) {
-	c.gaps = append(c.gaps, inventory.Gap{Kind: string(c.kind), Name: c.name, Node: c.g.Node, VMID: c.g.VMID,
-		Key: key, Value: pvewire.RedactValue(value), Note: note})
+	c.gaps = append(c.gaps, inventory.Gap{Setting: guestSetting(c.g, c.kind, c.name, key, pvewire.RedactValue(value)),
+		Note: note})
 }
 
 func (c *guest) has(key string) bool {

@@ -5,8 +5,9 @@ import (
 	"slices"
 )
 
-// Gap is one live config key that the manifest model does not cover: reported, never dropped silently.
-type Gap struct {
+// Setting is one live config key of a guest: where the guest stands, what the manifests call it, and the
+// key's value.
+type Setting struct {
 	// Kind is the manifest kind the guest maps to (VM, TemplateVM, LXC, TemplateCT).
 	Kind string
 	// Name is the manifest name of the guest (declared, or the name adoption would give it).
@@ -16,13 +17,10 @@ type Gap struct {
 	Key  string
 	// Value is the live value; secret-looking values are redacted.
 	Value string
-	Note  string
-	// Managed: the guest is declared in git.
-	Managed bool
 }
 
-// CompareGaps orders gaps by node, vmid, key, then the remaining fields.
-func CompareGaps(a, b Gap) int {
+// CompareSettings orders settings by node, vmid, key, kind, name, then value.
+func CompareSettings(a, b Setting) int {
 	return cmp.Or(
 		cmp.Compare(a.Node, b.Node),
 		cmp.Compare(a.VMID, b.VMID),
@@ -30,8 +28,20 @@ func CompareGaps(a, b Gap) int {
 		cmp.Compare(a.Kind, b.Kind),
 		cmp.Compare(a.Name, b.Name),
 		cmp.Compare(a.Value, b.Value),
-		cmp.Compare(a.Note, b.Note),
 	)
+}
+
+// Gap is one live config key that the manifest model does not cover: reported, never dropped silently.
+type Gap struct {
+	Setting
+	Note string
+	// Managed: the guest is declared in git.
+	Managed bool
+}
+
+// CompareGaps orders gaps like CompareSettings, then by note.
+func CompareGaps(a, b Gap) int {
+	return cmp.Or(CompareSettings(a.Setting, b.Setting), cmp.Compare(a.Note, b.Note))
 }
 
 // GapReport lists every gap of a cluster, and every live setting that weakens a guest's isolation, each
@@ -53,29 +63,14 @@ func (r *GapReport) Normalize() {
 // SecurityWarning is a live setting of a guest that weakens its isolation from the host (an unconfined
 // AppArmor profile, device allows, raw QEMU arguments, ...), whether the model covers the key or not.
 type SecurityWarning struct {
-	// Kind and Name are the guest's manifest kind and name, as for a Gap.
-	Kind string
-	Name string
-	Node string
-	VMID int
-	Key  string
-	// Value is the live value; secret-looking values are redacted.
-	Value string
+	Setting
 	// Why says how the setting weakens isolation.
 	Why string
 	// Managed: the guest is declared in git.
 	Managed bool
 }
 
-// CompareSecurityWarnings orders security warnings by node, vmid, key, then the remaining fields.
+// CompareSecurityWarnings orders security warnings like CompareSettings, then by why.
 func CompareSecurityWarnings(a, b SecurityWarning) int {
-	return cmp.Or(
-		cmp.Compare(a.Node, b.Node),
-		cmp.Compare(a.VMID, b.VMID),
-		cmp.Compare(a.Key, b.Key),
-		cmp.Compare(a.Value, b.Value),
-		cmp.Compare(a.Kind, b.Kind),
-		cmp.Compare(a.Name, b.Name),
-		cmp.Compare(a.Why, b.Why),
-	)
+	return cmp.Or(CompareSettings(a.Setting, b.Setting), cmp.Compare(a.Why, b.Why))
 }

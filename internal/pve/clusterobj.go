@@ -3,7 +3,6 @@ package pve
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
@@ -131,40 +130,9 @@ func (o *objApplier) read(ctx context.Context) (string, error) {
 	return comment, nil
 }
 
-// owned checks the marker in the live comment and the ownership record; a refusal is terminal.
-func (o *objApplier) owned(ctx context.Context, comment string) error {
-	if o.opts.Objects == nil {
-		return nil
-	}
-	if !pveformat.Marked(comment) {
-		return refused(RefusalNotOwned, "%s: refused: the %s's comment does not carry the %s marker",
-			o.what(), o.obj.noun, pveformat.OwnershipMarker)
-	}
-	found, err := o.opts.Objects.ObjectRecorded(ctx, o.obj.kind, o.id)
-	switch {
-	case err != nil:
-		return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: read the ownership record: %w", o.what(), err)}
-	case !found:
-		return refused(RefusalNotOwned, "%s: refused: the %s carries the %s marker, but ProxOps holds no ownership record of it",
-			o.what(), o.obj.noun, pveformat.OwnershipMarker)
-	}
-	return nil
-}
-
-// observed is the comment the plan observed, from the precondition.
-func (o *objApplier) observed() (string, bool) {
-	i := slices.IndexFunc(o.op.Precondition.Expect, func(kv plan.KV) bool { return kv.Key == "comment" })
-	if i < 0 {
-		return "", false
-	}
-	return o.op.Precondition.Expect[i].Value, true
-}
-
-func (o *objApplier) expected(comment string) error {
-	if want, ok := o.observed(); ok && want != comment {
-		return conflict("%s: the %s's comment is %q, the plan observed %q", o.what(), o.obj.noun, comment, want)
-	}
-	return nil
+// marked is the object as its ownership checks name it.
+func (o *objApplier) marked() markedObject {
+	return markedObject{what: o.what(), noun: o.obj.noun, kind: o.obj.kind, id: o.id}
 }
 
 // create creates the object with the marked comment. One of that id that exists is a conflict, unless an
@@ -203,19 +171,35 @@ func (o *objApplier) create(ctx context.Context) error {
 
 // guestOwned checks that ProxOps owns the guest the operation names (VMID, GuestType, Params node).
 func (o *objApplier) guestOwned(ctx context.Context) error {
-	op := o.op
-	if op.VMID < 100 || (op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC) {
-		return terminal("%s: invalid guest %s %d", o.what(), op.GuestType, op.VMID)
-	}
-	node, _ := op.Param("node")
-	if !validNodeName(node) {
-		return terminal("%s: invalid guest node %q", o.what(), node)
-	}
-	g, err := o.readGuest(ctx, node, op.VMID)
+	node, err := o.opGuest(o.what())
 	if err != nil {
 		return err
 	}
-	return o.applier.owned(ctx, g)
+	return o.ownedGuestAt(ctx, node, o.op.VMID)
+}
+
+// opGuest checks the guest a cluster object's operation names (VMID, GuestType, and the node parameter,
+// which it returns); what names the operation in errors.
+func (a *applier) opGuest(what string) (node string, err error) {
+	op := a.op
+	if op.VMID < 100 || (op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC) {
+		return "", terminal("%s: invalid guest %s %d", what, op.GuestType, op.VMID)
+	}
+	node, _ = op.Param("node")
+	if !validNodeName(node) {
+		return "", terminal("%s: invalid guest node %q", what, node)
+	}
+	return node, nil
+}
+
+// ownedGuestAt reads guest vmid on node and checks that ProxOps owns it, right before a write that
+// concerns it.
+func (a *applier) ownedGuestAt(ctx context.Context, node string, vmid int) error {
+	g, err := a.readGuest(ctx, node, vmid)
+	if err != nil {
+		return err
+	}
+	return a.owned(ctx, g)
 }
 
 // configure writes the options of an owned object, the marker kept.
@@ -224,10 +208,10 @@ func (o *objApplier) configure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := o.owned(ctx, comment); err != nil {
+	if err := o.marked().owned(ctx, o.opts.Objects, comment); err != nil {
 		return err
 	}
-	if err := o.expected(comment); err != nil {
+	if err := o.marked().expected(comment, o.op.Precondition); err != nil {
 		return err
 	}
 	if err := o.obj.update(ctx, o.c, o.id, o.body()); err != nil {
@@ -247,13 +231,8 @@ func (o *objApplier) claim(ctx context.Context) error {
 		o.out.AlreadyDone = true
 		return nil
 	}
-	observed, ok := o.observed()
-	switch {
-	case !ok:
-		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", o.what())
-	case comment != observed:
-		return refused(RefusalClaimMismatch, "%s: refused: the %s's comment is %q, the plan observed %q; it is not claimed",
-			o.what(), o.obj.noun, comment, observed)
+	if err := o.marked().claimable(comment, o.op.Precondition); err != nil {
+		return err
 	}
 	body := map[string]string{"comment": pveformat.MarkComment(comment)}
 	if err := o.obj.update(ctx, o.c, o.id, body); err != nil {
@@ -272,10 +251,10 @@ func (o *objApplier) delete(ctx context.Context) error {
 		o.out.AlreadyDone = true
 		return nil
 	}
-	if err := o.owned(ctx, comment); err != nil {
+	if err := o.marked().owned(ctx, o.opts.Objects, comment); err != nil {
 		return err
 	}
-	if err := o.expected(comment); err != nil {
+	if err := o.marked().expected(comment, o.op.Precondition); err != nil {
 		return err
 	}
 	if err := o.obj.remove(ctx, o.c, o.id); err != nil {

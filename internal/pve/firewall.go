@@ -640,29 +640,9 @@ func (f *fwObjectApplier) read(ctx context.Context) (fwObject, bool, error) {
 	return fwObject{}, false, nil
 }
 
-// comment is the comment the operation writes: its text with the ownership marker.
-func (f *fwObjectApplier) comment() string {
-	text, _ := f.op.Param("comment")
-	return pveformat.MarkComment(text)
-}
-
-// owned checks, on the object just read and right before a write, the marker and the ownership record.
-func (f *fwObjectApplier) owned(ctx context.Context, o fwObject) error {
-	if f.opts.Objects == nil {
-		return nil
-	}
-	if !pveformat.Marked(o.comment) {
-		return refused(RefusalNotOwned, "%s: refused: its comment does not carry the %s marker", f.what(), pveformat.OwnershipMarker)
-	}
-	found, err := f.opts.Objects.ObjectRecorded(ctx, f.kind, f.name)
-	switch {
-	case err != nil:
-		return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: read the ownership record: %w", f.what(), err)}
-	case !found:
-		return refused(RefusalNotOwned, "%s: refused: it carries the %s marker, but ProxOps holds no ownership record of it",
-			f.what(), pveformat.OwnershipMarker)
-	}
-	return nil
+// marked is the object as its ownership checks name it.
+func (f *fwObjectApplier) marked() markedObject {
+	return markedObject{what: f.what(), kind: f.kind, id: f.name}
 }
 
 // writeComment sets the object's comment (and an alias's address): PVE changes a group's or an IP set's
@@ -757,7 +737,7 @@ func (f *fwObjectApplier) configure(ctx context.Context) error {
 	if !found {
 		return conflict("%s: the object no longer exists", f.what())
 	}
-	if err := f.owned(ctx, o); err != nil {
+	if err := f.marked().owned(ctx, f.opts.Objects, o.comment); err != nil {
 		return err
 	}
 	if o.comment != f.comment() {
@@ -782,17 +762,8 @@ func (f *fwObjectApplier) claim(ctx context.Context) error {
 	if pveformat.Marked(o.comment) {
 		return nil
 	}
-	observed, ok := "", false
-	for _, kv := range f.op.Precondition.Expect {
-		if kv.Key == "comment" {
-			observed, ok = kv.Value, true
-		}
-	}
-	switch {
-	case !ok:
-		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", f.what())
-	case o.comment != observed:
-		return refused(RefusalClaimMismatch, "%s: refused: its comment is %q, the plan observed %q; it is not claimed", f.what(), o.comment, observed)
+	if err := f.marked().claimable(o.comment, f.op.Precondition); err != nil {
+		return err
 	}
 	return f.writeComment(ctx, pveformat.MarkComment(o.comment))
 }
@@ -804,7 +775,7 @@ func (f *fwObjectApplier) delete(ctx context.Context) error {
 	if err != nil || !found {
 		return err
 	}
-	if err := f.owned(ctx, o); err != nil {
+	if err := f.marked().owned(ctx, f.opts.Objects, o.comment); err != nil {
 		return err
 	}
 	switch f.kind {

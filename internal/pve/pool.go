@@ -162,12 +162,6 @@ func (p *poolApplier) run(ctx context.Context) error {
 	}
 }
 
-// comment is the comment the operation writes: its text with the ownership marker.
-func (p *poolApplier) comment() string {
-	text, _ := p.op.Param("comment")
-	return pveformat.MarkComment(text)
-}
-
 // read reads the pool; an absent pool is a conflict (the plan saw it).
 func (p *poolApplier) read(ctx context.Context) (Pool, error) {
 	pool, found, err := p.c.ReadPool(ctx, p.id)
@@ -180,35 +174,9 @@ func (p *poolApplier) read(ctx context.Context) (Pool, error) {
 	return pool, nil
 }
 
-// owned checks, on the pool just read and right before a write to it, that ProxOps owns it: the marker in its
-// live comment and the record in the ownership inventory. A refusal is terminal.
-func (p *poolApplier) owned(ctx context.Context, pool Pool) error {
-	if p.opts.Objects == nil {
-		return nil
-	}
-	if !pveformat.Marked(pool.Comment) {
-		return refused(RefusalNotOwned, "%s: refused: the pool's comment does not carry the %s marker",
-			p.what(), pveformat.OwnershipMarker)
-	}
-	found, err := p.opts.Objects.ObjectRecorded(ctx, ObjectKindPool, pool.ID)
-	switch {
-	case err != nil:
-		return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: read the ownership record: %w", p.what(), err)}
-	case !found:
-		return refused(RefusalNotOwned, "%s: refused: the pool carries the %s marker, but ProxOps holds no ownership record of it",
-			p.what(), pveformat.OwnershipMarker)
-	}
-	return nil
-}
-
-// expected checks the precondition's comment (the live comment the plan observed, marker included).
-func (p *poolApplier) expected(pool Pool) error {
-	for _, kv := range p.op.Precondition.Expect {
-		if kv.Key == "comment" && kv.Value != pool.Comment {
-			return conflict("%s: the pool's comment is %q, the plan observed %q", p.what(), pool.Comment, kv.Value)
-		}
-	}
-	return nil
+// marked is the pool as its ownership checks name it.
+func (p *poolApplier) marked() markedObject {
+	return markedObject{what: p.what(), noun: "pool", kind: ObjectKindPool, id: p.id}
 }
 
 func (p *poolApplier) write(ctx context.Context, method string, body map[string]string) error {
@@ -251,14 +219,14 @@ func (p *poolApplier) configure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.owned(ctx, pool); err != nil {
+	if err := p.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 		return err
 	}
 	if pool.Comment == p.comment() {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	if err := p.expected(pool); err != nil {
+	if err := p.marked().expected(pool.Comment, p.op.Precondition); err != nil {
 		return err
 	}
 	return p.write(ctx, http.MethodPut, map[string]string{"comment": p.comment()})
@@ -275,18 +243,8 @@ func (p *poolApplier) claim(ctx context.Context) error {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	observed, ok := "", false
-	for _, kv := range p.op.Precondition.Expect {
-		if kv.Key == "comment" {
-			observed, ok = kv.Value, true
-		}
-	}
-	switch {
-	case !ok:
-		return refused(RefusalClaimMismatch, "%s: refused: a claim must carry the comment the plan observed", p.what())
-	case pool.Comment != observed:
-		return refused(RefusalClaimMismatch, "%s: refused: the pool's comment is %q, the plan observed %q; it is not claimed",
-			p.what(), pool.Comment, observed)
+	if err := p.marked().claimable(pool.Comment, p.op.Precondition); err != nil {
+		return err
 	}
 	return p.write(ctx, http.MethodPut, map[string]string{"comment": pveformat.MarkComment(pool.Comment)})
 }
@@ -301,10 +259,10 @@ func (p *poolApplier) delete(ctx context.Context) error {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	if err := p.owned(ctx, pool); err != nil {
+	if err := p.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 		return err
 	}
-	if err := p.expected(pool); err != nil {
+	if err := p.marked().expected(pool.Comment, p.op.Precondition); err != nil {
 		return err
 	}
 	return p.write(ctx, http.MethodDelete, map[string]string{})
@@ -314,12 +272,9 @@ func (p *poolApplier) delete(ctx context.Context) error {
 // owned too) or removes it. The guest must be owned as for any write to it.
 func (p *poolApplier) members(ctx context.Context) error {
 	op := p.op
-	if op.VMID < 100 || (op.GuestType != inventory.QEMU && op.GuestType != inventory.LXC) {
-		return terminal("%s: invalid guest %s %d", p.what(), op.GuestType, op.VMID)
-	}
-	node, _ := op.Param("node")
-	if !validNodeName(node) {
-		return terminal("%s: invalid guest node %q", p.what(), node)
+	node, err := p.opGuest(p.what())
+	if err != nil {
+		return err
 	}
 	remove := false
 	if v, _ := op.Param("delete"); v == "1" {
@@ -329,18 +284,14 @@ func (p *poolApplier) members(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.owned(ctx, pool); err != nil {
+	if err := p.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 		return err
 	}
 	if pool.Has(op.VMID) != remove {
 		p.out.AlreadyDone = true
 		return nil
 	}
-	g, err := p.readGuest(ctx, node, op.VMID)
-	if err != nil {
-		return err
-	}
-	if err := p.applier.owned(ctx, g); err != nil {
+	if err := p.ownedGuestAt(ctx, node, op.VMID); err != nil {
 		return err
 	}
 	body := map[string]string{"vms": strconv.Itoa(op.VMID)}
@@ -353,11 +304,12 @@ func (p *poolApplier) members(ctx context.Context) error {
 		return err
 	}
 	if from != "" {
-		other, err := (&poolApplier{applier: p.applier, id: from}).read(ctx)
+		other := &poolApplier{applier: p.applier, id: from}
+		pool, err := other.read(ctx)
 		if err != nil {
 			return err
 		}
-		if err := (&poolApplier{applier: p.applier, id: from}).owned(ctx, other); err != nil {
+		if err := other.marked().owned(ctx, p.opts.Objects, pool.Comment); err != nil {
 			return refused(RefusalNotOwned, "%s: refused: the guest is in pool %s, which ProxOps does not own: %v", p.what(), from, err)
 		}
 		body["allow-move"] = "1"

@@ -165,14 +165,7 @@ func checkDate(t calendarToken, fail failFunc) error {
 	default:
 		return fail(t.pos, "a date is [year-]month-day, not %q", t.text)
 	}
-	off := t.pos
-	for i, p := range parts {
-		if err := checkNumberList(p, off, fields[i], fail); err != nil {
-			return err
-		}
-		off += len(p) + 1
-	}
-	return nil
+	return checkParts(parts, t.pos, fields, fail)
 }
 
 // checkTime checks hours:minutes[:seconds], or minutes alone.
@@ -192,7 +185,12 @@ func checkTime(t calendarToken, fail failFunc) error {
 	default:
 		return fail(t.pos, "a time is hour:minute[:second], not %q", t.text)
 	}
-	off := t.pos
+	return checkParts(parts, t.pos, fields, fail)
+}
+
+// checkParts checks the separated parts of a date or a time, which starts at off, each as a number list of
+// its field.
+func checkParts(parts []string, off int, fields []calendarField, fail failFunc) error {
 	for i, p := range parts {
 		if err := checkNumberList(p, off, fields[i], fail); err != nil {
 			return err

@@ -532,18 +532,27 @@ func (s *Sim) handleFWRuleCreate(c *call) (any, error) {
 	return nil, nil
 }
 
-// handleFWRuleUpdate is update_rule: with moveto a move (other arguments ignored), else a change in place.
-func (s *Sim) handleFWRuleUpdate(c *call) (any, error) {
-	sc, rules, err := s.fwRules(c)
-	if err != nil {
-		return nil, err
+// fwRuleToChange finds the rule list a change of one rule addresses (fwRules) and the rule's position in it,
+// when the list is still the one the client read (digest) and has a rule there.
+func (s *Sim) fwRuleToChange(c *call) (sc *fwScope, rules []fwRule, pos int, err error) {
+	if sc, rules, err = s.fwRules(c); err != nil {
+		return nil, nil, 0, err
 	}
 	if err := assertIfModified(fwListDigest(rulesAsMaps(rules)), c); err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
-	pos, _ := strconv.Atoi(c.str("pos"))
+	pos, _ = strconv.Atoi(c.str("pos"))
 	if pos >= len(rules) {
-		return nil, dieErr("no rule at position %d", pos)
+		return nil, nil, 0, dieErr("no rule at position %d", pos)
+	}
+	return sc, rules, pos, nil
+}
+
+// handleFWRuleUpdate is update_rule: with moveto a move (other arguments ignored), else a change in place.
+func (s *Sim) handleFWRuleUpdate(c *call) (any, error) {
+	sc, rules, pos, err := s.fwRuleToChange(c)
+	if err != nil {
+		return nil, err
 	}
 	if c.has("moveto") {
 		if to, _ := strconv.Atoi(c.str("moveto")); to != pos {
@@ -586,16 +595,9 @@ func (s *Sim) handleFWRuleUpdate(c *call) (any, error) {
 }
 
 func (s *Sim) handleFWRuleDelete(c *call) (any, error) {
-	sc, rules, err := s.fwRules(c)
+	sc, rules, pos, err := s.fwRuleToChange(c)
 	if err != nil {
 		return nil, err
-	}
-	if err := assertIfModified(fwListDigest(rulesAsMaps(rules)), c); err != nil {
-		return nil, err
-	}
-	pos, _ := strconv.Atoi(c.str("pos"))
-	if pos >= len(rules) {
-		return nil, dieErr("no rule at position %d", pos)
 	}
 	sc.saveRules(c, slices.Delete(slices.Clone(rules), pos, pos+1))
 	return nil, nil

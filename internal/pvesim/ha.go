@@ -624,6 +624,46 @@ func (s *Sim) haRuleJSON(id string, rule map[string]string) map[string]any {
 	return out
 }
 
+// haSection is an id-keyed section of the HA configuration, rules (PVE 9) or groups (PVE 8): the release
+// that serves it, the path parameter naming an entry, and the entry's name in PVE's messages.
+type haSection struct {
+	param   string
+	noun    string
+	served  func(*Sim, *call) error
+	entries func(*Sim) map[string]map[string]string
+}
+
+var (
+	haRules = haSection{param: "rule", noun: "ha rule", served: (*Sim).rulesServed,
+		entries: func(s *Sim) map[string]map[string]string { return s.ha.rules }}
+	haGroups = haSection{param: "group", noun: "ha group", served: (*Sim).groupsServed,
+		entries: func(s *Sim) map[string]map[string]string { return s.ha.groups }}
+)
+
+// haEntry is the entry of sec that c names, when this release serves sec and the entry exists.
+func (s *Sim) haEntry(c *call, sec haSection) (id string, entry map[string]string, err error) {
+	if err := sec.served(s, c); err != nil {
+		return "", nil, err
+	}
+	id = c.str(sec.param)
+	if entry = sec.entries(s)[id]; entry == nil {
+		return id, nil, dieErr("no such %s '%s'", sec.noun, id)
+	}
+	return id, entry, nil
+}
+
+// haNewID is the id of the entry of sec that c creates, when this release serves sec and the id is free.
+func (s *Sim) haNewID(c *call, sec haSection) (string, error) {
+	if err := sec.served(s, c); err != nil {
+		return "", err
+	}
+	id := c.str(sec.param)
+	if sec.entries(s)[id] != nil {
+		return "", dieErr("%s '%s' already defined", sec.noun, id)
+	}
+	return id, nil
+}
+
 func (s *Sim) rulesServed(c *call) error {
 	if s.majorVersion() < 9 {
 		return notServed(c)
@@ -650,24 +690,17 @@ func (s *Sim) handleHARuleList(c *call) (any, error) {
 }
 
 func (s *Sim) handleHARuleRead(c *call) (any, error) {
-	if err := s.rulesServed(c); err != nil {
+	id, rule, err := s.haEntry(c, haRules)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("rule")
-	rule := s.ha.rules[id]
-	if rule == nil {
-		return nil, dieErr("no such ha rule '%s'", id)
 	}
 	return s.haRuleJSON(id, rule), nil
 }
 
 func (s *Sim) handleHARuleCreate(c *call) (any, error) {
-	if err := s.rulesServed(c); err != nil {
+	id, err := s.haNewID(c, haRules)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("rule")
-	if s.ha.rules[id] != nil {
-		return nil, dieErr("ha rule '%s' already defined", id)
 	}
 	rule := map[string]string{"type": c.str("type")}
 	if err := s.haRuleOptions(c, rule["type"], rule); err != nil {
@@ -681,13 +714,9 @@ func (s *Sim) handleHARuleCreate(c *call) (any, error) {
 }
 
 func (s *Sim) handleHARuleUpdate(c *call) (any, error) {
-	if err := s.rulesServed(c); err != nil {
+	id, rule, err := s.haEntry(c, haRules)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("rule")
-	rule := s.ha.rules[id]
-	if rule == nil {
-		return nil, dieErr("no such ha rule '%s'", id)
 	}
 	if t := c.str("type"); t != rule["type"] {
 		return nil, paramErr(map[string]string{"type": fmt.Sprintf("rule type mismatch - '%s' is a '%s' rule", id, rule["type"])})
@@ -713,12 +742,9 @@ func (s *Sim) handleHARuleUpdate(c *call) (any, error) {
 }
 
 func (s *Sim) handleHARuleDelete(c *call) (any, error) {
-	if err := s.rulesServed(c); err != nil {
+	id, _, err := s.haEntry(c, haRules)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("rule")
-	if s.ha.rules[id] == nil {
-		return nil, dieErr("no such ha rule '%s'", id)
 	}
 	delete(s.ha.rules, id)
 	return nil, nil
@@ -779,24 +805,17 @@ func (s *Sim) handleHAGroupList(c *call) (any, error) {
 }
 
 func (s *Sim) handleHAGroupRead(c *call) (any, error) {
-	if err := s.groupsServed(c); err != nil {
+	id, g, err := s.haEntry(c, haGroups)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("group")
-	g := s.ha.groups[id]
-	if g == nil {
-		return nil, dieErr("no such ha group '%s'", id)
 	}
 	return s.haGroupJSON(id, g), nil
 }
 
 func (s *Sim) handleHAGroupCreate(c *call) (any, error) {
-	if err := s.groupsServed(c); err != nil {
+	id, err := s.haNewID(c, haGroups)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("group")
-	if s.ha.groups[id] != nil {
-		return nil, dieErr("ha group '%s' already defined", id)
 	}
 	g := map[string]string{}
 	if err := s.haGroupSet(c, g); err != nil {
@@ -807,13 +826,9 @@ func (s *Sim) handleHAGroupCreate(c *call) (any, error) {
 }
 
 func (s *Sim) handleHAGroupUpdate(c *call) (any, error) {
-	if err := s.groupsServed(c); err != nil {
+	id, g, err := s.haEntry(c, haGroups)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("group")
-	g := s.ha.groups[id]
-	if g == nil {
-		return nil, dieErr("no such ha group '%s'", id)
 	}
 	next := maps.Clone(g)
 	for _, k := range splitList(c.str("delete")) {
@@ -830,12 +845,9 @@ func (s *Sim) handleHAGroupUpdate(c *call) (any, error) {
 }
 
 func (s *Sim) handleHAGroupDelete(c *call) (any, error) {
-	if err := s.groupsServed(c); err != nil {
+	id, _, err := s.haEntry(c, haGroups)
+	if err != nil {
 		return nil, err
-	}
-	id := c.str("group")
-	if s.ha.groups[id] == nil {
-		return nil, dieErr("no such ha group '%s'", id)
 	}
 	for _, sid := range slices.Sorted(maps.Keys(s.ha.resources)) {
 		if s.ha.resources[sid].opts["group"] == id {

@@ -177,8 +177,8 @@ func TestTransientRejectionSaysWhenItIsPlannedAgain(t *testing.T) {
 // them, and are a field of the plan's JSON; a plan whose only news is gaps is still no drift.
 func TestPlanShowsTheGapsOfItsGuests(t *testing.T) {
 	p := plan.Plan{ID: "0123456789abcdef", Cluster: "lab", Resources: []string{"LXC/dns"}, Gaps: []inventory.Gap{
-		{Kind: "LXC", Name: "dns", Node: "pve1", VMID: 200, Key: "lxc.apparmor.profile", Value: "unconfined", Note: "raw LXC key", Managed: true},
-		{Kind: "LXC", Name: "dns", Node: "pve1", VMID: 200, Key: "lxc.cgroup2.devices.allow", Value: "c 10:200 rwm", Managed: true},
+		{Setting: inventory.Setting{Kind: "LXC", Name: "dns", Node: "pve1", VMID: 200, Key: "lxc.apparmor.profile", Value: "unconfined"}, Note: "raw LXC key", Managed: true},
+		{Setting: inventory.Setting{Kind: "LXC", Name: "dns", Node: "pve1", VMID: 200, Key: "lxc.cgroup2.devices.allow", Value: "c 10:200 rwm"}, Managed: true},
 	}}
 	want := "=== lab ===\n" + render.NoDriftCluster + "\n" +
 		"=== gaps (live settings the manifests do not carry; never written) (2) ===\n" +

@@ -195,8 +195,7 @@ type FindingDocument struct {
 }
 
 func gapDocument(g inventory.Gap) GapDocument {
-	return GapDocument{Kind: g.Kind, Name: g.Name, Node: g.Node, VMID: g.VMID, Key: g.Key, Value: g.Value, Note: g.Note,
-		Managed: g.Managed}
+	return GapDocument{SettingDocument: SettingDocument(g.Setting), Note: g.Note, Managed: g.Managed}
 }
 
 // text is a gap on one line: Kind/name node/vmid key=value (note).
@@ -208,26 +207,26 @@ func (g GapDocument) text() string {
 	return line
 }
 
+// SettingDocument is one live key of a guest; its fields stand inline in the documents that embed it.
+type SettingDocument struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	Node  string `json:"node"`
+	VMID  int    `json:"vmid"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
 // GapDocument is one live key the model does not cover.
 type GapDocument struct {
-	Kind    string `json:"kind"`
-	Name    string `json:"name"`
-	Node    string `json:"node"`
-	VMID    int    `json:"vmid"`
-	Key     string `json:"key"`
-	Value   string `json:"value"`
+	SettingDocument
 	Note    string `json:"note"`
 	Managed bool   `json:"managed"`
 }
 
 // SecurityWarningDocument is one live setting that weakens a guest's isolation from its host.
 type SecurityWarningDocument struct {
-	Kind    string `json:"kind"`
-	Name    string `json:"name"`
-	Node    string `json:"node"`
-	VMID    int    `json:"vmid"`
-	Key     string `json:"key"`
-	Value   string `json:"value"`
+	SettingDocument
 	Why     string `json:"why"`
 	Managed bool   `json:"managed"`
 }
@@ -291,8 +290,8 @@ func NewReportDocument(r report.Report) ReportDocument {
 			RunID: x.RunID, OpID: x.OpID, Action: string(x.Action), Ref: x.Ref, VMID: x.VMID, Reason: x.Reason, Message: x.Message})
 	}
 	for _, w := range r.Security {
-		d.SecurityWarnings = append(d.SecurityWarnings, SecurityWarningDocument{Kind: w.Kind, Name: w.Name, Node: w.Node,
-			VMID: w.VMID, Key: w.Key, Value: w.Value, Why: w.Why, Managed: w.Managed})
+		d.SecurityWarnings = append(d.SecurityWarnings, SecurityWarningDocument{SettingDocument: SettingDocument(w.Setting),
+			Why: w.Why, Managed: w.Managed})
 	}
 	for _, x := range r.Resources {
 		d.Resources = append(d.Resources, ResourceDocument{Kind: x.Kind, Name: x.Name, Node: x.Node, VMID: x.VMID,

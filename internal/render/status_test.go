@@ -37,7 +37,7 @@ func alphaFailed() report.ClusterStatus {
 				{Kind: plan.FindingAnomaly, Ref: "VM/db-01", Node: "pve2", VMID: 102, Field: "spec.disks[0].size", Message: "disk scsi0 would shrink from 40G to 32G; not written"},
 				{Kind: plan.FindingSkipped, Ref: "VM/legacy", Node: "pve1", VMID: 300, Message: "live object without proxops tag; never touched"},
 			},
-			Gaps:     []inventory.Gap{{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host", Note: "not modelled", Managed: true}},
+			Gaps:     []inventory.Gap{{Setting: inventory.Setting{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host"}, Note: "not modelled", Managed: true}},
 			Counters: report.Counters{Objects: 4, ActionsOK: 1, ActionsErr: 1, ActionsSkipped: 1, Skipped: 1, Anomalies: 1, Gaps: 1, Plans: 2},
 		},
 		Revision: 9,

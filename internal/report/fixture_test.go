@@ -120,4 +120,4 @@ var diskAnomaly = plan.Finding{Kind: plan.FindingAnomaly, Ref: "VM/db-01", Node:
 var foreignGuest = plan.Finding{Kind: plan.FindingSkipped, Ref: "VM/legacy", Node: "pve1", VMID: 300,
 	Message: "live object without proxops tag; never touched"}
 
-var argsGap = inventory.Gap{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host", Note: "not modelled", Managed: true}
+var argsGap = inventory.Gap{Setting: inventory.Setting{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host"}, Note: "not modelled", Managed: true}

@@ -98,6 +98,25 @@ func ParseWithLevel(fs *flag.FlagSet, args []string, level *string) (slog.Level,
 	return ParseLevel(*level)
 }
 
+// ParseAll parses a command's arguments like ParseWithLevel, but goes on past a mistake so that the command
+// reports them all at once: a variable that did not parse (Err), a positional argument, each of the
+// command's own checks that fails (run after the flags are read) and a bad --log-level (level) come back
+// joined. Only a flag that does not parse, or --help, is returned alone, at once.
+func (e *Env) ParseAll(fs *flag.FlagSet, args []string, level *string, checks ...func() error) (slog.Level, error) {
+	if err := fs.Parse(args); err != nil {
+		return 0, err
+	}
+	errs := []error{e.Err()}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	for _, check := range checks {
+		errs = append(errs, check())
+	}
+	l, err := ParseLevel(*level)
+	return l, errors.Join(append(errs, err)...)
+}
+
 // LevelFlag registers --log-level on fs, with PROXOPS_LOG_LEVEL as its default; ParseLevel reads the value
 // after parsing.
 func (e *Env) LevelFlag(fs *flag.FlagSet) *string {
@@ -181,6 +200,19 @@ func Registry(b metrics.BuildInfo) (*prometheus.Registry, error) {
 		return nil, err
 	}
 	return reg, nil
+}
+
+// Metrics is the start every service command that serves its own /metrics shares: the process's registry
+// (Registry, with the build's version and commit b) served on addr (StartMetrics). stop is nil only with an
+// error.
+func Metrics(addr string, b metrics.BuildInfo, log *slog.Logger) (reg *prometheus.Registry, stop func(), err error) {
+	if reg, err = Registry(b); err != nil {
+		return nil, nil, err
+	}
+	if stop, err = StartMetrics(addr, reg, log); err != nil {
+		return nil, nil, err
+	}
+	return reg, stop, nil
 }
 
 // StartMetrics is ServeMetrics when addr is set and nothing when it is empty (the endpoint is off); stop is

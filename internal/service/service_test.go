@@ -73,6 +73,27 @@ func TestServeMetricsServesTheBuildInfoAndRefusesAnAddressInUse(t *testing.T) {
 	}
 }
 
+func TestMetricsServesTheProcessRegistryOnlyWhenAnAddressIsGiven(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	b := metrics.BuildInfo{Version: "v1.2.3", Commit: "abc"}
+	reg, stop, err := service.Metrics("", b, log)
+	if err != nil || reg == nil {
+		t.Fatalf("Metrics without an address = %v, %v: want a registry and no endpoint", reg, err)
+	}
+	stop()
+	addr := testkit.FreeAddr(t)
+	if _, stop, err = service.Metrics(addr, b, log); err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	testkit.Eventually(t, 10*time.Second, "proxops_build_info on /metrics", func() bool {
+		return strings.Contains(testkit.Get("http://"+addr+"/metrics"), `proxops_build_info{commit="abc"`)
+	})
+	if _, stop2, err := service.Metrics(addr, b, log); err == nil || stop2 != nil {
+		t.Errorf("a second endpoint on %s: %v, want an error and no stop", addr, err)
+	}
+}
+
 func TestNATSGivesAPasswordAloneTheRolesUserAndRequiresTheURL(t *testing.T) {
 	cfg := bus.ConnectConfig{URL: "nats://x:4222", Password: "p"}
 	if err := service.NATS(&cfg, bus.RoleStatus, "proxops-status"); err != nil {
@@ -144,5 +165,31 @@ func TestParseWithLevelReadsTheLevelAfterTheFlags(t *testing.T) {
 	}
 	if _, err := service.ParseWithLevel(fs, []string{"extra"}, name); err == nil || !strings.Contains(err.Error(), `"extra"`) {
 		t.Errorf("ParseWithLevel with an argument = %v, want it named", err)
+	}
+}
+
+func TestParseAllReportsEveryMistakeAtOnceButABadFlagAlone(t *testing.T) {
+	var nats bus.ConnectConfig
+	newSet := func() (*flag.FlagSet, *service.Env, *string) {
+		fs, env := service.FlagSet("x", io.Discard, func(k string) string { return map[string]string{"WAIT": "soon"}[k] }, &nats)
+		fs.Duration("wait", env.Duration("WAIT", time.Second), "")
+		return fs, env, env.LevelFlag(fs)
+	}
+	fs, env, level := newSet()
+	_, err := env.ParseAll(fs, []string{"--log-level", "loud", "extra"}, level, func() error { return errors.New("own check") })
+	for _, want := range []string{`WAIT="soon"`, `unexpected arguments ["extra"]`, "own check", `--log-level "loud"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseAll = %v, want %q among the mistakes", err, want)
+		}
+	}
+	fs, env, level = newSet()
+	checked := false
+	_, err = env.ParseAll(fs, []string{"--no-such-flag"}, level, func() error { checked = true; return nil })
+	if err == nil || strings.Contains(err.Error(), "WAIT") || checked {
+		t.Errorf("a bad flag: %v (checks run: %v), want it alone and no check run", err, checked)
+	}
+	fs, env, level = newSet()
+	if l, err := env.ParseAll(fs, []string{"--log-level", "warn"}, level); l != slog.LevelWarn || err == nil || !strings.Contains(err.Error(), "WAIT") {
+		t.Errorf("ParseAll = %v, %v; want warn and the bad variable", l, err)
 	}
 }

@@ -319,8 +319,8 @@ func gapsToProto(gs []inventory.Gap) []*inventoryv1.Gap {
 func gapsFromProto(ps []*inventoryv1.Gap) []inventory.Gap {
 	var out []inventory.Gap
 	for _, p := range ps {
-		out = append(out, inventory.Gap{Kind: p.GetKind(), Name: p.GetName(), Node: p.GetNode(), VMID: int(p.GetVmid()),
-			Key: p.GetKey(), Value: p.GetValue(), Note: p.GetNote(), Managed: p.GetManaged()})
+		out = append(out, inventory.Gap{Setting: inventory.Setting{Kind: p.GetKind(), Name: p.GetName(), Node: p.GetNode(),
+			VMID: int(p.GetVmid()), Key: p.GetKey(), Value: p.GetValue()}, Note: p.GetNote(), Managed: p.GetManaged()})
 	}
 	return out
 }
@@ -342,8 +342,8 @@ func securityToProto(ws []inventory.SecurityWarning) []*inventoryv1.SecurityWarn
 func securityFromProto(ps []*inventoryv1.SecurityWarning) []inventory.SecurityWarning {
 	var out []inventory.SecurityWarning
 	for _, w := range ps {
-		out = append(out, inventory.SecurityWarning{Kind: w.GetKind(), Name: w.GetName(), Node: w.GetNode(),
-			VMID: int(w.GetVmid()), Key: w.GetKey(), Value: w.GetValue(), Why: w.GetWhy(), Managed: w.GetManaged()})
+		out = append(out, inventory.SecurityWarning{Setting: inventory.Setting{Kind: w.GetKind(), Name: w.GetName(),
+			Node: w.GetNode(), VMID: int(w.GetVmid()), Key: w.GetKey(), Value: w.GetValue()}, Why: w.GetWhy(), Managed: w.GetManaged()})
 	}
 	return out
 }

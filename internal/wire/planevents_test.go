@@ -135,8 +135,8 @@ func TestPlanEventsRefuseUnknownEnums(t *testing.T) {
 
 func TestGapReportRoundTrips(t *testing.T) {
 	in := inventory.GapReport{Cluster: "lab", Gaps: []inventory.Gap{
-		{Kind: "VM", Name: "web", Node: "pve1", VMID: 100, Key: "args", Value: "-cpu host", Note: "not modelled", Managed: true},
-		{Kind: "LXC", Name: "ct-101", Node: "pve2", VMID: 101, Key: "lxc.apparmor.profile", Value: "unconfined"},
+		{Setting: inventory.Setting{Kind: "VM", Name: "web", Node: "pve1", VMID: 100, Key: "args", Value: "-cpu host"}, Note: "not modelled", Managed: true},
+		{Setting: inventory.Setting{Kind: "LXC", Name: "ct-101", Node: "pve2", VMID: 101, Key: "lxc.apparmor.profile", Value: "unconfined"}},
 	}}
 	var back inventoryv1.GapReport
 	roundTrip(t, wire.GapReportToProto(in), &back)

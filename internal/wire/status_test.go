@@ -29,7 +29,7 @@ func sampleClusterStatus() report.ClusterStatus {
 			},
 			Findings:    []plan.Finding{{Kind: plan.FindingAnomaly, Ref: "VM/db", Node: "pve2", VMID: 102, Field: "scsi1", Message: "live-only disk slot"}},
 			HeldPrunes:  []string{"LXC/old"},
-			Gaps:        []inventory.Gap{{Kind: "VM", Name: "db", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host", Note: "not modelled", Managed: true}},
+			Gaps:        []inventory.Gap{{Setting: inventory.Setting{Kind: "VM", Name: "db", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host"}, Note: "not modelled", Managed: true}},
 			Diagnostics: diag.List{{Severity: diag.Warning, File: "vm/lab/a.yaml", Line: 3, Column: 1, Message: "unknown field"}},
 			Refused: []report.RefusedOperation{
 				{Cluster: "lab", Node: "pve1", RunID: "made-up", OpID: "op-9", Action: plan.ActionConfigure, Ref: "VM/db",

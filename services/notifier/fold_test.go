@@ -62,10 +62,10 @@ func TestNotificationEventsFollowTheClusterHistory(t *testing.T) {
 // A cluster's gap reports give a security-warning notification for each warning not in the previous
 // report: once, again after it went away and came back, and never for a report that only lost warnings.
 func TestSecurityWarningsOfGapReportsAreToldOnceUntilTheyComeBack(t *testing.T) {
-	unconfined := inventory.SecurityWarning{Kind: "LXC", Name: "build-01", Node: "pve1", VMID: 210, Key: "lxc.apparmor.profile",
-		Value: "unconfined", Why: "the container runs without an AppArmor profile"}
-	devices := inventory.SecurityWarning{Kind: "LXC", Name: "build-01", Node: "pve1", VMID: 210, Key: "lxc.cgroup2.devices.allow",
-		Value: "a", Why: "the container may use every host device"}
+	unconfined := inventory.SecurityWarning{Setting: inventory.Setting{Kind: "LXC", Name: "build-01", Node: "pve1", VMID: 210, Key: "lxc.apparmor.profile", Value: "unconfined"},
+		Why: "the container runs without an AppArmor profile"}
+	devices := inventory.SecurityWarning{Setting: inventory.Setting{Kind: "LXC", Name: "build-01", Node: "pve1", VMID: 210, Key: "lxc.cgroup2.devices.allow", Value: "a"},
+		Why: "the container may use every host device"}
 	report := func(ws ...inventory.SecurityWarning) inventory.GapReport {
 		return inventory.GapReport{Cluster: "lab", Security: ws}
 	}

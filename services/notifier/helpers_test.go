@@ -225,8 +225,9 @@ func publishGapReport(t *testing.T, b *bus.Bus, r inventory.GapReport) {
 
 // unconfinedReport is a gap report with one security warning: a container without AppArmor.
 func unconfinedReport(cluster string) inventory.GapReport {
-	return inventory.GapReport{Cluster: cluster, Security: []inventory.SecurityWarning{{Kind: "LXC", Name: "build-01", Node: "pve1",
-		VMID: 210, Key: "lxc.apparmor.profile", Value: "unconfined", Why: "the container runs without an AppArmor profile"}}}
+	return inventory.GapReport{Cluster: cluster, Security: []inventory.SecurityWarning{{
+		Setting: inventory.Setting{Kind: "LXC", Name: "build-01", Node: "pve1", VMID: 210, Key: "lxc.apparmor.profile", Value: "unconfined"},
+		Why:     "the container runs without an AppArmor profile"}}}
 }
 
 func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }

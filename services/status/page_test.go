@@ -118,7 +118,7 @@ func TestStatusPageNeedsNoScriptAndRefreshesItself(t *testing.T) {
 	p.planned(r, plan.Plan{Resources: alphaResources, Operations: []plan.Operation{pruneOld}, Held: true,
 		HeldReason: "would prune 3 of 4 owned LXC guests"})
 	p.held(r, "would prune 3 of 4 owned LXC guests", "LXC/old-ct")
-	p.gaps("alpha", inventory.Gap{Kind: "VM", Name: "web-01", Node: "pve1", VMID: 101, Key: "hookscript", Value: "local:snippets/x.sh"})
+	p.gaps("alpha", inventory.Gap{Setting: inventory.Setting{Kind: "VM", Name: "web-01", Node: "pve1", VMID: 101, Key: "hookscript", Value: "local:snippets/x.sh"}})
 	sys.settle()
 	sys.mu.Lock()
 	url := sys.url + "/"

@@ -362,7 +362,7 @@ func decode(ctx context.Context, stream report.Stream, m *bus.Message) (*report.
 	case report.StreamGaps:
 		err = decodeInto(ctx, m, wire.DecodeGapReport, &ev.Gaps)
 	case report.StreamPlans:
-		return decodePlanEvent(ctx, m)
+		err = decodePlanEvent(ctx, m, &ev)
 	case report.StreamDLQ:
 		return decodeRefused(ctx, m)
 	case report.StreamNotify:
@@ -385,25 +385,20 @@ func decodeInto[T any](ctx context.Context, m *bus.Message, decode func(context.
 	return err
 }
 
-func decodePlanEvent(ctx context.Context, m *bus.Message) (*report.Event, error) {
-	var ev report.Event
-	var err error
+// decodePlanEvent reads a plan event into ev, by the event its subject names.
+func decodePlanEvent(ctx context.Context, m *bus.Message, ev *report.Event) error {
 	switch bus.PlanEvent(lastToken(m.Subject)) {
 	case bus.PlanPlanned:
-		err = decodeInto(ctx, m, wire.DecodePlanned, &ev.Planned)
+		return decodeInto(ctx, m, wire.DecodePlanned, &ev.Planned)
 	case bus.PlanRejected:
-		err = decodeInto(ctx, m, wire.DecodeRejected, &ev.Rejected)
+		return decodeInto(ctx, m, wire.DecodeRejected, &ev.Rejected)
 	case bus.PlanHeld:
-		err = decodeInto(ctx, m, wire.DecodeHeld, &ev.Held)
+		return decodeInto(ctx, m, wire.DecodeHeld, &ev.Held)
 	case bus.PlanFinished:
-		err = decodeInto(ctx, m, wire.DecodeFinished, &ev.Finished)
+		return decodeInto(ctx, m, wire.DecodeFinished, &ev.Finished)
 	default:
-		err = decodeInto(ctx, m, wire.DecodeConfirmation, &ev.Confirmed)
+		return decodeInto(ctx, m, wire.DecodeConfirmation, &ev.Confirmed)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &ev, nil
 }
 
 // decodeRefused reads a dead letter into a refused operation: the cluster and node are those of the

@@ -47,8 +47,7 @@ var (
 		Message: "live object without proxops tag; never touched"}
 	diskAnomaly = plan.Finding{Kind: plan.FindingAnomaly, Ref: "VM/db-01", Node: "pve2", VMID: 102, Field: "spec.disks[0].size",
 		Message: "disk scsi0 would shrink from 40G to 32G; not written"}
-	argsGap = inventory.Gap{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host",
-		Note: "not modelled: cpu flags", Managed: true}
+	argsGap = inventory.Gap{Setting: inventory.Setting{Kind: "VM", Name: "db-01", Node: "pve2", VMID: 102, Key: "args", Value: "-cpu host"}, Note: "not modelled: cpu flags", Managed: true}
 )
 
 // uniqueRun is a run id as a planner makes one: different every time.

@@ -29,12 +29,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return code
 	}
 	cfg.Logger = service.Logger(stderr, level, "adopter")
-	reg, err := service.Registry(service.BuildInfo("", ""))
-	if err != nil {
-		cfg.Logger.Error("adopter", "err", err)
-		return 1
-	}
-	stopMetrics, err := service.StartMetrics(metricsListen, reg, cfg.Logger)
+	_, stopMetrics, err := service.Metrics(metricsListen, service.BuildInfo("", ""), cfg.Logger)
 	if err != nil {
 		cfg.Logger.Error("metrics server", "err", err)
 		return 1

@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,28 +27,19 @@ func main() {
 // run runs the executor until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
 // cannot run. Its /metrics carries the cluster and node on every ProxOps series, as in proxops up.
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stderr io.Writer) int {
+	cfg, metricsListen, err := configure(ctx, args, lookup, stderr)
+	if code, done := service.ConfigError(stderr, "proxops-executor", err); done {
+		return code
+	}
 	log := service.Logger(stderr, slog.LevelInfo, "executor")
-	cfg, metricsListen, err := configure(ctx, args, lookup)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		log.Error("configuration", "err", err)
-		return 2
-	}
 	cfg.Logger = log
-	reg, err := service.Registry(service.BuildInfo("", ""))
-	if err != nil {
-		log.Error("executor", "err", err)
-		return 1
-	}
-	cfg.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.Cluster, "node": cfg.Node}, reg)
-	stopMetrics, err := service.StartMetrics(metricsListen, reg, log)
+	reg, stopMetrics, err := service.Metrics(metricsListen, service.BuildInfo("", ""), log)
 	if err != nil {
 		log.Error("metrics server", "err", err)
 		return 1
 	}
 	defer stopMetrics()
+	cfg.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cfg.Cluster, "node": cfg.Node}, reg)
 	if err := executor.Run(ctx, cfg); err != nil {
 		log.Error("executor", "err", err)
 		return 1
@@ -59,15 +49,14 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 
 // configure builds the executor's configuration from flags, the environment (credentials, age keys) and
 // the SOPS file --secrets-file names (decrypted here, once).
-func configure(ctx context.Context, args []string, lookup func(string) (string, bool)) (executor.Config, string, error) {
+func configure(ctx context.Context, args []string, lookup func(string) (string, bool), out io.Writer) (executor.Config, string, error) {
 	getenv := func(k string) string { v, _ := lookup(k); return v }
 	var cfg executor.Config
-	fs := flag.NewFlagSet("proxops-executor", flag.ContinueOnError)
+	fs, _ := service.FlagSet("proxops-executor", out, getenv, &cfg.NATS)
 	fs.StringVar(&cfg.Cluster, "cluster", "", "cluster name (required)")
 	fs.StringVar(&cfg.Node, "node", "", "PVE node this executor owns (required)")
 	fs.StringVar(&cfg.Replica, "replica", "", "replica name in results and logs, unique among running replicas (default host-pid)")
 	nodes := fs.String("allowed-nodes", "", "the cluster's node allowlist, comma-separated (empty: every node)")
-	cfg.NATS.RegisterFlags(fs, getenv)
 	fs.StringVar(&cfg.PVE.BaseURL, "pve-url", "", "PVE API endpoint, https://host:8006 (required)")
 	fs.StringVar(&cfg.PVE.CAFile, "pve-ca-file", "", "PEM CA bundle that signs the PVE certificate")
 	fs.BoolVar(&cfg.PVE.Insecure, "pve-insecure", false, "skip PVE certificate verification (only for a cluster configured insecure: true)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,23 +29,23 @@ const plannerKey = "UCWLNKOLNKNRF3VMRVQVB6LVNYDVWTVRMQEBJK2YJ6EDMCPJA3ZHIL6M"
 
 func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
 	ctx := testContext(t)
-	cfg, _, err := configure(ctx, base, env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31"}))
+	cfg, _, err := configure(ctx, base, env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31"}), io.Discard)
 	if err != nil || cfg.PVE.TokenID != "proxops@pve!exec" || cfg.PVE.TokenSecret != "0b6f2d4e-8a31" || !cfg.OwnEndpoint {
 		t.Fatalf("token value: %+v, %v", cfg.PVE, err)
 	}
 	cfg, _, err = configure(ctx, append(base, "--pve-user", "flag@pve", "--pve-token-id", "exec"),
-		env(map[string]string{"PROXOPS_PVE_USER": "env@pve", "PROXOPS_PVE_TOKEN": "s3"}))
+		env(map[string]string{"PROXOPS_PVE_USER": "env@pve", "PROXOPS_PVE_TOKEN": "s3"}), io.Discard)
 	if err != nil || cfg.PVE.TokenID != "env@pve!exec" || cfg.PVE.TokenSecret != "s3" {
 		t.Fatalf("user and token: %+v, %v", cfg.PVE, err)
 	}
 	if cfg.PVE.ObserveConcurrency != 8 {
 		t.Fatalf("default observe concurrency %d, want 8", cfg.PVE.ObserveConcurrency)
 	}
-	cfg, _, err = configure(ctx, append(base, "--observe-concurrency", "32"), env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31"}))
+	cfg, _, err = configure(ctx, append(base, "--observe-concurrency", "32"), env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31"}), io.Discard)
 	if err != nil || cfg.PVE.ObserveConcurrency != 32 {
 		t.Fatalf("--observe-concurrency 32: %d, %v", cfg.PVE.ObserveConcurrency, err)
 	}
-	cfg, _, err = configure(ctx, append(base, "--pve-user", "root@pam"), env(map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}))
+	cfg, _, err = configure(ctx, append(base, "--pve-user", "root@pam"), env(map[string]string{"PROXOPS_PVE_PASSWORD": "pw"}), io.Discard)
 	if err != nil || cfg.PVE.User != "root@pam" || cfg.PVE.Password != "pw" || cfg.PVE.TokenID != "" {
 		t.Fatalf("ticket: %+v, %v", cfg.PVE, err)
 	}
@@ -64,7 +65,7 @@ func TestConfigureTakesCredentialsFromTheEnvironment(t *testing.T) {
 		"no trusted planner key": {base[:8], map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, "--trusted-planner-key"},
 		"malformed planner key":  {append(base, "--trusted-planner-key", "UNOTAKEY"), map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}, `trusted planner key "UNOTAKEY"`},
 	} {
-		if _, _, err := configure(ctx, tc.args, env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := configure(ctx, tc.args, env(tc.env), io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
 		}
 	}
@@ -100,7 +101,7 @@ func TestSecretsFileSuppliesCredentialsAndCloudInitSecrets(t *testing.T) {
 		for k, v := range keys {
 			e[k] = v
 		}
-		cfg, _, err := configure(ctx, append(base, demoRefs...), env(e))
+		cfg, _, err := configure(ctx, append(base, demoRefs...), env(e), io.Discard)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -122,7 +123,7 @@ func TestSecretsFileSuppliesCredentialsAndCloudInitSecrets(t *testing.T) {
 	// Without named entries the file still serves cloud-init secrets, and credentials come from the
 	// environment as usual.
 	cfg, _, err := configure(ctx, append(base, "--secrets-file", demoSecrets),
-		env(map[string]string{"SOPS_AGE_KEY_FILE": demoKey, "PROXOPS_PVE_TOKEN_VALUE": "ops@pve!exec=s3cret"}))
+		env(map[string]string{"SOPS_AGE_KEY_FILE": demoKey, "PROXOPS_PVE_TOKEN_VALUE": "ops@pve!exec=s3cret"}), io.Discard)
 	if err != nil || cfg.PVE.TokenID != "ops@pve!exec" || cfg.PVE.TokenSecret != "s3cret" || cfg.Secrets == nil {
 		t.Fatalf("file without credential entries: %+v, %v", cfg.PVE, err)
 	}
@@ -140,7 +141,7 @@ func TestSecretsFileSuppliesCredentialsAndCloudInitSecrets(t *testing.T) {
 		"missing entry":   {append(base, "--secrets-file", demoSecrets, "--secrets-pve-user", "nope", "--secrets-pve-token-id", "proxops-token-id", "--secrets-pve-token", "proxops-token"), map[string]string{"SOPS_AGE_KEY_FILE": demoKey}, "nope"},
 		"not a sops file": {append(base, "--secrets-file", filepath.Join(demoDir, "secrets.plain.yaml")), map[string]string{"SOPS_AGE_KEY_FILE": demoKey}, "not encrypted"},
 	} {
-		_, _, err := configure(ctx, tc.args, env(tc.env))
+		_, _, err := configure(ctx, tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
 		}
@@ -178,7 +179,7 @@ func TestSecretsFileIsReadAgainAfterARotation(t *testing.T) {
 	copyFile(demoSecrets)
 	args := append(slices.Clone(base), "--secrets-file", path, "--secrets-pve-user", "proxops-user",
 		"--secrets-pve-token-id", "proxops-token-id", "--secrets-pve-token", "proxops-token")
-	cfg, _, err := configure(ctx, args, env(map[string]string{"SOPS_AGE_KEY_FILE": demoKey}))
+	cfg, _, err := configure(ctx, args, env(map[string]string{"SOPS_AGE_KEY_FILE": demoKey}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestConfigureTakesTheNATSConnectionFromTheEnvironmentLikeEveryService(t *te
 	args := []string{"--cluster", "lab", "--node", "pve1", "--pve-url", "https://pve1:8006", "--trusted-planner-key", plannerKey}
 	cfg, _, err := configure(ctx, args, env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31",
 		"PROXOPS_NATS_URL": "tls://nats-1:4222", "PROXOPS_NATS_USER": "executor-lab-pve1", "PROXOPS_NATS_PASSWORD": "pw",
-		"PROXOPS_NATS_CA": "/etc/proxops/nats-ca.pem", "PROXOPS_NATS_CREDS": "/etc/proxops/exec.creds", "PROXOPS_NATS_NKEY": "/etc/proxops/exec.nk"}))
+		"PROXOPS_NATS_CA": "/etc/proxops/nats-ca.pem", "PROXOPS_NATS_CREDS": "/etc/proxops/exec.creds", "PROXOPS_NATS_NKEY": "/etc/proxops/exec.nk"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestConfigureTakesTheNATSConnectionFromTheEnvironmentLikeEveryService(t *te
 		t.Fatalf("NATS settings from the environment: %+v", n)
 	}
 	cfg, _, err = configure(ctx, append(args, "--nats-url", "nats://127.0.0.1:4222", "--nats-nkey", "/run/exec.nk", "--nats-user", "flag-user"),
-		env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31", "PROXOPS_NATS_USER": "env-user"}))
+		env(map[string]string{"PROXOPS_PVE_TOKEN_VALUE": "proxops@pve!exec=0b6f2d4e-8a31", "PROXOPS_NATS_USER": "env-user"}), io.Discard)
 	if err != nil || cfg.NATS.URL != "nats://127.0.0.1:4222" || cfg.NATS.NKeySeedFile != "/run/exec.nk" || cfg.NATS.User != "flag-user" {
 		t.Fatalf("flags over the environment: %+v, %v", cfg.NATS, err)
 	}
@@ -224,16 +225,16 @@ func TestConfigureTrustsPlannerKeysFromFlagsOrEnvironment(t *testing.T) {
 	ctx := testContext(t)
 	const second = "UC5DVJ2AP5QTWMPRQDX6JZELSA5NSXJZLHWRFPSGSNPBAUMDZ6WGOCOX"
 	creds := map[string]string{"PROXOPS_PVE_PASSWORD": "pw", "PROXOPS_PVE_USER": "u@pve"}
-	cfg, _, err := configure(ctx, append(base, "--trusted-planner-key", second), env(creds))
+	cfg, _, err := configure(ctx, append(base, "--trusted-planner-key", second), env(creds), io.Discard)
 	if err != nil || !slices.Equal(cfg.TrustedPlannerKeys, []string{plannerKey, second}) {
 		t.Fatalf("flags: %v, %v", cfg.TrustedPlannerKeys, err)
 	}
 	creds["PROXOPS_TRUSTED_PLANNER_KEYS"] = second + "," + plannerKey
-	cfg, _, err = configure(ctx, base[:8], env(creds))
+	cfg, _, err = configure(ctx, base[:8], env(creds), io.Discard)
 	if err != nil || !slices.Equal(cfg.TrustedPlannerKeys, []string{second, plannerKey}) {
 		t.Fatalf("environment: %v, %v", cfg.TrustedPlannerKeys, err)
 	}
-	cfg, _, err = configure(ctx, base, env(creds))
+	cfg, _, err = configure(ctx, base, env(creds), io.Discard)
 	if err != nil || !slices.Equal(cfg.TrustedPlannerKeys, []string{plannerKey}) {
 		t.Fatalf("a flag wins over the environment: %v, %v", cfg.TrustedPlannerKeys, err)
 	}

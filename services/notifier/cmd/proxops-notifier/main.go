@@ -46,22 +46,16 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	fs.StringVar(&o.metricsListen, "metrics-listen", env.String("PROXOPS_NOTIFIER_METRICS_LISTEN", DefaultMetricsListen),
 		"address of the /metrics endpoint, empty for off [PROXOPS_NOTIFIER_METRICS_LISTEN]")
 	level := env.LevelFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	errs = append(errs, service.NATS(&o.nats, bus.RoleNotifier, "proxops-notifier"))
-	if o.config == "" {
-		errs = append(errs, errors.New("--config (or PROXOPS_CONFIG) is required: it names the providers"))
-	}
 	var err error
-	if o.logLevel, err = service.ParseLevel(*level); err != nil {
-		errs = append(errs, err)
-	}
-	return o, errors.Join(errs...)
+	o.logLevel, err = env.ParseAll(fs, args, level,
+		func() error { return service.NATS(&o.nats, bus.RoleNotifier, "proxops-notifier") },
+		func() error {
+			if o.config == "" {
+				return errors.New("--config (or PROXOPS_CONFIG) is required: it names the providers")
+			}
+			return nil
+		})
+	return o, err
 }
 
 // loadNotifications reads the notifications section of file and decrypts the secrets file it names (a
@@ -118,20 +112,16 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, "proxops-notifier:", err)
 		return 2
 	}
-	reg, err := service.Registry(service.BuildInfo("", ""))
-	if err == nil {
-		err = notifier.RegisterMetrics(reg)
-	}
-	if err != nil {
-		log.Error("cannot start", "err", err)
-		return 1
-	}
-	stopMetrics, err := service.StartMetrics(o.metricsListen, reg, log)
+	reg, stopMetrics, err := service.Metrics(o.metricsListen, service.BuildInfo("", ""), log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
 	defer stopMetrics()
+	if err := notifier.RegisterMetrics(reg); err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
 	b, err := bus.Connect(ctx, o.nats, bus.Options{Logger: log})
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -4,8 +4,10 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -15,31 +17,30 @@ import (
 )
 
 func main() {
-	cfg, metricsListen, level, err := configure(os.Args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "proxops-planner: %v\n", err)
-		os.Exit(2)
+	service.Exit(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Getenv, os.Stderr) })
+}
+
+// run runs the planner until ctx ends and returns the exit code: 2 for a bad configuration, 1 when it
+// cannot run.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg, metricsListen, level, err := configure(args, getenv)
+	if code, done := service.ConfigError(stderr, "proxops-planner", err); done {
+		return code
 	}
-	log := service.Logger(os.Stderr, level, "planner")
+	log := service.Logger(stderr, level, "planner")
 	cfg.Logger = log
-	ctx, stop := service.SignalContext()
-	defer stop()
-	reg, err := service.Registry(service.BuildInfo("", ""))
+	reg, stopMetrics, err := service.Metrics(metricsListen, service.BuildInfo("", ""), log)
 	if err != nil {
 		log.Error("planner", "err", err)
-		os.Exit(1)
-	}
-	cfg.Registry = reg
-	stopMetrics, err := service.StartMetrics(metricsListen, reg, log)
-	if err != nil {
-		log.Error("planner", "err", err)
-		os.Exit(1)
+		return 1
 	}
 	defer stopMetrics()
+	cfg.Registry = reg
 	if err := planner.Run(ctx, cfg); err != nil {
 		log.Error("planner", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // configure builds the planner's configuration from flags and the environment.

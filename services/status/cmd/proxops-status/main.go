@@ -7,8 +7,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -46,19 +44,9 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 		"/healthz reports stale when a cluster's planner has not answered for longer; twice the drift interval [PROXOPS_STATUS_STALE_AFTER]")
 	fs.DurationVar(&o.refresh, "refresh", env.Duration("PROXOPS_STATUS_REFRESH", status.DefaultRefresh), "how often the status page reloads itself [PROXOPS_STATUS_REFRESH]")
 	level := env.LevelFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	errs := []error{env.Err()}
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	errs = append(errs, service.NATS(&o.nats, bus.RoleStatus, "proxops-status"))
 	var err error
-	if o.logLevel, err = service.ParseLevel(*level); err != nil {
-		errs = append(errs, err)
-	}
-	return o, errors.Join(errs...)
+	o.logLevel, err = env.ParseAll(fs, args, level, func() error { return service.NATS(&o.nats, bus.RoleStatus, "proxops-status") })
+	return o, err
 }
 
 func run(args []string, getenv func(string) string, stderr io.Writer) int {

@@ -10,14 +10,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/service"
@@ -46,12 +42,8 @@ type options struct {
 // cannot run.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	opts, err := parseOptions(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "proxops-watcher:", err)
-		return 2
+	if code, done := service.ConfigError(stderr, "proxops-watcher", err); done {
+		return code
 	}
 	log := service.Logger(stderr, opts.logLevel, "watcher")
 	if err := opts.watcher.Validate(); err != nil {
@@ -81,12 +73,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 // parseOptions reads flags, with environment variables as their defaults.
 func parseOptions(args []string, getenv func(string) string, out io.Writer) (options, error) {
-	e := &service.Env{Getenv: getenv}
-	env, envDuration, envBool := e.String, e.Duration, e.Bool
-
-	fs := flag.NewFlagSet("proxops-watcher", flag.ContinueOnError)
-	fs.SetOutput(out)
 	var o options
+	fs, e := service.FlagSet("proxops-watcher", out, getenv, &o.bus)
+	env, envDuration, envBool := e.String, e.Duration, e.Bool
 	c := &o.watcher
 	fs.StringVar(&c.URL, "git-url", env("PROXOPS_GIT_URL", ""), "remote repository: https://…, ssh://… or user@host:path [PROXOPS_GIT_URL]")
 	fs.StringVar(&c.Path, "git-path", env("PROXOPS_GIT_PATH", ""), "local repository; its committed objects are read, its work tree never [PROXOPS_GIT_PATH]")
@@ -102,26 +91,16 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (opt
 	fs.StringVar(&c.Listen, "listen", env("PROXOPS_WATCHER_LISTEN", ""), "address of the HTTP server for webhooks, /metrics and /healthz [PROXOPS_WATCHER_LISTEN]")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", env("PROXOPS_WATCHER_METRICS_LISTEN", DefaultMetricsListen), "address of the /metrics and /healthz endpoint, empty for off [PROXOPS_WATCHER_METRICS_LISTEN]")
 	secretEnv := fs.String("webhook-secret-env", env("PROXOPS_WEBHOOK_SECRET_ENV", "PROXOPS_WEBHOOK_SECRET"), "name of the environment variable holding the webhook secret (webhook.secret-env)")
-	o.bus.RegisterFlags(fs, getenv)
 	fs.BoolVar(&o.provision, "provision", false, "create or update the streams, buckets and object stores before starting (needs a NATS user allowed to)")
-	level := fs.String("log-level", env("PROXOPS_LOG_LEVEL", "info"), "debug, info, warn or error [PROXOPS_LOG_LEVEL]")
-	if err := fs.Parse(args); err != nil {
-		return options{}, err
-	}
-	errs := []error{e.Err()}
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
-	}
+	level := e.LevelFlag(fs)
 	var err error
-	if o.logLevel, err = service.ParseLevel(*level); err != nil {
-		errs = append(errs, err)
-	}
+	o.logLevel, err = e.ParseAll(fs, args, level)
 	c.Token = getenv("PROXOPS_GIT_TOKEN")
 	c.SSHKeyPassphrase = getenv("PROXOPS_GIT_SSH_PASSPHRASE")
 	if *secretEnv != "" {
 		c.WebhookSecret = getenv(*secretEnv)
 	}
-	return o, errors.Join(errs...)
+	return o, err
 }
 
 // defaultDataDir is ~/.local/share/proxops, or $XDG_DATA_HOME/proxops.
