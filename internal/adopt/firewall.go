@@ -29,8 +29,8 @@ func (c *guest) firewall(res *manifest.Resource) *manifest.Firewall {
 	f := &manifest.Firewall{}
 	var uncovered []inventory.Gap
 	gap := func(key, value, note string) {
-		uncovered = append(uncovered, inventory.Gap{Kind: string(c.kind), Name: c.name, Node: c.g.Node, VMID: c.g.VMID,
-			Key: key, Value: value, Note: note})
+		uncovered = append(uncovered, inventory.Gap{Setting: inventory.Setting{Kind: string(c.kind), Name: c.name,
+			Node: c.g.Node, VMID: c.g.VMID, Key: key, Value: value}, Note: note})
 	}
 	for _, k := range slices.Sorted(maps.Keys(live.Options)) {
 		v := live.Options[k]
