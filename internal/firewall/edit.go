@@ -81,6 +81,8 @@ func Apply(list []Rule, e Edit) ([]Rule, error) {
 		return out, nil
 	case Delete:
 		return slices.Delete(slices.Clone(list), e.Pos, e.Pos+1), nil
+	case Create, Move:
+		// A create returned above; a move is applied below.
 	}
 	if e.MoveTo < 0 {
 		return nil, fmt.Errorf("invalid moveto %d", e.MoveTo)

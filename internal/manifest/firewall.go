@@ -174,6 +174,8 @@ func (f *Firewall) provides(ref firewall.Ref) bool {
 				return true
 			}
 		}
+	case firewall.RefGroup:
+		// Security groups are cluster-wide: a guest provides none.
 	}
 	return false
 }

@@ -91,8 +91,10 @@ func clusterHas(cf *inventory.ClusterFirewall, ref firewall.Ref) bool {
 		return slices.ContainsFunc(cf.Groups, func(g inventory.FirewallGroup) bool { return g.Name == ref.Name })
 	case firewall.RefIPSet:
 		return slices.Contains(cf.IPSets, ref.Name)
+	case firewall.RefAlias:
+		return slices.ContainsFunc(cf.Aliases, func(a string) bool { return strings.EqualFold(a, ref.Name) })
 	}
-	return slices.ContainsFunc(cf.Aliases, func(a string) bool { return strings.EqualFold(a, ref.Name) })
+	return false
 }
 
 // fwIPSet and fwAlias are the JSON the executor reads from the ipsets and aliases parameters.
@@ -268,6 +270,7 @@ func ruleChange(c firewall.RuleChange) Change {
 		return Change{Field: "firewall.rules", Before: fmt.Sprintf("[%d] %s", c.From, c.Before.String())}
 	case firewall.Moved:
 		return Change{Field: fmt.Sprintf("firewall.rules[%d]", c.To), Before: fmt.Sprintf("[%d]", c.From), After: c.After.String()}
+	case firewall.Changed:
 	}
 	before := c.Before.String()
 	if c.From != c.To {

@@ -206,6 +206,9 @@ func protectedChange(t inventory.GuestType, o Operation, policy string) (string,
 		if policy == manifest.SnapshotsAlways {
 			return string(o.Action), true
 		}
+	default:
+		// Creations, deletions, moves (protected before they run, see insertFirst), snapshot operations
+		// themselves and cluster-object operations change no existing guest's disks or run state.
 	}
 	return "", false
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 )
@@ -56,27 +55,5 @@ func (c *Client) ListBackupJobs(ctx context.Context) ([]BackupJob, error) {
 	return out, nil
 }
 
-var backupJobObject = clusterObject{
-	kind: ObjectKindBackupJob, noun: "backup job", idParam: "id",
-	read: func(ctx context.Context, c *Client, id string) (string, bool, error) {
-		list, err := c.ListBackupJobs(ctx)
-		if err != nil {
-			return "", false, err
-		}
-		comment, found := readComment(list, func(j BackupJob) (string, bool) { return j.Comment, j.ID == id })
-		return comment, found, nil
-	},
-	create: func(ctx context.Context, c *Client, id string, body map[string]string) error {
-		body["id"] = id
-		_, err := c.request(ctx, true, http.MethodPost, "/cluster/backup", nil, nil, body)
-		return err
-	},
-	update: func(ctx context.Context, c *Client, id string, body map[string]string) error {
-		_, err := c.request(ctx, true, http.MethodPut, "/cluster/backup/{id}", []string{id}, nil, body)
-		return err
-	},
-	remove: func(ctx context.Context, c *Client, id string) error {
-		_, err := c.request(ctx, true, http.MethodDelete, "/cluster/backup/{id}", []string{id}, nil, nil)
-		return err
-	},
-}
+var backupJobObject = restObject(ObjectKindBackupJob, "backup job", "id", "/cluster/backup", (*Client).ListBackupJobs,
+	func(j BackupJob, id string) (string, bool) { return j.Comment, j.ID == id })

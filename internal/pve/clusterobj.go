@@ -3,6 +3,7 @@ package pve
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
@@ -35,6 +36,37 @@ type clusterObject struct {
 	remove func(ctx context.Context, c *Client, id string) error
 }
 
+// restObject is a cluster object PVE lists, creates at collection (the id under idParam in the body) and updates and
+// deletes at collection/{id}; match returns an entry's comment and whether it is the one of that id.
+func restObject[T any](kind, noun, idParam, collection string, list func(*Client, context.Context) ([]T, error),
+	match func(x T, id string) (string, bool)) clusterObject {
+	item := collection + "/{" + idParam + "}"
+	return clusterObject{
+		kind: kind, noun: noun, idParam: idParam,
+		read: func(ctx context.Context, c *Client, id string) (string, bool, error) {
+			entries, err := list(c, ctx)
+			if err != nil {
+				return "", false, err
+			}
+			comment, found := readComment(entries, func(x T) (string, bool) { return match(x, id) })
+			return comment, found, nil
+		},
+		create: func(ctx context.Context, c *Client, id string, body map[string]string) error {
+			body[idParam] = id
+			_, err := c.request(ctx, true, http.MethodPost, collection, nil, nil, body)
+			return err
+		},
+		update: func(ctx context.Context, c *Client, id string, body map[string]string) error {
+			_, err := c.request(ctx, true, http.MethodPut, item, []string{id}, nil, body)
+			return err
+		},
+		remove: func(ctx context.Context, c *Client, id string) error {
+			_, err := c.request(ctx, true, http.MethodDelete, item, []string{id}, nil, nil)
+			return err
+		},
+	}
+}
+
 // clusterObjects are the kinds by the claim's object parameter.
 var clusterObjects = map[string]*clusterObject{
 	"ha-resource": &haResourceObject,
@@ -57,8 +89,9 @@ func objectOf(op plan.Operation) (*clusterObject, error) {
 			return o, nil
 		}
 		return nil, terminal("%s: unknown object %q", op.Action, name)
+	default:
+		return nil, terminal("%s is not an action on an HA resource, HA rule or backup job", op.Action)
 	}
-	return nil, terminal("%s is not an action on an HA resource, HA rule or backup job", op.Action)
 }
 
 // applyClusterObject applies an operation on an HA resource, HA rule or backup job.

@@ -3,6 +3,7 @@ package pve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -439,7 +440,7 @@ func (a *applier) applyGuestFirewall(ctx context.Context) error {
 	ownAliases := paramJSON(op, "aliases", &aliases)
 	var ruleFields []map[string]string
 	ownRules := paramJSON(op, "rules", &ruleFields)
-	for _, bad := range []bool{ownIPSets == errBadParam, ownAliases == errBadParam, ownRules == errBadParam} {
+	for _, bad := range []bool{errors.Is(ownIPSets, errBadParam), errors.Is(ownAliases, errBadParam), errors.Is(ownRules, errBadParam)} {
 		if bad {
 			return terminal("%s: a declared list is not valid JSON", a.what())
 		}
@@ -607,8 +608,9 @@ func (f *fwObjectApplier) run(ctx context.Context) error {
 		return f.claim(ctx)
 	case plan.ActionDeleteFirewallObject:
 		return f.delete(ctx)
+	default:
+		return terminal("%s is not a firewall object action", f.op.Action)
 	}
-	return terminal("%s is not a firewall object action", f.op.Action)
 }
 
 // read reads the object; found is false when the cluster has none of that name.
@@ -670,10 +672,10 @@ func (f *fwObjectApplier) contents(ctx context.Context, o fwObject) error {
 	switch f.kind {
 	case ObjectKindSecurityGroup:
 		var fields []map[string]string
-		switch paramJSON(f.op, "rules", &fields) {
-		case errNoParam:
+		switch err := paramJSON(f.op, "rules", &fields); {
+		case errors.Is(err, errNoParam):
 			return nil
-		case errBadParam:
+		case errors.Is(err, errBadParam):
 			return terminal("%s: rules is not valid JSON", f.what())
 		}
 		declared := make([]firewall.Rule, len(fields))
@@ -683,10 +685,10 @@ func (f *fwObjectApplier) contents(ctx context.Context, o fwObject) error {
 		return f.w.rules(ctx, "/cluster/firewall/groups/{group}", []string{f.name}, declared, expectValue(f.op, "rules-digest"))
 	case ObjectKindIPSet:
 		var entries []IPSetEntry
-		switch paramJSON(f.op, "entries", &entries) {
-		case errNoParam:
+		switch err := paramJSON(f.op, "entries", &entries); {
+		case errors.Is(err, errNoParam):
 			return nil
-		case errBadParam:
+		case errors.Is(err, errBadParam):
 			return terminal("%s: entries is not valid JSON", f.what())
 		}
 		return f.w.entries(ctx, clusterFWBase, f.name, o.entries, entries)

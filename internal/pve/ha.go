@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -225,47 +224,14 @@ func readComment[T any](list []T, match func(T) (string, bool)) (string, bool) {
 	return "", false
 }
 
-var haResourceObject = clusterObject{
-	kind: ObjectKindHAResource, noun: "HA resource", idParam: "sid",
-	read: func(ctx context.Context, c *Client, id string) (string, bool, error) {
-		list, err := c.ListHAResources(ctx)
-		if err != nil {
-			return "", false, err
-		}
-		comment, found := readComment(list, func(r HAResource) (string, bool) { return r.Comment, r.SID == id })
-		return comment, found, nil
-	},
-	create: func(ctx context.Context, c *Client, id string, body map[string]string) error {
-		body["sid"] = id
-		_, err := c.request(ctx, true, http.MethodPost, "/cluster/ha/resources", nil, nil, body)
-		return err
-	},
-	update: func(ctx context.Context, c *Client, id string, body map[string]string) error {
-		_, err := c.request(ctx, true, http.MethodPut, "/cluster/ha/resources/{sid}", []string{id}, nil, body)
-		return err
-	},
-	remove: func(ctx context.Context, c *Client, id string) error {
-		_, err := c.request(ctx, true, http.MethodDelete, "/cluster/ha/resources/{sid}", []string{id}, nil, nil)
-		return err
-	},
-}
+var haResourceObject = restObject(ObjectKindHAResource, "HA resource", "sid", "/cluster/ha/resources",
+	(*Client).ListHAResources, func(r HAResource, id string) (string, bool) { return r.Comment, r.SID == id })
 
-var haRuleObject = clusterObject{
-	kind: ObjectKindHARule, noun: "HA rule", idParam: "rule",
-	read: func(ctx context.Context, c *Client, id string) (string, bool, error) {
-		list, err := c.ListHARules(ctx)
-		if err != nil {
-			return "", false, err
-		}
-		comment, found := readComment(list, func(r HARule) (string, bool) { return r.Comment, r.ID == id })
-		return comment, found, nil
-	},
-	create: func(ctx context.Context, c *Client, id string, body map[string]string) error {
-		body["rule"] = id
-		_, err := c.request(ctx, true, http.MethodPost, "/cluster/ha/rules", nil, nil, body)
-		return err
-	},
-	update: func(ctx context.Context, c *Client, id string, body map[string]string) error {
+var haRuleObject = func() clusterObject {
+	o := restObject(ObjectKindHARule, "HA rule", "rule", "/cluster/ha/rules", (*Client).ListHARules,
+		func(r HARule, id string) (string, bool) { return r.Comment, r.ID == id })
+	update := o.update
+	o.update = func(ctx context.Context, c *Client, id string, body map[string]string) error {
 		if body["type"] == "" {
 			// PVE's update names the rule's type; a claim writes only the comment.
 			raw, err := c.get(ctx, "/cluster/ha/rules/{rule}", []string{id}, nil)
@@ -280,11 +246,7 @@ var haRuleObject = clusterObject{
 			}
 			body["type"] = r.Type
 		}
-		_, err := c.request(ctx, true, http.MethodPut, "/cluster/ha/rules/{rule}", []string{id}, nil, body)
-		return err
-	},
-	remove: func(ctx context.Context, c *Client, id string) error {
-		_, err := c.request(ctx, true, http.MethodDelete, "/cluster/ha/rules/{rule}", []string{id}, nil, nil)
-		return err
-	},
-}
+		return update(ctx, c, id, body)
+	}
+	return o
+}()

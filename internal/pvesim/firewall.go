@@ -1030,7 +1030,7 @@ func (s *Sim) handleFWAliasUpdate(c *call) (any, error) {
 	}
 	newName := name
 	if r := c.str("rename"); r != "" {
-		if strings.ToLower(r) != strings.ToLower(name) && sc.conf.aliases[strings.ToLower(r)] != nil {
+		if !strings.EqualFold(r, name) && sc.conf.aliases[strings.ToLower(r)] != nil {
 			return nil, paramErr(map[string]string{"name": fmt.Sprintf("alias '%s' already exists", r)})
 		}
 		newName = r
