@@ -55,8 +55,10 @@ type BackupSelection struct {
 	Exclude []string `yaml:"exclude,omitempty"`
 }
 
-// BackupRetention is a job's prune-backups: how many backups of each period to keep. Each is positive.
+// BackupRetention is a job's prune-backups: how many backups of each period to keep, each positive; or
+// keep-all: true, alone, to keep every backup.
 type BackupRetention struct {
+	KeepAll     *bool `yaml:"keep-all,omitempty"`
 	KeepLast    *int `yaml:"keep-last,omitempty"`
 	KeepHourly  *int `yaml:"keep-hourly,omitempty"`
 	KeepDaily   *int `yaml:"keep-daily,omitempty"`
@@ -101,6 +103,9 @@ func (r *BackupRetention) Settings() []struct {
 
 // PruneBackups is the retention as PVE's prune-backups property string (keys sorted as PVE prints them).
 func (r *BackupRetention) PruneBackups() string {
+	if IsTrue(r.KeepAll) {
+		return "keep-all=1"
+	}
 	var parts []string
 	for _, s := range r.Settings() {
 		if s.Value != nil && *s.Value > 0 {
@@ -110,6 +115,11 @@ func (r *BackupRetention) PruneBackups() string {
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
 }
+
+// BackupJobOptions are the options of a PVE backup job a BackupJob owns, sorted; the others are left as
+// they are.
+var BackupJobOptions = []string{"all", "compress", "enabled", "exclude", "mode", "node", "notes-template",
+	"notification-mode", "pool", "protected", "prune-backups", "schedule", "storage", "vmid"}
 
 // BackupModes, BackupCompressions and BackupNotificationModes are the values PVE accepts.
 var (
@@ -213,8 +223,15 @@ func (c *checker) backupJob(s *BackupJobSpec) {
 				positive = true
 			}
 		}
-		if !positive && !zero && !c.broken("spec.retention") {
-			c.errorf("spec.retention", "a retention of zero: PVE turns it into keep-all; set at least one keep-* to a positive number, or leave spec.retention out to use the storage's retention")
+		keepAll := IsTrue(s.Retention.KeepAll)
+		switch {
+		case keepAll && positive:
+			c.errorf("spec.retention.keep-all", "keep-all cannot be set together with the keep-* counts (PVE refuses it)")
+		case s.Retention.KeepAll != nil && !keepAll:
+			c.errorf("spec.retention.keep-all", "keep-all: false says nothing; leave it out")
+		}
+		if !positive && !zero && !keepAll && !c.broken("spec.retention") {
+			c.errorf("spec.retention", "a retention of zero: PVE turns it into keep-all; set at least one keep-* to a positive number, keep-all: true, or leave spec.retention out to use the storage's retention")
 		}
 	}
 	if s.Node != "" || c.has("spec.node") {

@@ -278,7 +278,7 @@ func Resolve(r *Resource) *Resource {
 		j.Selection.Exclude = slices.Clone(s.Selection.Exclude)
 		if s.Retention != nil {
 			rt := s.Retention
-			j.Retention = &BackupRetention{KeepLast: clonePtr(rt.KeepLast), KeepHourly: clonePtr(rt.KeepHourly),
+			j.Retention = &BackupRetention{KeepAll: clonePtr(rt.KeepAll), KeepLast: clonePtr(rt.KeepLast), KeepHourly: clonePtr(rt.KeepHourly),
 				KeepDaily: clonePtr(rt.KeepDaily), KeepWeekly: clonePtr(rt.KeepWeekly), KeepMonthly: clonePtr(rt.KeepMonthly),
 				KeepYearly: clonePtr(rt.KeepYearly)}
 		}

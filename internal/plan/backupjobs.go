@@ -16,11 +16,7 @@ import (
 
 // Backup jobs are cluster objects with the pools' ownership model (objects.go): the marker in the job's
 // comment and the record <cluster>.obj.backupjob.<id>. A declared job owns the options the BackupJob kind
-// models (BackupJobOptions); the job's other options are left as they are.
-
-// BackupJobOptions are the options of a backup job a BackupJob owns, sorted.
-var BackupJobOptions = []string{"all", "compress", "enabled", "exclude", "mode", "node", "notes-template",
-	"notification-mode", "pool", "protected", "prune-backups", "schedule", "storage", "vmid"}
+// models (manifest.BackupJobOptions); the job's other options are left as they are.
 
 // backupJobDefaults are PVE's defaults of the owned options: a live value equal to its default is the same as
 // the option left out.
@@ -30,11 +26,11 @@ var backupJobDefaults = map[string]string{"all": "0", "compress": "0", "mode": "
 // backupObject is the claim's object parameter of a backup job.
 const backupObject = "backup-job"
 
-// NormalizeBackupOptions is a job's owned options as compared: the options BackupJobOptions names, a value
+// NormalizeBackupOptions is a job's owned options as compared: the options manifest.BackupJobOptions names, a value
 // equal to PVE's default dropped (enabled kept), vmid and exclude lists sorted, prune-backups sorted.
 func NormalizeBackupOptions(opts map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, k := range BackupJobOptions {
+	for _, k := range manifest.BackupJobOptions {
 		v, ok := opts[k]
 		if !ok || v == "" {
 			continue
@@ -169,7 +165,7 @@ func (d *differ) jobOp(u *unit, id, verb string, a Action, params []KV, reason s
 // jobChanges are the options a configure writes to make have into want: the values to set, the options to
 // delete and the changes shown.
 func jobChanges(have, want map[string]string) (set []KV, del []string, changes []Change) {
-	for _, k := range BackupJobOptions {
+	for _, k := range manifest.BackupJobOptions {
 		h, hok := have[k]
 		w, wok := want[k]
 		switch {
