@@ -53,9 +53,9 @@ spec:
 		"spec.selection.exclude[0] 7:65",
 		"spec.mode 8:9",
 		"spec.compression 9:16",
+		"spec.notification-mode 12:22",
 		"spec.retention.keep-all 10:25",
 		"spec.notes-template 11:19",
-		"spec.notification-mode 12:22",
 		"spec.comment 13:12",
 	}
 	if d := cmp.Diff(want, got); d != "" {
