@@ -59,12 +59,12 @@ type BackupSelection struct {
 // keep-all: true, alone, to keep every backup.
 type BackupRetention struct {
 	KeepAll     *bool `yaml:"keep-all,omitempty"`
-	KeepLast    *int `yaml:"keep-last,omitempty"`
-	KeepHourly  *int `yaml:"keep-hourly,omitempty"`
-	KeepDaily   *int `yaml:"keep-daily,omitempty"`
-	KeepWeekly  *int `yaml:"keep-weekly,omitempty"`
-	KeepMonthly *int `yaml:"keep-monthly,omitempty"`
-	KeepYearly  *int `yaml:"keep-yearly,omitempty"`
+	KeepLast    *int  `yaml:"keep-last,omitempty"`
+	KeepHourly  *int  `yaml:"keep-hourly,omitempty"`
+	KeepDaily   *int  `yaml:"keep-daily,omitempty"`
+	KeepWeekly  *int  `yaml:"keep-weekly,omitempty"`
+	KeepMonthly *int  `yaml:"keep-monthly,omitempty"`
+	KeepYearly  *int  `yaml:"keep-yearly,omitempty"`
 }
 
 func (*BackupJobSpec) isSpec() {}

@@ -12,9 +12,9 @@ import (
 
 func TestBackupJobIDIsTheNameWhenPVEAcceptsIt(t *testing.T) {
 	for name, want := range map[string]string{
-		"nightly": "nightly",
-		"1-web":   "backup-1-web",
-		"a":       "backup-a",
+		"nightly":               "nightly",
+		"1-web":                 "backup-1-web",
+		"a":                     "backup-a",
 		strings.Repeat("b", 50): strings.Repeat("b", 50),
 		strings.Repeat("c", 60): "backup-" + strings.Repeat("c", 43),
 	} {

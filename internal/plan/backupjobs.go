@@ -26,9 +26,9 @@ var backupJobDefaults = map[string]string{"all": "0", "compress": "0", "mode": "
 // backupObject is the claim's object parameter of a backup job.
 const backupObject = "backup-job"
 
-// NormalizeBackupOptions is a job's owned options as compared: the options manifest.BackupJobOptions names, a value
+// normalizeBackupOptions is a job's owned options as compared: the options manifest.BackupJobOptions names, a value
 // equal to PVE's default dropped (enabled kept), vmid and exclude lists sorted, prune-backups sorted.
-func NormalizeBackupOptions(opts map[string]string) map[string]string {
+func normalizeBackupOptions(opts map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, k := range manifest.BackupJobOptions {
 		v, ok := opts[k]
@@ -111,7 +111,7 @@ func (d *differ) backupJobOptions(r *manifest.Resource) map[string]string {
 		}
 		opts["exclude"] = strings.Join(exclude, ",")
 	}
-	return NormalizeBackupOptions(opts)
+	return normalizeBackupOptions(opts)
 }
 
 func boolValue(b bool) string {
@@ -222,7 +222,7 @@ func (d *differ) planBackupJobs() {
 			}
 		}
 		if found {
-			set, del, changes := jobChanges(NormalizeBackupOptions(live.Options), want)
+			set, del, changes := jobChanges(normalizeBackupOptions(live.Options), want)
 			if pveformat.CommentText(comment) != s.Comment {
 				changes = append(changes, Change{Field: "comment", Before: comment, After: pveformat.MarkComment(s.Comment)})
 			}
