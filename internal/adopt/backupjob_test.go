@@ -16,6 +16,7 @@ import (
 
 	"github.com/proxops/proxops/internal/adopt"
 	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
 	"github.com/proxops/proxops/internal/pvesim"
 )
@@ -99,9 +100,9 @@ func TestAdoptedBackupJobsPlanToTheirClaimOnly(t *testing.T) {
 	p := planRepository(t, dir, "lab", observed, keyStore{"admin": keyAdmin, "deploy": keyDeploy})
 	var jobs []string
 	for _, op := range p.Operations {
-		switch {
-		case op.Action == "claim-tag":
-		case op.Action == "claim-cluster-object":
+		switch op.Action {
+		case plan.ActionClaimTag:
+		case plan.ActionClaimClusterObject:
 			jobs = append(jobs, op.Ref)
 		default:
 			t.Errorf("operation %s %s: want only claims", op.Action, op.Ref)

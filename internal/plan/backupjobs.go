@@ -43,9 +43,10 @@ func normalizeBackupOptions(opts map[string]string) map[string]string {
 			slices.Sort(parts)
 			v = strings.Join(parts, ",")
 		case "protected", "all", "enabled":
-			if v == "true" {
+			switch v {
+			case "true":
 				v = "1"
-			} else if v == "false" {
+			case "false":
 				v = "0"
 			}
 		}
