@@ -56,9 +56,9 @@ func withBackupJobs(files repoFiles, jobs map[string]string, noBackup ...string)
 
 // Declared backup jobs converge on the simulator in one run, marked and recorded, with the guest whose
 // spec.backup is false excluded from the job that selects every guest, and the next plan is empty; a changed
-// schedule is converged, a job dropped from git is deleted and its record forgotten, and a job made by hand is
-// never touched.
-func TestDeclaredBackupJobsConvergeAndADroppedOneIsPruned(t *testing.T) {
+// schedule is converged, a job dropped from git is deleted and its record forgotten, a job made by hand is
+// never touched, until git declares its id: then a claim the plan shows takes it over.
+func TestDeclaredBackupJobsConvergeADroppedOneIsPrunedAndAHandMadeOneIsOnlyClaimed(t *testing.T) {
 	e := newEnv(t, pvesim.DefaultSpec())
 	e.startExecutors("pve1", "pve2", "pve3")
 	e.startPlanner(e.plannerConfig("a"))
@@ -106,6 +106,25 @@ func TestDeclaredBackupJobsConvergeAndADroppedOneIsPruned(t *testing.T) {
 		t.Fatalf("the job made by hand was touched: %v", h)
 	}
 	again = e.wait(e.announce(changed, true), time.Minute)
+	if len(again.planned) != 1 || !again.planned[0].Plan.Empty() {
+		t.Fatalf("the converged plan is not empty: %+v", again.planned)
+	}
+
+	// Declaring the hand-made job's id takes it over by a claim the plan shows, then converges it.
+	claimed := withBackupJobs(e.vms(vms), map[string]string{"nightly": strings.Replace(nightly, "21:00", "22:30", 1),
+		"hand": "  schedule: sun 04:00\n  selection: {all: true}\n  comment: made by hand\n"}, "web-02")
+	o = e.apply(claimed)
+	actions = nil
+	for _, op := range o.planned[0].Plan.Operations {
+		actions = append(actions, op.Action)
+	}
+	if !slices.Equal(actions, []plan.Action{plan.ActionClaimClusterObject, plan.ActionConfigureBackupJob}) {
+		t.Fatalf("actions %v; want claim-cluster-object, configure-backup-job", actions)
+	}
+	if h := e.sim.BackupJob("hand"); h["comment"] != "made by hand [proxops]" || h["exclude"] != "102" || !e.jobRecorded("hand") {
+		t.Fatalf("the claimed job: %v (recorded %v)", h, e.jobRecorded("hand"))
+	}
+	again = e.wait(e.announce(claimed, true), time.Minute)
 	if len(again.planned) != 1 || !again.planned[0].Plan.Empty() {
 		t.Fatalf("the converged plan is not empty: %+v", again.planned)
 	}
