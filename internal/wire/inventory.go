@@ -212,6 +212,10 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	for _, j := range p.GetBackupJobs() {
 		n.Node.BackupJobs = append(n.Node.BackupJobs, inventory.BackupJob{ID: j.GetId(), Comment: j.GetComment(), Options: maps.Clone(j.GetOptions())})
 	}
+	for _, r := range p.GetHaRules() {
+		n.HARules = append(n.HARules, inventory.HARule{ID: r.GetId(), Type: r.GetType(), Resources: r.GetResources(),
+			Nodes: r.GetNodes(), Strict: r.GetStrict(), Affinity: r.GetAffinity(), Disable: r.GetDisable()})
+	}
 	for _, r := range p.GetHaResources() {
 		if n.HAResources == nil {
 			n.HAResources = map[string]string{}
