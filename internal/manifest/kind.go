@@ -22,17 +22,19 @@ const (
 	KindDiskImage  Kind = "DiskImage"
 	// KindPool is a resource pool: a cluster object, on no node and without a vmid.
 	KindPool Kind = "Pool"
+	// KindHARule is a PVE 9 HA rule (node-affinity or resource-affinity): a cluster object like Pool.
+	KindHARule Kind = "HARule"
 )
 
 // Kinds lists every kind in documentation order.
-var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool}
+var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool, KindHARule}
 
 // kindAliases maps the lower-cased spellings accepted in `kind:` to the canonical kind.
 var kindAliases = map[string]Kind{
 	"vm": KindVM, "lxc": KindLXC, "templatevm": KindTemplateVM, "templatect": KindTemplateCT,
 	"iso": KindISO, "cttemplate": KindCTTemplate, "diskimage": KindDiskImage,
 	"ctt": KindCTTemplate, "disk": KindDiskImage, "tvm": KindTemplateVM, "template": KindTemplateVM,
-	"tct": KindTemplateCT, "pool": KindPool,
+	"tct": KindTemplateCT, "pool": KindPool, "harule": KindHARule,
 }
 
 // ParseKind returns the canonical kind for a spelling: case-insensitive, with the aliases CTT, DISK, TVM,
@@ -61,13 +63,15 @@ func (k Kind) Root() string {
 		return "diskimage"
 	case KindPool:
 		return "pool"
+	case KindHARule:
+		return "ha"
 	default:
 		return ""
 	}
 }
 
 // KindRoots lists the kind root directories in sorted order.
-var KindRoots = []string{"ctt", "diskimage", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
+var KindRoots = []string{"ctt", "diskimage", "ha", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
 
 // KindOfRoot returns the kind whose manifests live under a kind root directory.
 func KindOfRoot(dir string) (Kind, bool) {
@@ -97,17 +101,25 @@ func (k Kind) IsTemplate() bool { return k == KindTemplateVM || k == KindTemplat
 func (k Kind) IsArtifact() bool { return k == KindISO || k == KindCTTemplate || k == KindDiskImage }
 
 // IsClusterObject reports whether the kind is a cluster object: one that belongs to no node, has no vmid and
-// that PVE cannot tag (Pool). Its operations run on the cluster's work queue, and ProxOps owns one only when
-// its comment carries the ownership marker and the ownership inventory records it by kind and id.
-func (k Kind) IsClusterObject() bool { return k == KindPool }
+// that PVE cannot tag (Pool, HARule). Its operations run on the cluster's work queue, and ProxOps owns one only
+// when its comment carries the ownership marker and the ownership inventory records it by kind and id.
+func (k Kind) IsClusterObject() bool { return k == KindPool || k == KindHARule }
 
-// ObjectKind is the ownership inventory's name of a cluster-object kind (pool); "" for other kinds.
+// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, harule); "" for other kinds.
 func (k Kind) ObjectKind() string {
-	if k == KindPool {
+	switch k {
+	case KindPool:
 		return "pool"
+	case KindHARule:
+		return "harule"
+	default:
+		return ""
 	}
-	return ""
 }
+
+// ObjectKindHAResource is the ownership inventory's kind of a guest's HA resource (spec.ha), which no kind of
+// its own declares.
+const ObjectKindHAResource = "haresource"
 
 // Content is the PVE storage content type of an artifact kind (iso, vztmpl, import).
 func (k Kind) Content() string {

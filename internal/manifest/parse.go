@@ -13,7 +13,7 @@ import (
 )
 
 // kindList is the list of kinds named in messages.
-var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage, Pool"
+var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage, Pool, HARule"
 
 var envelopeFields = []string{"apiVersion", "kind", "metadata", "spec"}
 
@@ -118,6 +118,8 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		r.Spec = &LXCSpec{}
 	case kind == KindPool:
 		r.Spec = &PoolSpec{}
+	case kind == KindHARule:
+		r.Spec = &HARuleSpec{}
 	default:
 		r.Spec = &ArtifactSpec{}
 	}
