@@ -171,7 +171,14 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 			TagsCaseSensitive: true,
 			ClusterFirewall: &inventory.ClusterFirewall{Groups: []inventory.FirewallGroup{{Name: "web", Rules: []map[string]string{{"type": "in", "action": "ACCEPT", "enable": "1"}}}},
 				IPSets: []string{"management"}, Aliases: []string{"lan"}},
+			HA: &inventory.HA{RulesRead: true,
+				Resources: []inventory.HAResource{{SID: "vm:100", State: "started", Comment: "web proxops:managed", MaxRestart: 2, MaxRelocate: 1, Failback: true}},
+				Rules: []inventory.HARule{{ID: "web-on-a", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve1:2", "pve2"},
+					Strict: true, Comment: "pin"}}},
 		},
+		HARules:     []inventory.HARule{{ID: "apart", Type: "resource-affinity", Resources: []string{"vm:100", "ct:200"}, Affinity: "negative", Disable: true, Comment: "x"}},
+		HARulesRead: true,
+		HAResources: map[string]string{"vm:100": "started"},
 	}
 	m, err := wire.NodeInventoryToProto(n)
 	if err != nil {
@@ -195,7 +202,7 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 
 func TestObserveRequestRoundTrips(t *testing.T) {
 	r := wire.ObserveRequest{Cluster: "lab", Node: "pve1", RequestID: "r1", ContentStorages: []string{"local", "nfs"}, AllContent: true,
-		ListNodes: true, BaseURL: "https://pve.example.invalid:8006", FirewallVMIDs: []int{100, 101}, AllFirewalls: true, ClusterFirewall: true}
+		ListNodes: true, BaseURL: "https://pve.example.invalid:8006", FirewallVMIDs: []int{100, 101}, AllFirewalls: true, ClusterFirewall: true, HA: true, Pools: true}
 	var back inventoryv1.ObserveRequest
 	roundTrip(t, wire.ObserveRequestToProto(r), &back)
 	got, err := wire.ObserveRequestFromProto(&back)
