@@ -47,6 +47,11 @@ func Diff(in Input) (Plan, error) {
 	} else if len(diags) > 0 {
 		return Plan{}, reject(name, RejectParse, diags)
 	}
+	if diags, unobserved := d.checkHA(); unobserved {
+		return Plan{}, reject(name, RejectObserve, diags)
+	} else if len(diags) > 0 {
+		return Plan{}, reject(name, RejectParse, diags)
+	}
 	d.planPools()
 	for _, r := range d.resources {
 		if r.Kind.IsArtifact() {
@@ -65,8 +70,11 @@ func Diff(in Input) (Plan, error) {
 		return Plan{}, reject(name, RejectCreate, d.cannotCreate.Sorted())
 	}
 	d.planCreatedGuestPools()
+	d.planCreatedGuestHA()
+	d.planHARules()
 	d.planPrunes()
 	d.planObjectPrunes()
+	d.planHAPrunes()
 	return d.finish(), nil
 }
 
@@ -126,6 +134,8 @@ type differ struct {
 	migrations []string
 	// objs is the state of the cluster objects (objects.go).
 	objs objects
+	// ha is the state of the cluster's HA stack (ha.go).
+	ha haState
 }
 
 func newDiffer(in Input) *differ {
@@ -166,6 +176,7 @@ func newDiffer(in Input) *differ {
 		}
 	}
 	d.initObjects()
+	d.initHA()
 	return d
 }
 
@@ -666,6 +677,7 @@ var updateSteps = []func(*differ, *guestUpdate) error{
 	(*differ).planPoolMembership,
 	(*differ).planRegenerateCloudInit,
 	(*differ).planMarkTemplate,
+	(*differ).planGuestHA,
 	(*differ).planPowerUp,
 }
 
@@ -816,7 +828,8 @@ func (d *differ) planPowerDown(s *guestUpdate) error {
 			s.stopped = true
 		}
 	}
-	if s.running && !s.stopped && (s.desiredState == manifest.StateStopped || s.restart) {
+	// HA stops a guest it manages (planGuestHA); a restart to apply changes is the plan's own.
+	if s.running && !s.stopped && ((s.desiredState == manifest.StateStopped && !haRunsIt(s.r)) || s.restart) {
 		reason := fmt.Sprintf("%s: power %q → %q", ref, "running", "stopped")
 		if s.desiredState == manifest.StateStarted {
 			reason = fmt.Sprintf("%s: restart to apply %s (graceful shutdown, stop after %ds)", ref, strings.Join(s.restartKeys, ", "), d.in.Settings.shutdownSeconds())
@@ -942,6 +955,10 @@ func (d *differ) planMarkTemplate(s *guestUpdate) error {
 // stopped, or this plan stops it to restart it.
 func (s *guestUpdate) startsAtEnd() bool {
 	g := s.g
+	if haRunsIt(s.r) && !g.Running() {
+		// HA starts a guest it manages (planGuestHA).
+		return false
+	}
 	return s.desiredState == manifest.StateStarted && !g.Template && (!g.Running() || (s.stopped && !s.paused) || (s.paused && s.restart))
 }
 

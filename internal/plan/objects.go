@@ -52,6 +52,22 @@ func ObjectOf(op Operation) (kind, id string, ok bool) {
 	case ActionCreatePool, ActionConfigurePool, ActionClaimPool, ActionDeletePool:
 		id, _ := op.Param("poolid")
 		return manifest.KindPool.ObjectKind(), id, id != ""
+	case ActionCreateHAResource, ActionConfigureHAResource, ActionDeleteHAResource:
+		id, _ := op.Param("sid")
+		return manifest.ObjectKindHAResource, id, id != ""
+	case ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule:
+		id, _ := op.Param("rule")
+		return manifest.KindHARule.ObjectKind(), id, id != ""
+	case ActionClaimClusterObject:
+		switch obj, _ := op.Param("object"); obj {
+		case "ha-resource":
+			id, _ := op.Param("sid")
+			return manifest.ObjectKindHAResource, id, id != ""
+		case "ha-rule":
+			id, _ := op.Param("rule")
+			return manifest.KindHARule.ObjectKind(), id, id != ""
+		}
+		return "", "", false
 	default:
 		// A guest's or an artifact's action, and a pool's membership (which writes to the guest's pool,
 		// named by the operation's guest), name no cluster object of their own.
