@@ -1,5 +1,5 @@
 // Package manifest holds the kinds of ProxOps manifests (VM, LXC, TemplateVM, TemplateCT, ISO,
-// CTTemplate, DiskImage, Pool): their types, parsing from multi-document YAML files with the position of every
+// CTTemplate, DiskImage, Pool, HARule): their types, parsing from multi-document YAML files with the position of every
 // field, per-kind validation that reports every problem at once, the default values ProxOps applies
 // (computed by functions that return them, never written into the parsed value) and the references between
 // resources. It is pure: no I/O beyond the bytes it is given.
