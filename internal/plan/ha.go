@@ -349,7 +349,12 @@ func haActs(state string) string {
 
 // planGuestHA is the update step of an existing guest's HA resource, after its other writes.
 func (d *differ) planGuestHA(s *guestUpdate) error {
-	d.planHAResource(s.r, s.g.Node, func(op Operation) *Operation {
+	node := s.g.Node
+	if s.moveTo != "" {
+		// The executor finds the guest where this plan moves it.
+		node = s.moveTo
+	}
+	d.planHAResource(s.r, node, func(op Operation) *Operation {
 		o := d.add(s, op)
 		o.Node = ClusterScope
 		return o
