@@ -229,11 +229,6 @@ func (d *differ) checkHAPlacement() diag.List {
 	return diags
 }
 
-// haOwned reports whether ProxOps owns a live HA object as observed: marked and recorded.
-func (d *differ) haOwned(kind, id, comment string) bool {
-	return pveformat.Marked(comment) && d.objs.recorded(kind, id)
-}
-
 // haResourceWant is what a guest's spec.ha asks of its HA resource, in PVE's option names.
 func haResourceWant(h *manifest.GuestHA) []KV {
 	out := []KV{{Key: "state", Value: h.HAState()}}
