@@ -31,25 +31,49 @@ func (o *objApplier) waitHA(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.c.cfg.TaskTimeout)
+	if err := o.waitRunState(ctx, node, want); err != nil {
+		return err
+	}
+	o.out.Message = fmt.Sprintf("HA made %s %s", o.id, want)
+	return nil
+}
+
+// haPowerTasks are the tasks PVE starts instead of a start or a stop of an HA-managed guest: they only ask
+// the HA manager, which acts after the task has ended.
+var haPowerTasks = map[string]string{"hastart": "running", "hastop": "stopped"}
+
+// waitHAPower waits, after a power task, until the HA manager has acted when PVE handed the request to it
+// (a hastart or hastop task): a restart through HA must not write the config or start again before the
+// guest is actually stopped.
+func (a *applier) waitHAPower(ctx context.Context, u UPID) error {
+	want, ok := haPowerTasks[u.Type]
+	if !ok {
+		return nil
+	}
+	return a.waitRunState(ctx, a.op.Node, want)
+}
+
+// waitRunState polls the operation's guest on node until its status is want (running or stopped), within
+// the task timeout.
+func (a *applier) waitRunState(ctx context.Context, node, want string) error {
+	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.TaskTimeout)
 	defer cancel()
-	delay := o.c.cfg.TaskPollMin
+	delay := a.c.cfg.TaskPollMin
 	for {
-		status, err := o.c.guestRunState(ctx, node, o.op)
+		status, err := a.c.guestRunState(ctx, node, a.op)
 		if err != nil {
-			return failed(err, "%s: wait for HA to make the guest %s", o.what(), want)
+			return failed(err, "%s: wait for HA to make the guest %s", a.what(), want)
 		}
 		if status == want {
-			o.out.Message = fmt.Sprintf("HA made %s %s", o.id, want)
 			return nil
 		}
-		if o.opts.Progress != nil {
-			o.opts.Progress(TaskStatus{Running: true})
+		if a.opts.Progress != nil {
+			a.opts.Progress(TaskStatus{Running: true})
 		}
 		if err := clock.Sleep(ctx, delay); err != nil {
-			return failed(err, "%s: wait for HA to make the guest %s (it is %s)", o.what(), want, status)
+			return failed(err, "%s: wait for HA to make the guest %s (it is %s)", a.what(), want, status)
 		}
-		delay = min(delay*3/2, o.c.cfg.TaskPollMax)
+		delay = min(delay*3/2, a.c.cfg.TaskPollMax)
 	}
 }
 

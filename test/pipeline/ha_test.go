@@ -32,8 +32,9 @@ func (e *env) objectRecorded(kind, id string) bool {
 
 // A guest with spec.ha and an HA rule naming it converge on the simulator in one run: the guest is created,
 // made an HA resource, and started by HA (the run ends only once it runs), the resource and the rule carry
-// the marker and are recorded, and the next plan is empty. Stopping it in git stops it through HA, never
-// with a stop of the plan's own; dropping spec.ha and the rule from git deletes both.
+// the marker and are recorded, and the next plan is empty. A change that needs a restart restarts it through
+// HA; stopping it in git stops it through HA, never with a stop of the plan's own; dropping spec.ha and the
+// rule from git deletes both.
 func TestAGuestWithSpecHAIsStartedThroughHAAndConverges(t *testing.T) {
 	spec := pvesim.DefaultSpec()
 	spec.HADelay = pvesim.Duration(200 * time.Millisecond)
@@ -74,7 +75,33 @@ func TestAGuestWithSpecHAIsStartedThroughHAAndConverges(t *testing.T) {
 		t.Fatalf("the converged plan is not empty: %+v", again.planned[0].Plan.Operations)
 	}
 
-	o = e.apply(withHA("stopped"))
+	// A change that needs a restart restarts the guest through HA (PVE hands the shutdown and the start to
+	// it): the config is written only once HA has stopped the guest, and the run ends with it running.
+	bigger := withHA("started")
+	bigger["vm/lab/web-01.yaml"] = strings.Replace(bigger["vm/lab/web-01.yaml"], "memory: 512MiB", "memory: 1GiB", 1)
+	o = e.apply(bigger)
+	actions = nil
+	for _, op := range o.planned[0].Plan.Operations {
+		actions = append(actions, op.Action)
+	}
+	if !slices.Equal(actions, []plan.Action{plan.ActionSnapshot, plan.ActionShutdown, plan.ActionConfigure, plan.ActionStart}) {
+		t.Fatalf("actions %v; want the safety snapshot, shutdown, configure, start (a restart, through HA)", actions)
+	}
+	if !e.sim.Running(101) {
+		t.Fatal("the guest is not running after its restart through HA")
+	}
+	again = e.wait(e.announce(bigger, true), time.Minute)
+	if len(again.planned) != 1 || !again.planned[0].Plan.Empty() {
+		t.Fatalf("after the restart through HA the plan is not empty: %+v", again.planned[0].Plan.Operations)
+	}
+
+	powerRequests := func() int {
+		return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/status/stop") + e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown")
+	}
+	before := powerRequests()
+	stopped := withHA("stopped")
+	stopped["vm/lab/web-01.yaml"] = strings.Replace(stopped["vm/lab/web-01.yaml"], "memory: 512MiB", "memory: 1GiB", 1)
+	o = e.apply(stopped)
 	ops := o.planned[0].Plan.Operations
 	if len(ops) != 1 || ops[0].Action != plan.ActionConfigureHAResource {
 		t.Fatalf("operations %+v; want one configure-ha-resource", ops)
@@ -82,14 +109,12 @@ func TestAGuestWithSpecHAIsStartedThroughHAAndConverges(t *testing.T) {
 	if e.sim.Running(101) {
 		t.Fatal("the run ended before HA stopped the guest")
 	}
-	for _, path := range []string{"/nodes/{node}/qemu/{vmid}/status/stop", "/nodes/{node}/qemu/{vmid}/status/shutdown"} {
-		if n := e.sim.Count("POST", path); n != 0 {
-			t.Fatalf("POST %s sent %d times; HA stops a guest it manages", path, n)
-		}
+	if n := powerRequests() - before; n != 0 {
+		t.Fatalf("%d stop or shutdown requests of the plan's own; HA stops a guest it manages", n)
 	}
 
 	plain := e.vms(map[string]int{"web-01": 101})
-	plain["vm/lab/web-01.yaml"] = strings.Replace(plain["vm/lab/web-01.yaml"], "  memory:", "  state: stopped\n  memory:", 1)
+	plain["vm/lab/web-01.yaml"] = strings.Replace(plain["vm/lab/web-01.yaml"], "  memory: 512MiB", "  state: stopped\n  memory: 1GiB", 1)
 	o = e.apply(plain)
 	actions = nil
 	for _, op := range o.planned[0].Plan.Operations {
