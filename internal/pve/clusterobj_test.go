@@ -284,3 +284,39 @@ func TestHAResourceWritesWaitForHAToAct(t *testing.T) {
 		t.Fatalf("after the configure the guest is %s, want stopped", got)
 	}
 }
+
+// Observing HA reads the resources with their options and the rules with their comments; a PVE 8 cluster
+// serves no rules, and its inventory says they were not read.
+func TestObserveHAReadsResourcesAndRulesAndNoRulesOnPVE8(t *testing.T) {
+	for _, version := range []string{"", "8.4.1"} {
+		c := objSim(t, version)
+		cl := c.client(t)
+		ctx := testContext(t)
+		c.root(t, http.MethodPost, "/cluster/ha/resources", "sid", "vm:100", "state", "stopped", "max_relocate", "4", "comment", "web")
+		if version == "" {
+			c.root(t, http.MethodPost, "/cluster/ha/rules", "rule", "pin", "type", "node-affinity", "resources", "vm:100", "nodes", "pve1:2,pve2", "comment", "x")
+		}
+		n, err := cl.Observe(ctx, pve.ObserveRequest{Cluster: "lab", Node: "pve1", HA: true})
+		if err != nil {
+			t.Fatalf("observe on %q: %v", version, err)
+		}
+		h := n.HA
+		if h == nil || len(h.Resources) != 1 || h.Resources[0].SID != "vm:100" || h.Resources[0].State != "stopped" ||
+			h.Resources[0].MaxRelocate != 4 || h.Resources[0].MaxRestart != 1 || h.Resources[0].Comment != "web" {
+			t.Fatalf("version %q: observed HA %+v", version, h)
+		}
+		switch version {
+		case "":
+			if !h.RulesRead || len(h.Rules) != 1 || h.Rules[0].ID != "pin" || h.Rules[0].Comment != "x" || len(h.Rules[0].Nodes) != 2 {
+				t.Fatalf("PVE 9 rules %+v (read %v)", h.Rules, h.RulesRead)
+			}
+		default:
+			if h.RulesRead || len(h.Rules) != 0 {
+				t.Fatalf("PVE 8 rules %+v (read %v)", h.Rules, h.RulesRead)
+			}
+		}
+		if n, _ := cl.Observe(ctx, pve.ObserveRequest{Cluster: "lab", Node: "pve1"}); n.HA != nil {
+			t.Fatal("HA read without being asked")
+		}
+	}
+}
