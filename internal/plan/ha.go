@@ -349,11 +349,29 @@ func (d *differ) planGuestHA(s *guestUpdate) error {
 		// The executor finds the guest where this plan moves it.
 		node = s.moveTo
 	}
+	changesState := false
 	d.planHAResource(s.r, node, func(op Operation) *Operation {
 		o := d.add(s, op)
 		o.Node = ClusterScope
+		changesState = changesState || op.Action == ActionCreateHAResource || slices.ContainsFunc(op.Params, func(kv KV) bool { return kv.Key == "state" })
 		return o
 	})
+	h := s.r.GuestHA()
+	if h == nil || !h.Manages() || changesState || s.g.Template {
+		return nil
+	}
+	// HA was asked for this run state already and has not reached it: it failed (its error state, restarts
+	// used up) or is about to act. ProxOps does not start or stop the guest behind HA's back.
+	want := h.RunState()
+	if running := s.g.Running(); (want == manifest.StateStarted) != running {
+		is := "stopped"
+		if running {
+			is = "running"
+		}
+		d.finding(FindingAnomaly, s.ref.String(), s.g.Node, s.g.VMID, "spec.ha.state",
+			fmt.Sprintf("HA resource %s asks HA for %s, but the guest is %s: HA has not acted yet or failed (see ha-manager status); ProxOps does not start or stop a guest HA manages",
+				manifest.HASID(s.r.Kind, s.g.VMID), h.HAState(), is))
+	}
 	return nil
 }
 
