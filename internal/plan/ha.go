@@ -518,8 +518,6 @@ func (d *differ) planHARules() {
 			if !pveformat.Marked(comment) {
 				op := d.haRuleOp(u, id, "claim", ActionClaimClusterObject, []KV{{Key: "object", Value: "ha-rule"}},
 					fmt.Sprintf("%s: claim ownership of HA rule %s (add %s to its comment)", ref, id, pveformat.OwnershipMarker))
-				// The claim names the rule after the object parameter, as the executor reads it.
-				op.Params = []KV{{Key: "object", Value: "ha-rule"}, {Key: "rule", Value: id}}
 				op.Precondition.Expect = []KV{{Key: "comment", Value: comment}}
 				op.Changes = []Change{{Field: "comment", Before: comment, After: pveformat.MarkComment(comment)}}
 				record()
