@@ -171,13 +171,19 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 			TagsCaseSensitive: true,
 			ClusterFirewall: &inventory.ClusterFirewall{Groups: []inventory.FirewallGroup{{Name: "web", Rules: []map[string]string{{"type": "in", "action": "ACCEPT", "enable": "1"}}}},
 				IPSets: []string{"management"}, Aliases: []string{"lan"}},
+			PoolsObserved: true,
+			Pools:         []inventory.Pool{{ID: "web", Comment: "proxops", Members: []int{100}}},
 			HA: &inventory.HA{RulesRead: true,
-				Resources: []inventory.HAResource{{SID: "vm:100", State: "started", Comment: "web proxops:managed", MaxRestart: 2, MaxRelocate: 1, Failback: true}},
+				Resources: []inventory.HAResource{{SID: "vm:100", State: "started", Comment: "web [proxops]", MaxRestart: 2, MaxRelocate: 1, Failback: true}},
 				Rules: []inventory.HARule{{ID: "web-on-a", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve1:2", "pve2"},
 					Strict: true, Comment: "pin"}}},
 		},
-		HARules:     []inventory.HARule{{ID: "apart", Type: "resource-affinity", Resources: []string{"vm:100", "ct:200"}, Affinity: "negative", Disable: true, Comment: "x"}},
-		HARulesRead: true,
+		ClusterNodes: []string{"pve1", "pve2"},
+		HARulesRead:  true,
+		HARules: []inventory.HARule{
+			{ID: "pin", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve1:2", "pve2"}, Strict: true},
+			{ID: "apart", Type: "resource-affinity", Resources: []string{"vm:100", "ct:200"}, Affinity: "negative", Disable: true, Comment: "x"},
+		},
 		HAResources: map[string]string{"vm:100": "started"},
 	}
 	m, err := wire.NodeInventoryToProto(n)
