@@ -12,6 +12,7 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/pveformat"
+	"github.com/proxops/proxops/internal/repo"
 )
 
 // High availability: a guest's spec.ha is its HA resource (vm:<vmid>, ct:<vmid>), an HARule manifest a PVE 9
@@ -682,4 +683,18 @@ func (d *differ) hashHA(w func(...string)) {
 		w("ha-rule", r.ID, r.Type, strings.Join(r.Resources, ","), strings.Join(r.Nodes, ","), strconv.FormatBool(r.Strict), r.Affinity,
 			strconv.FormatBool(r.Disable), r.Comment)
 	}
+}
+
+// UsesHA reports whether planning a cluster needs its HA resources and rules: a manifest declares spec.ha or
+// an HARule, or the ownership inventory holds an HA object ProxOps may have to prune. Other clusters are not
+// asked for them (two requests fewer per plan).
+func UsesHA(c *repo.Cluster, records []ObjectRecord) bool {
+	for _, r := range c.Resources {
+		if r.HARule() != nil || (r.Kind.IsGuest() && r.GuestHA() != nil) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(records, func(r ObjectRecord) bool {
+		return r.Kind == manifest.ObjectKindHAResource || r.Kind == manifest.KindHARule.ObjectKind()
+	})
 }
