@@ -159,13 +159,16 @@ type run struct {
 	ciDigests map[string]bool
 	// poolOf is the live pool of each guest (pool.go).
 	poolOf map[int]string
+	// haNames are the guests with spec.ha (adopted or declared) by HA resource id (ha.go).
+	haNames map[string]manifest.Ref
 }
 
 // Adopt turns a cluster's live guests and storage files into manifests.
 func Adopt(in Input) (Result, error) {
 	r := &run{in: in, res: Result{Cluster: in.Cluster}, declared: map[int]*manifest.Resource{},
 		artifacts: map[artifactKey]string{}, lookup: map[manifest.Ref]*manifest.Resource{},
-		namers: map[manifest.Kind]*namer{}, keys: newKeyMatcher(in.Keys), ciDigests: map[string]bool{}}
+		namers: map[manifest.Kind]*namer{}, keys: newKeyMatcher(in.Keys), ciDigests: map[string]bool{},
+		haNames: map[string]manifest.Ref{}}
 	r.nodes = slices.Clone(in.Observed.Nodes)
 	slices.SortFunc(r.nodes, func(a, b inventory.Node) int { return cmp.Compare(a.Node, b.Node) })
 	for i := range r.nodes {
@@ -193,6 +196,9 @@ func Adopt(in Input) (Result, error) {
 		return Result{}, err
 	}
 	if err := r.adoptBackupJobs(); err != nil {
+		return Result{}, err
+	}
+	if err := r.adoptHARules(); err != nil {
 		return Result{}, err
 	}
 	slices.SortFunc(r.res.Manifests, func(a, b Manifest) int { return cmp.Compare(a.Path, b.Path) })

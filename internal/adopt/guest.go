@@ -148,6 +148,7 @@ func (r *run) adoptGuest(g inventory.Guest, node *inventory.Node) error {
 		}
 	}
 	setFirewall(res, c.firewall(res))
+	c.guestHA(res)
 	// A key adoption could not carry at all is one gap with its whole value; its tokens are not repeated.
 	whole := map[string]bool{}
 	for _, x := range c.gaps {

@@ -48,6 +48,57 @@ type Node struct {
 	BackupJobsObserved bool
 	// ClusterFirewall is the cluster's firewall objects, when the observe asked for them (nil otherwise).
 	ClusterFirewall *ClusterFirewall
+	// HA is the cluster's HA resources and rules (cluster-wide, read from one node with the pools), nil when
+	// they were not read.
+	HA *HA
+}
+
+// HA is what the cluster's HA stack holds: its resources and, on PVE 9, its rules.
+type HA struct {
+	// Resources sorted by sid.
+	Resources []HAResource
+	// Rules sorted by id; RulesRead says they were read (PVE 8 has no rules: it has HA groups).
+	Rules     []HARule
+	RulesRead bool
+}
+
+// HAResource is one HA resource (GET /cluster/ha/resources) as PVE keeps it.
+type HAResource struct {
+	// SID is vm:<vmid> or ct:<vmid>.
+	SID string
+	// State is the requested state: started, stopped, disabled or ignored.
+	State string
+	// Comment as PVE keeps it, ownership marker included.
+	Comment     string
+	MaxRestart  int
+	MaxRelocate int
+	// Failback is PVE 9's failback (true, PVE's default, where it has none).
+	Failback bool
+	// Group is the PVE 8 HA group the resource is in.
+	Group string
+}
+
+// Resource finds an HA resource by sid.
+func (h *HA) Resource(sid string) (HAResource, bool) {
+	if h == nil {
+		return HAResource{}, false
+	}
+	for _, r := range h.Resources {
+		if r.SID == sid {
+			return r, true
+		}
+	}
+	return HAResource{}, false
+}
+
+// HA returns the cluster's HA state as the first node that read it reports it, nil when none did.
+func (c Cluster) HA() *HA {
+	for _, n := range c.Nodes {
+		if n.HA != nil {
+			return n.HA
+		}
+	}
+	return nil
 }
 
 // Pool is one resource pool: its id, its comment as PVE keeps it (ownership marker included) and the vmids
@@ -294,6 +345,8 @@ type HARule struct {
 	// Affinity is positive or negative (resource-affinity).
 	Affinity string
 	Disable  bool
+	// Comment as PVE keeps it, ownership marker included.
+	Comment string
 }
 
 // MigrationQuery names a guest and the node it would move to.

@@ -24,7 +24,7 @@ const (
 // The functions and methods below compute default values; none of them changes the value it is given.
 
 // DesiredState is the power state a resource should be in: stopped for templates, else the declared state,
-// started when absent. Artifacts have none.
+// else the one spec.ha's state keeps it in, started when absent. Artifacts have none.
 func (r *Resource) DesiredState() State {
 	switch {
 	case r.Kind.IsTemplate():
@@ -38,6 +38,10 @@ func (r *Resource) DesiredState() State {
 		s = spec.State
 	case *LXCSpec:
 		s = spec.State
+	}
+	if h := r.GuestHA(); s == "" && h != nil {
+		// HA keeps the guest in the run state of its HA state.
+		s = h.RunState()
 	}
 	if s == "" {
 		return StateStarted
@@ -284,6 +288,8 @@ func Resolve(r *Resource) *Resource {
 		}
 		j.Protected, j.Enabled = clonePtr(s.Protected), clonePtr(s.Enabled)
 		out.Spec = &j
+	case *HARuleSpec:
+		out.Spec = resolveHARule(r.Metadata.Name, s)
 	case *ArtifactSpec:
 		a := *s
 		a.Nodes = s.PlacementNodes()
@@ -304,6 +310,7 @@ func resolveVM(r *Resource, s *VMSpec) *VMSpec {
 	v.Tags = NormalizeTags(s.Tags)
 	v.CPU.Flags = slices.Clone(s.CPU.Flags)
 	v.Migrate = cloneMigrate(s.Migrate)
+	v.HA = resolveHA(s.HA)
 	v.Disks = make([]Disk, len(s.Disks))
 	for i, d := range s.Disks {
 		d.Interface = d.SlotAt(i)
@@ -374,6 +381,7 @@ func resolveLXC(r *Resource, s *LXCSpec) *LXCSpec {
 	v.State = r.DesiredState()
 	v.Tags = NormalizeTags(s.Tags)
 	v.Migrate = cloneMigrate(s.Migrate)
+	v.HA = resolveHA(s.HA)
 	v.MountPoints = make([]MountPoint, len(s.MountPoints))
 	for i, m := range s.MountPoints {
 		m.Slot = m.SlotAt(i)

@@ -23,6 +23,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Add([]byte("kind: VM\nmetadata: {name: x}\nspec: {disks: [{<<: {size: 1}}]}\n"))
 	f.Add([]byte("---\n- 1\n---\n\"x\"\n"))
+	f.Add([]byte("apiVersion: proxops/v1alpha1\nkind: HARule\nmetadata: {name: pin}\nspec:\n  type: node-affinity\n  resources: [web, LXC/db]\n  nodes: [{node: pve1, priority: 2}, {node: pve2}]\n"))
+	f.Add([]byte("apiVersion: proxops/v1alpha1\nkind: VM\nmetadata: {name: web}\nspec: {node: pve1, vmid: 100, cpu: {type: host}, state: started, ha: {state: stopped, max-restart: 2}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, diags := manifest.Parse("vm/base/fuzz.yaml", data)
 		for _, d := range diags {

@@ -24,17 +24,19 @@ const (
 	KindPool Kind = "Pool"
 	// KindBackupJob is a scheduled backup job of the cluster: a cluster object too.
 	KindBackupJob Kind = "BackupJob"
+	// KindHARule is a PVE 9 HA rule (node-affinity or resource-affinity): a cluster object like Pool.
+	KindHARule Kind = "HARule"
 )
 
 // Kinds lists every kind in documentation order.
-var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool, KindBackupJob}
+var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool, KindHARule, KindBackupJob}
 
 // kindAliases maps the lower-cased spellings accepted in `kind:` to the canonical kind.
 var kindAliases = map[string]Kind{
 	"vm": KindVM, "lxc": KindLXC, "templatevm": KindTemplateVM, "templatect": KindTemplateCT,
 	"iso": KindISO, "cttemplate": KindCTTemplate, "diskimage": KindDiskImage,
 	"ctt": KindCTTemplate, "disk": KindDiskImage, "tvm": KindTemplateVM, "template": KindTemplateVM,
-	"tct": KindTemplateCT, "pool": KindPool, "backupjob": KindBackupJob,
+	"tct": KindTemplateCT, "pool": KindPool, "harule": KindHARule, "backupjob": KindBackupJob,
 }
 
 // ParseKind returns the canonical kind for a spelling: case-insensitive, with the aliases CTT, DISK, TVM,
@@ -65,13 +67,15 @@ func (k Kind) Root() string {
 		return "pool"
 	case KindBackupJob:
 		return "backup"
+	case KindHARule:
+		return "ha"
 	default:
 		return ""
 	}
 }
 
 // KindRoots lists the kind root directories in sorted order.
-var KindRoots = []string{"backup", "ctt", "diskimage", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
+var KindRoots = []string{"backup", "ctt", "diskimage", "ha", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
 
 // KindOfRoot returns the kind whose manifests live under a kind root directory.
 func KindOfRoot(dir string) (Kind, bool) {
@@ -101,21 +105,28 @@ func (k Kind) IsTemplate() bool { return k == KindTemplateVM || k == KindTemplat
 func (k Kind) IsArtifact() bool { return k == KindISO || k == KindCTTemplate || k == KindDiskImage }
 
 // IsClusterObject reports whether the kind is a cluster object: one that belongs to no node, has no vmid and
-// that PVE cannot tag (Pool, BackupJob). Its operations run on the cluster's work queue, and ProxOps owns one only when
-// its comment carries the ownership marker and the ownership inventory records it by kind and id.
-func (k Kind) IsClusterObject() bool { return k == KindPool || k == KindBackupJob }
+// that PVE cannot tag (Pool, HARule, BackupJob). Its operations run on the cluster's work queue, and ProxOps owns
+// one only when its comment carries the ownership marker and the ownership inventory records it by kind and id.
+func (k Kind) IsClusterObject() bool { return k == KindPool || k == KindHARule || k == KindBackupJob }
 
-// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, backupjob); "" for other kinds.
+// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, harule, backupjob); "" for other
+// kinds.
 func (k Kind) ObjectKind() string {
 	switch k {
 	case KindPool:
 		return "pool"
 	case KindBackupJob:
 		return "backupjob"
+	case KindHARule:
+		return "harule"
 	default:
 		return ""
 	}
 }
+
+// ObjectKindHAResource is the ownership inventory's kind of a guest's HA resource (spec.ha), which no kind of
+// its own declares.
+const ObjectKindHAResource = "haresource"
 
 // Content is the PVE storage content type of an artifact kind (iso, vztmpl, import).
 func (k Kind) Content() string {

@@ -61,6 +61,7 @@ func (*VMSpec) isSpec()       {}
 func (*LXCSpec) isSpec()      {}
 func (*ArtifactSpec) isSpec() {}
 func (*PoolSpec) isSpec()     {}
+func (*HARuleSpec) isSpec()   {}
 
 // Ref returns the resource's Kind/name.
 func (r *Resource) Ref() Ref { return Ref{Kind: r.Kind, Name: r.Metadata.Name} }
@@ -159,6 +160,8 @@ type VMSpec struct {
 	Extra         map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the VM moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`
+	// HA makes the VM an HA resource (vm:<vmid>); absent: ProxOps does not make it one.
+	HA *GuestHA `yaml:"ha,omitempty"`
 }
 
 // VMCPU is a VM's processor.
@@ -340,6 +343,8 @@ type LXCSpec struct {
 	Extra       map[string]string `yaml:"extra,omitempty"`
 	// Migrate says how the container moves when spec.node changes.
 	Migrate *Migrate `yaml:"migrate,omitempty"`
+	// HA makes the container an HA resource (ct:<vmid>); absent: ProxOps does not make it one.
+	HA *GuestHA `yaml:"ha,omitempty"`
 }
 
 // Snapshots is a guest's safety-snapshot policy, overriding the cluster's (reconcile.snapshots).

@@ -99,6 +99,12 @@ func Validate(r *Resource) diag.List {
 			break
 		}
 		c.backupJob(s)
+	case *HARuleSpec:
+		if r.Kind != KindHARule {
+			c.errorf("spec", "%s %s needs an HA rule spec", Article(r.Kind), r.Kind)
+			break
+		}
+		c.haRule(s)
 	case *ArtifactSpec:
 		if !r.Kind.IsArtifact() {
 			c.errorf("spec", "%s %s needs an artifact spec", Article(r.Kind), r.Kind)
@@ -320,6 +326,7 @@ func (c *checker) vm(s *VMSpec) {
 	c.node("spec.node", s.Node)
 	c.vmid("spec.vmid", s.VMID)
 	c.state("spec.state", s.State)
+	c.guestHA(s.HA, s.State)
 	c.migrate(s.Migrate)
 	if s.PVEName != "" && !dnsNameRE.MatchString(s.PVEName) {
 		c.errorf("spec.pve-name", "invalid PVE name %s (a DNS name: letters, digits, hyphens and dots)", diag.Excerpt(s.PVEName))
@@ -623,6 +630,7 @@ func (c *checker) lxc(s *LXCSpec) {
 	c.node("spec.node", s.Node)
 	c.vmid("spec.vmid", s.VMID)
 	c.state("spec.state", s.State)
+	c.guestHA(s.HA, s.State)
 	c.migrate(s.Migrate)
 	if s.Template != "" || c.has("spec.template") {
 		c.name("spec.template", s.Template)

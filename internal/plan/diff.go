@@ -42,15 +42,13 @@ func Diff(in Input) (Plan, error) {
 	if diags := d.checkFirewallRefs(); len(diags) > 0 {
 		return Plan{}, reject(name, RejectParse, diags)
 	}
-	if diags, unobserved := d.checkObjects(); unobserved {
-		return Plan{}, reject(name, RejectObserve, diags)
-	} else if len(diags) > 0 {
-		return Plan{}, reject(name, RejectParse, diags)
-	}
-	if diags, unobserved := d.checkBackupJobs(); unobserved {
-		return Plan{}, reject(name, RejectObserve, diags)
-	} else if len(diags) > 0 {
-		return Plan{}, reject(name, RejectParse, diags)
+	// The cluster objects' checks: each needs the live objects of its kind observed.
+	for _, check := range []func() (diag.List, bool){d.checkObjects, d.checkBackupJobs, d.checkHA} {
+		if diags, unobserved := check(); unobserved {
+			return Plan{}, reject(name, RejectObserve, diags)
+		} else if len(diags) > 0 {
+			return Plan{}, reject(name, RejectParse, diags)
+		}
 	}
 	d.planPools()
 	d.planBackupJobs()
@@ -71,9 +69,12 @@ func Diff(in Input) (Plan, error) {
 		return Plan{}, reject(name, RejectCreate, d.cannotCreate.Sorted())
 	}
 	d.planCreatedGuestPools()
+	d.planCreatedGuestHA()
+	d.planHARules()
 	d.planPrunes()
 	d.planObjectPrunes()
 	d.planBackupJobPrunes()
+	d.planHAPrunes()
 	return d.finish(), nil
 }
 
@@ -133,6 +134,8 @@ type differ struct {
 	migrations []string
 	// objs is the state of the cluster objects (objects.go).
 	objs objects
+	// ha is the state of the cluster's HA stack (ha.go).
+	ha haState
 }
 
 func newDiffer(in Input) *differ {
@@ -173,6 +176,7 @@ func newDiffer(in Input) *differ {
 		}
 	}
 	d.initObjects()
+	d.initHA()
 	return d
 }
 
@@ -673,6 +677,7 @@ var updateSteps = []func(*differ, *guestUpdate) error{
 	(*differ).planPoolMembership,
 	(*differ).planRegenerateCloudInit,
 	(*differ).planMarkTemplate,
+	(*differ).planGuestHA,
 	(*differ).planPowerUp,
 }
 
@@ -823,7 +828,8 @@ func (d *differ) planPowerDown(s *guestUpdate) error {
 			s.stopped = true
 		}
 	}
-	if s.running && !s.stopped && (s.desiredState == manifest.StateStopped || s.restart) {
+	// HA stops a guest it manages (planGuestHA); a restart to apply changes is the plan's own.
+	if s.running && !s.stopped && ((s.desiredState == manifest.StateStopped && !haRunsIt(s.r)) || s.restart) {
 		reason := fmt.Sprintf("%s: power %q → %q", ref, "running", "stopped")
 		if s.desiredState == manifest.StateStarted {
 			reason = fmt.Sprintf("%s: restart to apply %s (graceful shutdown, stop after %ds)", ref, strings.Join(s.restartKeys, ", "), d.in.Settings.shutdownSeconds())
@@ -949,6 +955,10 @@ func (d *differ) planMarkTemplate(s *guestUpdate) error {
 // stopped, or this plan stops it to restart it.
 func (s *guestUpdate) startsAtEnd() bool {
 	g := s.g
+	if haRunsIt(s.r) && !g.Running() {
+		// HA starts a guest it manages (planGuestHA).
+		return false
+	}
 	return s.desiredState == manifest.StateStarted && !g.Template && (!g.Running() || (s.stopped && !s.paused) || (s.paused && s.restart))
 }
 

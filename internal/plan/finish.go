@@ -19,7 +19,9 @@ var actionRank = map[Action]int{
 	ActionStop: 6, ActionConfigure: 7, ActionResize: 8, ActionMarkTemplate: 9, ActionStart: 10, ActionDelete: 11,
 	ActionRegenerateCloudInit: 12, ActionCreatePool: 13, ActionClaimPool: 14, ActionConfigurePool: 15,
 	ActionSetPoolMembers: 16, ActionDeletePool: 17, ActionMigrate: 18, ActionHAMigrate: 18, ActionApplyGuestFirewall: 19,
-	ActionCreateBackupJob: 20, ActionClaimClusterObject: 21, ActionConfigureBackupJob: 22, ActionDeleteBackupJob: 23,
+	ActionCreateHAResource: 20, ActionCreateBackupJob: 20, ActionClaimClusterObject: 21, ActionConfigureHAResource: 22,
+	ActionConfigureBackupJob: 22, ActionCreateHARule: 23, ActionConfigureHARule: 24, ActionDeleteHARule: 25,
+	ActionDeleteHAResource: 26, ActionDeleteBackupJob: 26,
 }
 
 // findingRank orders findings by kind.
@@ -223,6 +225,7 @@ func (d *differ) planID(p Plan) string {
 		w("owned", strconv.Itoa(o.VMID), o.Ref, o.Node, o.Fingerprint)
 	}
 	d.hashObjects(w)
+	d.hashHA(w)
 	s := d.in.Settings
 	w("settings", s.restart(), strconv.Itoa(s.shutdownSeconds()), strconv.Itoa(s.PruneBudget))
 	for _, op := range p.Operations {

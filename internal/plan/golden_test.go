@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
@@ -42,6 +43,52 @@ type observedJSON struct {
 	HARules []haRuleJSON `json:"ha-rules"`
 	// MigrationChecks are PVE's answers to GET …/migrate?target= for the moves of the plan.
 	MigrationChecks []migrationCheckJSON `json:"migration-checks"`
+	// HA is the cluster's HA stack as the observe reads it with the pools (absent: not observed).
+	HA *haJSON `json:"ha"`
+	// PVEVersion is the nodes' release (default 9.1.1).
+	PVEVersion string `json:"pve-version"`
+}
+
+// haJSON is the cluster's HA resources and rules; rules-read defaults to true (false: a PVE 8 cluster).
+type haJSON struct {
+	Resources []haResourceJSON `json:"resources"`
+	Rules     []haRuleJSON     `json:"rules"`
+	RulesRead *bool            `json:"rules-read"`
+}
+
+// haResourceJSON is an HA resource; max-restart and max-relocate default to 1, failback to true.
+type haResourceJSON struct {
+	SID         string `json:"sid"`
+	State       string `json:"state"`
+	Comment     string `json:"comment"`
+	MaxRestart  *int   `json:"max-restart"`
+	MaxRelocate *int   `json:"max-relocate"`
+	Failback    *bool  `json:"failback"`
+}
+
+func (h *haJSON) inventory() *inventory.HA {
+	if h == nil {
+		return nil
+	}
+	out := &inventory.HA{RulesRead: h.RulesRead == nil || *h.RulesRead}
+	for _, r := range h.Resources {
+		res := inventory.HAResource{SID: r.SID, State: cmp.Or(r.State, "started"), Comment: r.Comment, MaxRestart: 1, MaxRelocate: 1, Failback: true}
+		if r.MaxRestart != nil {
+			res.MaxRestart = *r.MaxRestart
+		}
+		if r.MaxRelocate != nil {
+			res.MaxRelocate = *r.MaxRelocate
+		}
+		if r.Failback != nil {
+			res.Failback = *r.Failback
+		}
+		out.Resources = append(out.Resources, res)
+	}
+	for _, r := range h.Rules {
+		out.Rules = append(out.Rules, inventory.HARule{ID: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
+			Strict: r.Strict, Affinity: r.Affinity, Disable: r.Disable, Comment: r.Comment})
+	}
+	return out
 }
 
 // poolJSON is a resource pool: its id, its comment as PVE keeps it, the vmids of its guests.
@@ -65,6 +112,8 @@ type haRuleJSON struct {
 	Nodes     []string `json:"nodes"`
 	Strict    bool     `json:"strict"`
 	Affinity  string   `json:"affinity"`
+	Disable   bool     `json:"disable"`
+	Comment   string   `json:"comment"`
 }
 
 type migrationCheckJSON struct {
@@ -354,9 +403,13 @@ func (o observedJSON) cluster(name string) (inventory.Cluster, error) {
 			Running: m.Running, LocalDisks: m.LocalDisks, LocalCDROMs: m.LocalCDROMs, LocalResources: m.LocalResources,
 			Mapped: m.Mapped, Known: m.Known, Allowed: m.Allowed, UnavailableStorages: m.UnavailableStorages})
 	}
-	for _, n := range o.Nodes {
-		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1", PoolsObserved: true, BackupJobsObserved: true,
-			ClusterFirewall: n.ClusterFirewall.cluster()}
+	for i, n := range o.Nodes {
+		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: cmp.Or(o.PVEVersion, "9.1.1"), PoolsObserved: true,
+			BackupJobsObserved: true,
+			ClusterFirewall:    n.ClusterFirewall.cluster()}
+		if i == 0 {
+			node.HA = o.HA.inventory()
+		}
 		for _, p := range o.Pools {
 			node.Pools = append(node.Pools, inventory.Pool{ID: p.ID, Comment: p.Comment, Members: p.Members})
 		}

@@ -89,8 +89,9 @@ func haSIDOf(t inventory.GuestType, vmid int) string {
 	return fmt.Sprintf("vm:%d", vmid)
 }
 
-// haConflict is why the cluster's HA rules would place an HA-managed guest elsewhere than target: a strict
-// node-affinity rule without target, a positive resource-affinity rule with a guest that stays on another
+// haConflict is why the cluster's HA rules would place an HA-managed guest elsewhere than target: a
+// node-affinity rule whose highest-priority available nodes leave target out (strict, or non-strict with an
+// available node), a positive resource-affinity rule with a guest that stays on another
 // node, a negative one with a guest on target. A guest's place is where it is observed, or where this plan
 // moves it (the moves the planner asked PVE about). Empty when the rules agree or were not read.
 func (d *differ) haConflict(g *inventory.Guest, target string) string {
@@ -118,13 +119,14 @@ func (d *differ) haConflict(g *inventory.Guest, target string) string {
 		}
 		switch rule.Type {
 		case "node-affinity":
-			var nodes []string
-			for _, n := range rule.Nodes {
-				name, _, _ := strings.Cut(n, ":")
-				nodes = append(nodes, name)
-			}
-			if rule.Strict && !slices.Contains(nodes, target) {
-				return fmt.Sprintf("HA rule %s (strict node-affinity) keeps it on [%s]", rule.ID, strings.Join(nodes, " "))
+			// HA runs the guest on the rule's highest-priority available nodes (haPreferred).
+			nodes, binding := haPreferred(rule.Nodes, d.available, rule.Strict)
+			if binding && !slices.Contains(nodes, target) {
+				kind := "node-affinity"
+				if rule.Strict {
+					kind = "strict node-affinity"
+				}
+				return fmt.Sprintf("HA rule %s (%s) keeps it on [%s]", rule.ID, kind, strings.Join(nodes, " "))
 			}
 		case "resource-affinity":
 			for _, other := range rule.Resources {

@@ -55,10 +55,23 @@ func ObjectOf(op Operation) (kind, id string, ok bool) {
 	case ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob:
 		id, _ := op.Param("id")
 		return manifest.KindBackupJob.ObjectKind(), id, id != ""
+	case ActionCreateHAResource, ActionConfigureHAResource, ActionDeleteHAResource:
+		id, _ := op.Param("sid")
+		return manifest.ObjectKindHAResource, id, id != ""
+	case ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule:
+		id, _ := op.Param("rule")
+		return manifest.KindHARule.ObjectKind(), id, id != ""
 	case ActionClaimClusterObject:
-		id, _ := op.Param("id")
-		if object, _ := op.Param("object"); object == backupObject {
+		switch obj, _ := op.Param("object"); obj {
+		case backupObject:
+			id, _ := op.Param("id")
 			return manifest.KindBackupJob.ObjectKind(), id, id != ""
+		case "ha-resource":
+			id, _ := op.Param("sid")
+			return manifest.ObjectKindHAResource, id, id != ""
+		case "ha-rule":
+			id, _ := op.Param("rule")
+			return manifest.KindHARule.ObjectKind(), id, id != ""
 		}
 		return "", "", false
 	default:

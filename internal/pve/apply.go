@@ -898,6 +898,9 @@ func (a *applier) power(ctx context.Context) error {
 	if err == nil && ok {
 		err = a.wait(ctx, u)
 	}
+	if err == nil && ok {
+		return a.waitHAPower(ctx, u)
+	}
 	if err == nil {
 		return nil
 	}

@@ -199,7 +199,7 @@ func (o *objApplier) create(ctx context.Context) error {
 	if err := o.obj.create(ctx, o.c, o.id, body); err != nil {
 		return failed(err, "%s", o.what())
 	}
-	return nil
+	return o.waitHA(ctx)
 }
 
 // guestOwned checks that ProxOps owns the guest the operation names (VMID, GuestType, Params node).
@@ -247,10 +247,18 @@ func (o *objApplier) configure(ctx context.Context) error {
 	if err := o.marked().expected(comment, o.op.Precondition); err != nil {
 		return err
 	}
-	if err := o.obj.update(ctx, o.c, o.id, o.body()); err != nil {
+	body := o.body()
+	if o.op.Action == plan.ActionConfigureHAResource {
+		// The node names the guest for the ownership check; PVE's update takes no node.
+		delete(body, "node")
+		if err := o.guestOwned(ctx); err != nil {
+			return err
+		}
+	}
+	if err := o.obj.update(ctx, o.c, o.id, body); err != nil {
 		return failed(err, "%s", o.what())
 	}
-	return nil
+	return o.waitHA(ctx)
 }
 
 // claim adds the marker to the comment of the object the plan named, only while the comment is still the

@@ -152,6 +152,11 @@ func TestClusterObjectsCreateConfigureDeleteOnlyWhenOwned(t *testing.T) {
 			}
 			configure := objOp(tc.configure, tc.idKey, tc.id, "comment", "changed")
 			configure.Precondition.Expect = []plan.KV{{Key: "comment", Value: "made [proxops]"}}
+			if tc.object == "ha-resource" {
+				// The plan names the guest (its node) for the ownership check; PVE's update takes no node.
+				configure.VMID, configure.GuestType = 101, inventory.QEMU
+				configure.Params = append(configure.Params, plan.KV{Key: "node", Value: "pve2"})
+			}
 			_, err := cl.Apply(ctx, configure, opts)
 			wantRefusal(t, err, pve.RefusalNotOwned)
 			inv.objects[tc.kind+"/"+tc.id] = true
@@ -237,5 +242,81 @@ func TestObserveHAAndVersion(t *testing.T) {
 	}
 	if _, err := ocl.ListHARules(ctx); err == nil {
 		t.Fatal("PVE 8 has no HA rules")
+	}
+}
+
+// Creating an HA resource in state started and changing it to stopped are done only once HA has acted: the
+// guest runs after the create and is stopped after the configure, which sends PVE no node.
+func TestHAResourceWritesWaitForHAToAct(t *testing.T) {
+	spec := baseSpec()
+	spec.HADelay = pvesim.Duration(150 * time.Millisecond)
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	c := newSim(t, spec)
+	cl := c.client(t)
+	ctx := testContext(t)
+	inv := objRecords{guests: map[int]string{100: seedVMFingerprint}, objects: map[string]bool{pve.ObjectKindHAResource + "/vm:100": true}}
+	opts := pve.ApplyOptions{Ownership: inv, Objects: inv}
+	status := func() string {
+		n, err := cl.Observe(ctx, pve.ObserveRequest{Cluster: "lab", Node: "pve1", HA: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.HA == nil || len(n.HA.Resources) != 1 || n.HA.Resources[0].Comment != "web [proxops]" {
+			t.Fatalf("observed HA %+v", n.HA)
+		}
+		return n.Guests[0].Status
+	}
+	create := objOp(plan.ActionCreateHAResource, "sid", "vm:100", "node", "pve1", "state", "started", "comment", "web")
+	create.VMID, create.GuestType = 100, inventory.QEMU
+	if _, err := cl.Apply(ctx, create, opts); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got := status(); got != "running" {
+		t.Fatalf("after the create the guest is %s, want running", got)
+	}
+	stop := objOp(plan.ActionConfigureHAResource, "sid", "vm:100", "node", "pve1", "state", "stopped", "comment", "web")
+	stop.VMID, stop.GuestType = 100, inventory.QEMU
+	stop.Precondition.Expect = []plan.KV{{Key: "comment", Value: "web [proxops]"}}
+	if _, err := cl.Apply(ctx, stop, opts); err != nil {
+		t.Fatalf("configure: %v", err)
+	}
+	if got := status(); got != "stopped" {
+		t.Fatalf("after the configure the guest is %s, want stopped", got)
+	}
+}
+
+// Observing HA reads the resources with their options and the rules with their comments; a PVE 8 cluster
+// serves no rules, and its inventory says they were not read.
+func TestObserveHAReadsResourcesAndRulesAndNoRulesOnPVE8(t *testing.T) {
+	for _, version := range []string{"", "8.4.1"} {
+		c := objSim(t, version)
+		cl := c.client(t)
+		ctx := testContext(t)
+		c.root(t, http.MethodPost, "/cluster/ha/resources", "sid", "vm:100", "state", "stopped", "max_relocate", "4", "comment", "web")
+		if version == "" {
+			c.root(t, http.MethodPost, "/cluster/ha/rules", "rule", "pin", "type", "node-affinity", "resources", "vm:100", "nodes", "pve1:2,pve2", "comment", "x")
+		}
+		n, err := cl.Observe(ctx, pve.ObserveRequest{Cluster: "lab", Node: "pve1", HA: true})
+		if err != nil {
+			t.Fatalf("observe on %q: %v", version, err)
+		}
+		h := n.HA
+		if h == nil || len(h.Resources) != 1 || h.Resources[0].SID != "vm:100" || h.Resources[0].State != "stopped" ||
+			h.Resources[0].MaxRelocate != 4 || h.Resources[0].MaxRestart != 1 || h.Resources[0].Comment != "web" {
+			t.Fatalf("version %q: observed HA %+v", version, h)
+		}
+		switch version {
+		case "":
+			if !h.RulesRead || len(h.Rules) != 1 || h.Rules[0].ID != "pin" || h.Rules[0].Comment != "x" || len(h.Rules[0].Nodes) != 2 {
+				t.Fatalf("PVE 9 rules %+v (read %v)", h.Rules, h.RulesRead)
+			}
+		default:
+			if h.RulesRead || len(h.Rules) != 0 {
+				t.Fatalf("PVE 8 rules %+v (read %v)", h.Rules, h.RulesRead)
+			}
+		}
+		if n, _ := cl.Observe(ctx, pve.ObserveRequest{Cluster: "lab", Node: "pve1"}); n.HA != nil {
+			t.Fatal("HA read without being asked")
+		}
 	}
 }

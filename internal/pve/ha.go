@@ -92,6 +92,24 @@ func jsonInt(raw json.RawMessage, def int) int {
 
 // ListHAResources lists the HA resources with the manager's view of each.
 func (c *Client) ListHAResources(ctx context.Context) ([]HAResource, error) {
+	out, err := c.haResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	status, err := c.haStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if s, ok := status[out[i].SID]; ok {
+			out[i].Node, out[i].CRMState = s[0], s[1]
+		}
+	}
+	return out, nil
+}
+
+// haResources lists the HA resources as resources.cfg holds them (GET /cluster/ha/resources).
+func (c *Client) haResources(ctx context.Context) ([]HAResource, error) {
 	raw, err := c.get(ctx, "/cluster/ha/resources", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list ha resources: %w", err)
@@ -108,10 +126,6 @@ func (c *Client) ListHAResources(ctx context.Context) ([]HAResource, error) {
 	if err := json.Unmarshal(raw, &entries); err != nil {
 		return nil, fmt.Errorf("list ha resources: %w", err)
 	}
-	status, err := c.haStatus(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out := make([]HAResource, 0, len(entries))
 	for _, e := range entries {
 		_, id, _ := strings.Cut(e.SID, ":")
@@ -121,11 +135,8 @@ func (c *Client) ListHAResources(ctx context.Context) ([]HAResource, error) {
 		}
 		r := HAResource{SID: e.SID, VMID: vmid, State: e.State, Comment: e.Comment, Group: e.Group,
 			MaxRestart: jsonInt(e.MaxRestart, 1), MaxRelocate: jsonInt(e.MaxRelocate, 1), Failback: jsonInt(e.Failback, 1) == 1}
-		if r.State == "" {
+		if r.State == "" || r.State == "enabled" {
 			r.State = "started"
-		}
-		if s, ok := status[e.SID]; ok {
-			r.Node, r.CRMState = s[0], s[1]
 		}
 		out = append(out, r)
 	}

@@ -33,6 +33,8 @@ type ObserveRequest struct {
 	AllFirewalls bool
 	// ClusterFirewall reads the cluster's security groups, IP sets and aliases as well.
 	ClusterFirewall bool
+	// HA reads the cluster's HA resources and rules too (cluster-wide: one node of a cluster is asked).
+	HA bool
 }
 
 // artifactContent are the content types that hold the artifacts ProxOps manages.
@@ -40,7 +42,8 @@ var artifactContent = []string{"iso", "vztmpl", "import"}
 
 // Observe reads one node with the fewest requests: the qemu listing (full=1, for qmpstatus), the lxc
 // listing, the storage list, the cluster options (for the tag-style), when asked the pools (GET /pools and
-// the cluster resources for their members) and the backup jobs (GET /cluster/backup), one GET …/pending per guest (current
+// the cluster resources for their members), the backup jobs (GET /cluster/backup) and the HA resources and rules
+// (haobserve.go), one GET …/pending per guest (current
 // value, pending value and pending delete of every key, and the digest; bounded concurrency), for a
 // container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
 // cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
@@ -80,6 +83,11 @@ func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Nod
 			return n, err
 		}
 		n.BackupJobsObserved = true
+	}
+	if req.HA {
+		if n.HA, err = c.observeHA(ctx); err != nil {
+			return n, err
+		}
 	}
 	if err := c.readPending(ctx, req.Node, n.Guests); err != nil {
 		return n, err

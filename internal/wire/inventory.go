@@ -72,6 +72,9 @@ type ObserveRequest struct {
 	MigrationChecks []inventory.MigrationQuery
 	// ChecksOnly answers only HARules and MigrationChecks, without reading the node's inventory.
 	ChecksOnly bool
+	// HA asks for the cluster's HA resources and rules in full (inventory.Node.HA): one node is asked, with
+	// the pools.
+	HA bool
 }
 
 func guestToProto(g inventory.Guest) (*inventoryv1.Guest, error) {
@@ -144,6 +147,7 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
 		TagsCaseSensitive: n.Node.TagsCaseSensitive, PoolsObserved: n.Node.PoolsObserved, BackupJobsObserved: n.Node.BackupJobsObserved,
 		ClusterFirewall: clusterFirewallToProto(n.Node.ClusterFirewall), HaRulesRead: n.HARulesRead,
+		Ha: clusterHAToProto(n.Node.HA),
 	}
 	for _, pl := range n.Node.Pools {
 		pp := &inventoryv1.Pool{Poolid: pl.ID, Comment: pl.Comment}
@@ -156,8 +160,7 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 		p.BackupJobs = append(p.BackupJobs, &inventoryv1.BackupJob{Id: j.ID, Comment: j.Comment, Options: maps.Clone(j.Options)})
 	}
 	for _, r := range n.HARules {
-		p.HaRules = append(p.HaRules, &inventoryv1.HARule{Id: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
-			Strict: r.Strict, Affinity: r.Affinity, Disable: r.Disable})
+		p.HaRules = append(p.HaRules, haRuleToProto(r))
 	}
 	for _, sid := range slices.Sorted(maps.Keys(n.HAResources)) {
 		p.HaResources = append(p.HaResources, &inventoryv1.HAResourceState{Sid: sid, State: n.HAResources[sid]})
@@ -202,6 +205,10 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 		TagsCaseSensitive: p.GetTagsCaseSensitive(), PoolsObserved: p.GetPoolsObserved(), BackupJobsObserved: p.GetBackupJobsObserved(),
 		ClusterFirewall: clusterFirewallFromProto(p.GetClusterFirewall()),
 	}, HARulesRead: p.GetHaRulesRead()}
+	n.Node.HA = clusterHAFromProto(p.GetHa())
+	for _, r := range p.GetHaRules() {
+		n.HARules = append(n.HARules, haRuleFromProto(r))
+	}
 	for _, pp := range p.GetPools() {
 		pl := inventory.Pool{ID: pp.GetPoolid(), Comment: pp.GetComment()}
 		for _, v := range pp.GetVmids() {
@@ -211,10 +218,6 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	}
 	for _, j := range p.GetBackupJobs() {
 		n.Node.BackupJobs = append(n.Node.BackupJobs, inventory.BackupJob{ID: j.GetId(), Comment: j.GetComment(), Options: maps.Clone(j.GetOptions())})
-	}
-	for _, r := range p.GetHaRules() {
-		n.HARules = append(n.HARules, inventory.HARule{ID: r.GetId(), Type: r.GetType(), Resources: r.GetResources(),
-			Nodes: r.GetNodes(), Strict: r.GetStrict(), Affinity: r.GetAffinity(), Disable: r.GetDisable()})
 	}
 	for _, r := range p.GetHaResources() {
 		if n.HAResources == nil {
@@ -286,7 +289,7 @@ func ObserveRequestToProto(r ObserveRequest) proto.Message {
 		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL,
 		HaRules: r.HARules, ChecksOnly: r.ChecksOnly,
 		FirewallVmids: vmidsToProto(r.FirewallVMIDs), AllFirewalls: r.AllFirewalls, ClusterFirewall: r.ClusterFirewall, Pools: r.Pools,
-		BackupJobs: r.BackupJobs}
+		BackupJobs: r.BackupJobs, Ha: r.HA}
 	for _, q := range r.MigrationChecks {
 		t, _ := inventoryGuestTypeEnum.toProto(q.Type)
 		p.MigrationChecks = append(p.MigrationChecks, &inventoryv1.MigrationQuery{Vmid: int64(q.VMID), Type: t, Target: q.Target})
@@ -304,7 +307,7 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
 		BaseURL: p.GetBaseUrl(), HARules: p.GetHaRules(), ChecksOnly: p.GetChecksOnly(),
 		FirewallVMIDs: vmidsFromProto(p.GetFirewallVmids()), AllFirewalls: p.GetAllFirewalls(),
-		ClusterFirewall: p.GetClusterFirewall(), Pools: p.GetPools(), BackupJobs: p.GetBackupJobs()}
+		ClusterFirewall: p.GetClusterFirewall(), Pools: p.GetPools(), BackupJobs: p.GetBackupJobs(), HA: p.GetHa()}
 	for _, q := range p.GetMigrationChecks() {
 		t, err := inventoryGuestTypeEnum.fromProto(q.GetType())
 		if err != nil {
@@ -376,4 +379,44 @@ func DecodeGapReport(ctx context.Context, decode DecodeFunc) (inventory.GapRepor
 	return decodeAs(ctx, decode, &inventoryv1.GapReport{}, func(p *inventoryv1.GapReport) (inventory.GapReport, error) {
 		return GapReportFromProto(p)
 	})
+}
+
+func haRuleToProto(r inventory.HARule) *inventoryv1.HARule {
+	return &inventoryv1.HARule{Id: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes, Strict: r.Strict,
+		Affinity: r.Affinity, Disable: r.Disable, Comment: r.Comment}
+}
+
+func haRuleFromProto(r *inventoryv1.HARule) inventory.HARule {
+	return inventory.HARule{ID: r.GetId(), Type: r.GetType(), Resources: r.GetResources(), Nodes: r.GetNodes(),
+		Strict: r.GetStrict(), Affinity: r.GetAffinity(), Disable: r.GetDisable(), Comment: r.GetComment()}
+}
+
+func clusterHAToProto(h *inventory.HA) *inventoryv1.ClusterHA {
+	if h == nil {
+		return nil
+	}
+	p := &inventoryv1.ClusterHA{RulesRead: h.RulesRead}
+	for _, r := range h.Resources {
+		p.Resources = append(p.Resources, &inventoryv1.HAResource{Sid: r.SID, State: r.State, Comment: r.Comment,
+			MaxRestart: int64(r.MaxRestart), MaxRelocate: int64(r.MaxRelocate), Failback: r.Failback, Group: r.Group})
+	}
+	for _, r := range h.Rules {
+		p.Rules = append(p.Rules, haRuleToProto(r))
+	}
+	return p
+}
+
+func clusterHAFromProto(p *inventoryv1.ClusterHA) *inventory.HA {
+	if p == nil {
+		return nil
+	}
+	h := &inventory.HA{RulesRead: p.GetRulesRead()}
+	for _, r := range p.GetResources() {
+		h.Resources = append(h.Resources, inventory.HAResource{SID: r.GetSid(), State: r.GetState(), Comment: r.GetComment(),
+			MaxRestart: int(r.GetMaxRestart()), MaxRelocate: int(r.GetMaxRelocate()), Failback: r.GetFailback(), Group: r.GetGroup()})
+	}
+	for _, r := range p.GetRules() {
+		h.Rules = append(h.Rules, haRuleFromProto(r))
+	}
+	return h
 }

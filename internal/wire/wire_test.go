@@ -176,12 +176,16 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 				IPSets: []string{"management"}, Aliases: []string{"lan"}},
 			PoolsObserved: true,
 			Pools:         []inventory.Pool{{ID: "web", Comment: "proxops", Members: []int{100}}},
+			HA: &inventory.HA{RulesRead: true,
+				Resources: []inventory.HAResource{{SID: "vm:100", State: "started", Comment: "web [proxops]", MaxRestart: 2, MaxRelocate: 1, Failback: true}},
+				Rules: []inventory.HARule{{ID: "web-on-a", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve1:2", "pve2"},
+					Strict: true, Comment: "pin"}}},
 		},
 		ClusterNodes: []string{"pve1", "pve2"},
 		HARulesRead:  true,
 		HARules: []inventory.HARule{
 			{ID: "pin", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve1:2", "pve2"}, Strict: true},
-			{ID: "apart", Type: "resource-affinity", Resources: []string{"vm:100", "ct:200"}, Affinity: "negative", Disable: true},
+			{ID: "apart", Type: "resource-affinity", Resources: []string{"vm:100", "ct:200"}, Affinity: "negative", Disable: true, Comment: "x"},
 		},
 		HAResources: map[string]string{"vm:100": "started"},
 	}
@@ -208,7 +212,7 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 func TestObserveRequestRoundTrips(t *testing.T) {
 	r := wire.ObserveRequest{Cluster: "lab", Node: "pve1", RequestID: "r1", ContentStorages: []string{"local", "nfs"}, AllContent: true,
 		ListNodes: true, BaseURL: "https://pve.example.invalid:8006", FirewallVMIDs: []int{100, 101}, AllFirewalls: true, ClusterFirewall: true,
-		Pools: true, BackupJobs: true}
+		HA: true, Pools: true, BackupJobs: true}
 	var back inventoryv1.ObserveRequest
 	roundTrip(t, wire.ObserveRequestToProto(r), &back)
 	got, err := wire.ObserveRequestFromProto(&back)

@@ -152,10 +152,10 @@ func (a *adopter) observer() observe.Client {
 }
 
 // observeRequest asks one node for everything an adoption needs: every storage's content, every guest's
-// firewall, and the cluster's pools.
+// firewall, and the cluster's pools and HA resources and rules.
 func observeRequest(cluster, node string, listNodes bool) wire.ObserveRequest {
 	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true, AllFirewalls: true,
-		ListNodes: listNodes, Pools: true, BackupJobs: true}
+		ListNodes: listNodes, Pools: true, BackupJobs: true, HA: true}
 }
 
 // decrypt reads and decrypts a cluster's secrets file: from the snapshot, or (LocalSecrets) from this host

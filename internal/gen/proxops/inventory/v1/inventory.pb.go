@@ -111,7 +111,10 @@ type ObserveRequest struct {
 	// is about to be emitted for.
 	MigrationChecks []*MigrationQuery `protobuf:"bytes,12,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
 	// Answer only ha_rules and migration_checks: the node's inventory is not read again.
-	ChecksOnly    bool `protobuf:"varint,13,opt,name=checks_only,json=checksOnly,proto3" json:"checks_only,omitempty"`
+	ChecksOnly bool `protobuf:"varint,13,opt,name=checks_only,json=checksOnly,proto3" json:"checks_only,omitempty"`
+	// Also read the cluster's HA resources and rules in full (NodeInventory.ha): cluster-wide, so one node of a
+	// cluster is asked, with the pools.
+	Ha            bool `protobuf:"varint,50,opt,name=ha,proto3" json:"ha,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -247,6 +250,13 @@ func (x *ObserveRequest) GetMigrationChecks() []*MigrationQuery {
 func (x *ObserveRequest) GetChecksOnly() bool {
 	if x != nil {
 		return x.ChecksOnly
+	}
+	return false
+}
+
+func (x *ObserveRequest) GetHa() bool {
+	if x != nil {
+		return x.Ha
 	}
 	return false
 }
@@ -463,8 +473,10 @@ type HARule struct {
 	Nodes  []string `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Strict bool     `protobuf:"varint,5,opt,name=strict,proto3" json:"strict,omitempty"`
 	// positive or negative (resource-affinity)
-	Affinity      string `protobuf:"bytes,6,opt,name=affinity,proto3" json:"affinity,omitempty"`
-	Disable       bool   `protobuf:"varint,7,opt,name=disable,proto3" json:"disable,omitempty"`
+	Affinity string `protobuf:"bytes,6,opt,name=affinity,proto3" json:"affinity,omitempty"`
+	Disable  bool   `protobuf:"varint,7,opt,name=disable,proto3" json:"disable,omitempty"`
+	// The comment as PVE keeps it, ownership marker included.
+	Comment       string `protobuf:"bytes,50,opt,name=comment,proto3" json:"comment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +560,13 @@ func (x *HARule) GetDisable() bool {
 	return false
 }
 
+func (x *HARule) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
 // NodeInventory is one node's live state.
 type NodeInventory struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -596,7 +615,9 @@ type NodeInventory struct {
 	// PVE's answers to the request's migration_checks.
 	MigrationChecks []*MigrationCheck `protobuf:"bytes,16,rep,name=migration_checks,json=migrationChecks,proto3" json:"migration_checks,omitempty"`
 	// The cluster's HA resources (sid and requested state), with ha_rules.
-	HaResources   []*HAResourceState `protobuf:"bytes,17,rep,name=ha_resources,json=haResources,proto3" json:"ha_resources,omitempty"`
+	HaResources []*HAResourceState `protobuf:"bytes,17,rep,name=ha_resources,json=haResources,proto3" json:"ha_resources,omitempty"`
+	// The cluster's HA resources and rules in full, when the request asked for ha (unset otherwise).
+	Ha            *ClusterHA `protobuf:"bytes,50,opt,name=ha,proto3" json:"ha,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -785,6 +806,173 @@ func (x *NodeInventory) GetHaResources() []*HAResourceState {
 	return nil
 }
 
+func (x *NodeInventory) GetHa() *ClusterHA {
+	if x != nil {
+		return x.Ha
+	}
+	return nil
+}
+
+// ClusterHA is what the cluster's HA stack holds.
+type ClusterHA struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by sid.
+	Resources []*HAResource `protobuf:"bytes,50,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Sorted by id; rules_read says they were read (PVE 8 has HA groups, not rules).
+	Rules         []*HARule `protobuf:"bytes,51,rep,name=rules,proto3" json:"rules,omitempty"`
+	RulesRead     bool      `protobuf:"varint,52,opt,name=rules_read,json=rulesRead,proto3" json:"rules_read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterHA) Reset() {
+	*x = ClusterHA{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterHA) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterHA) ProtoMessage() {}
+
+func (x *ClusterHA) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterHA.ProtoReflect.Descriptor instead.
+func (*ClusterHA) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ClusterHA) GetResources() []*HAResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *ClusterHA) GetRules() []*HARule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *ClusterHA) GetRulesRead() bool {
+	if x != nil {
+		return x.RulesRead
+	}
+	return false
+}
+
+// HAResource is one HA resource (GET /cluster/ha/resources) as PVE keeps it.
+type HAResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// vm:<vmid> or ct:<vmid>
+	Sid string `protobuf:"bytes,50,opt,name=sid,proto3" json:"sid,omitempty"`
+	// started, stopped, disabled or ignored
+	State string `protobuf:"bytes,51,opt,name=state,proto3" json:"state,omitempty"`
+	// The comment as PVE keeps it, ownership marker included.
+	Comment     string `protobuf:"bytes,52,opt,name=comment,proto3" json:"comment,omitempty"`
+	MaxRestart  int64  `protobuf:"varint,53,opt,name=max_restart,json=maxRestart,proto3" json:"max_restart,omitempty"`
+	MaxRelocate int64  `protobuf:"varint,54,opt,name=max_relocate,json=maxRelocate,proto3" json:"max_relocate,omitempty"`
+	Failback    bool   `protobuf:"varint,55,opt,name=failback,proto3" json:"failback,omitempty"`
+	// The PVE 8 HA group.
+	Group         string `protobuf:"bytes,56,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HAResource) Reset() {
+	*x = HAResource{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HAResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HAResource) ProtoMessage() {}
+
+func (x *HAResource) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HAResource.ProtoReflect.Descriptor instead.
+func (*HAResource) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HAResource) GetSid() string {
+	if x != nil {
+		return x.Sid
+	}
+	return ""
+}
+
+func (x *HAResource) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *HAResource) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *HAResource) GetMaxRestart() int64 {
+	if x != nil {
+		return x.MaxRestart
+	}
+	return 0
+}
+
+func (x *HAResource) GetMaxRelocate() int64 {
+	if x != nil {
+		return x.MaxRelocate
+	}
+	return 0
+}
+
+func (x *HAResource) GetFailback() bool {
+	if x != nil {
+		return x.Failback
+	}
+	return false
+}
+
+func (x *HAResource) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 // Pool is one resource pool.
 type Pool struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -799,7 +987,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +999,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[5]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1012,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{5}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Pool) GetPoolid() string {
@@ -862,7 +1050,7 @@ type BackupJob struct {
 
 func (x *BackupJob) Reset() {
 	*x = BackupJob{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1062,7 @@ func (x *BackupJob) String() string {
 func (*BackupJob) ProtoMessage() {}
 
 func (x *BackupJob) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1075,7 @@ func (x *BackupJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupJob.ProtoReflect.Descriptor instead.
 func (*BackupJob) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BackupJob) GetId() string {
@@ -923,7 +1111,7 @@ type HAResourceState struct {
 
 func (x *HAResourceState) Reset() {
 	*x = HAResourceState{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1123,7 @@ func (x *HAResourceState) String() string {
 func (*HAResourceState) ProtoMessage() {}
 
 func (x *HAResourceState) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1136,7 @@ func (x *HAResourceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HAResourceState.ProtoReflect.Descriptor instead.
 func (*HAResourceState) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HAResourceState) GetSid() string {
@@ -1002,7 +1190,7 @@ type Guest struct {
 
 func (x *Guest) Reset() {
 	*x = Guest{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1202,7 @@ func (x *Guest) String() string {
 func (*Guest) ProtoMessage() {}
 
 func (x *Guest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1215,7 @@ func (x *Guest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guest.ProtoReflect.Descriptor instead.
 func (*Guest) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Guest) GetVmid() int64 {
@@ -1160,7 +1348,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1360,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1373,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Snapshot) GetName() string {
@@ -1248,7 +1436,7 @@ type GuestFirewall struct {
 
 func (x *GuestFirewall) Reset() {
 	*x = GuestFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1448,7 @@ func (x *GuestFirewall) String() string {
 func (*GuestFirewall) ProtoMessage() {}
 
 func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1461,7 @@ func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuestFirewall.ProtoReflect.Descriptor instead.
 func (*GuestFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GuestFirewall) GetOptions() map[string]string {
@@ -1321,7 +1509,7 @@ type FirewallRule struct {
 
 func (x *FirewallRule) Reset() {
 	*x = FirewallRule{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1521,7 @@ func (x *FirewallRule) String() string {
 func (*FirewallRule) ProtoMessage() {}
 
 func (x *FirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1534,7 @@ func (x *FirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
 func (*FirewallRule) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FirewallRule) GetFields() map[string]string {
@@ -1368,7 +1556,7 @@ type FirewallIPSet struct {
 
 func (x *FirewallIPSet) Reset() {
 	*x = FirewallIPSet{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1568,7 @@ func (x *FirewallIPSet) String() string {
 func (*FirewallIPSet) ProtoMessage() {}
 
 func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1581,7 @@ func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSet.ProtoReflect.Descriptor instead.
 func (*FirewallIPSet) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FirewallIPSet) GetName() string {
@@ -1429,7 +1617,7 @@ type FirewallIPSetEntry struct {
 
 func (x *FirewallIPSetEntry) Reset() {
 	*x = FirewallIPSetEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1629,7 @@ func (x *FirewallIPSetEntry) String() string {
 func (*FirewallIPSetEntry) ProtoMessage() {}
 
 func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1642,7 @@ func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSetEntry.ProtoReflect.Descriptor instead.
 func (*FirewallIPSetEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FirewallIPSetEntry) GetCidr() string {
@@ -1490,7 +1678,7 @@ type FirewallAlias struct {
 
 func (x *FirewallAlias) Reset() {
 	*x = FirewallAlias{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1690,7 @@ func (x *FirewallAlias) String() string {
 func (*FirewallAlias) ProtoMessage() {}
 
 func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1703,7 @@ func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallAlias.ProtoReflect.Descriptor instead.
 func (*FirewallAlias) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FirewallAlias) GetName() string {
@@ -1553,7 +1741,7 @@ type ClusterFirewall struct {
 
 func (x *ClusterFirewall) Reset() {
 	*x = ClusterFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1753,7 @@ func (x *ClusterFirewall) String() string {
 func (*ClusterFirewall) ProtoMessage() {}
 
 func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1766,7 @@ func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterFirewall.ProtoReflect.Descriptor instead.
 func (*ClusterFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClusterFirewall) GetGroups() []*FirewallGroup {
@@ -1613,7 +1801,7 @@ type FirewallGroup struct {
 
 func (x *FirewallGroup) Reset() {
 	*x = FirewallGroup{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1813,7 @@ func (x *FirewallGroup) String() string {
 func (*FirewallGroup) ProtoMessage() {}
 
 func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1826,7 @@ func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallGroup.ProtoReflect.Descriptor instead.
 func (*FirewallGroup) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FirewallGroup) GetName() string {
@@ -1672,7 +1860,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1872,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1885,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{17}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -1760,7 +1948,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1960,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1973,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{18}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Storage) GetStorage() string {
@@ -1861,7 +2049,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2061,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2074,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{19}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Volume) GetStorage() string {
@@ -1953,7 +2141,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2153,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2166,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{20}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -2023,7 +2211,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2223,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2236,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{21}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -2126,7 +2314,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[22]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2326,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[22]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2339,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{22}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Gap) GetKind() string {
@@ -2214,7 +2402,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x04\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x04\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -2236,7 +2424,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\bha_rules\x18\v \x01(\bR\ahaRules\x12O\n" +
 	"\x10migration_checks\x18\f \x03(\v2$.proxops.inventory.v1.MigrationQueryR\x0fmigrationChecks\x12\x1f\n" +
 	"\vchecks_only\x18\r \x01(\bR\n" +
-	"checksOnly\"q\n" +
+	"checksOnly\x12\x0e\n" +
+	"\x02ha\x182 \x01(\bR\x02ha\"q\n" +
 	"\x0eMigrationQuery\x12\x12\n" +
 	"\x04vmid\x18\x01 \x01(\x03R\x04vmid\x123\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1f.proxops.inventory.v1.GuestTypeR\x04type\x12\x16\n" +
@@ -2255,7 +2444,7 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x05known\x18\n" +
 	" \x01(\bR\x05known\x12\x18\n" +
 	"\aallowed\x18\v \x01(\bR\aallowed\x121\n" +
-	"\x14unavailable_storages\x18\f \x03(\tR\x13unavailableStorages\"\xae\x01\n" +
+	"\x14unavailable_storages\x18\f \x03(\tR\x13unavailableStorages\"\xc8\x01\n" +
 	"\x06HARule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1c\n" +
@@ -2263,7 +2452,8 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\tR\x05nodes\x12\x16\n" +
 	"\x06strict\x18\x05 \x01(\bR\x06strict\x12\x1a\n" +
 	"\baffinity\x18\x06 \x01(\tR\baffinity\x12\x18\n" +
-	"\adisable\x18\a \x01(\bR\adisable\"\xae\b\n" +
+	"\adisable\x18\a \x01(\bR\adisable\x12\x18\n" +
+	"\acomment\x182 \x01(\tR\acomment\"\xdf\b\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -2292,7 +2482,23 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\bha_rules\x18\x12 \x03(\v2\x1c.proxops.inventory.v1.HARuleR\ahaRules\x12\"\n" +
 	"\rha_rules_read\x18\x0f \x01(\bR\vhaRulesRead\x12O\n" +
 	"\x10migration_checks\x18\x10 \x03(\v2$.proxops.inventory.v1.MigrationCheckR\x0fmigrationChecks\x12H\n" +
-	"\fha_resources\x18\x11 \x03(\v2%.proxops.inventory.v1.HAResourceStateR\vhaResources\"N\n" +
+	"\fha_resources\x18\x11 \x03(\v2%.proxops.inventory.v1.HAResourceStateR\vhaResources\x12/\n" +
+	"\x02ha\x182 \x01(\v2\x1f.proxops.inventory.v1.ClusterHAR\x02ha\"\x9e\x01\n" +
+	"\tClusterHA\x12>\n" +
+	"\tresources\x182 \x03(\v2 .proxops.inventory.v1.HAResourceR\tresources\x122\n" +
+	"\x05rules\x183 \x03(\v2\x1c.proxops.inventory.v1.HARuleR\x05rules\x12\x1d\n" +
+	"\n" +
+	"rules_read\x184 \x01(\bR\trulesRead\"\xc4\x01\n" +
+	"\n" +
+	"HAResource\x12\x10\n" +
+	"\x03sid\x182 \x01(\tR\x03sid\x12\x14\n" +
+	"\x05state\x183 \x01(\tR\x05state\x12\x18\n" +
+	"\acomment\x184 \x01(\tR\acomment\x12\x1f\n" +
+	"\vmax_restart\x185 \x01(\x03R\n" +
+	"maxRestart\x12!\n" +
+	"\fmax_relocate\x186 \x01(\x03R\vmaxRelocate\x12\x1a\n" +
+	"\bfailback\x187 \x01(\bR\bfailback\x12\x14\n" +
+	"\x05group\x188 \x01(\tR\x05group\"N\n" +
 	"\x04Pool\x12\x16\n" +
 	"\x06poolid\x18\x01 \x01(\tR\x06poolid\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12\x14\n" +
@@ -2431,7 +2637,7 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
@@ -2439,64 +2645,69 @@ var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(*MigrationCheck)(nil),        // 3: proxops.inventory.v1.MigrationCheck
 	(*HARule)(nil),                // 4: proxops.inventory.v1.HARule
 	(*NodeInventory)(nil),         // 5: proxops.inventory.v1.NodeInventory
-	(*Pool)(nil),                  // 6: proxops.inventory.v1.Pool
-	(*BackupJob)(nil),             // 7: proxops.inventory.v1.BackupJob
-	(*HAResourceState)(nil),       // 8: proxops.inventory.v1.HAResourceState
-	(*Guest)(nil),                 // 9: proxops.inventory.v1.Guest
-	(*Snapshot)(nil),              // 10: proxops.inventory.v1.Snapshot
-	(*GuestFirewall)(nil),         // 11: proxops.inventory.v1.GuestFirewall
-	(*FirewallRule)(nil),          // 12: proxops.inventory.v1.FirewallRule
-	(*FirewallIPSet)(nil),         // 13: proxops.inventory.v1.FirewallIPSet
-	(*FirewallIPSetEntry)(nil),    // 14: proxops.inventory.v1.FirewallIPSetEntry
-	(*FirewallAlias)(nil),         // 15: proxops.inventory.v1.FirewallAlias
-	(*ClusterFirewall)(nil),       // 16: proxops.inventory.v1.ClusterFirewall
-	(*FirewallGroup)(nil),         // 17: proxops.inventory.v1.FirewallGroup
-	(*ConfigEntry)(nil),           // 18: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 19: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 20: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 21: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 22: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 23: proxops.inventory.v1.Gap
-	nil,                           // 24: proxops.inventory.v1.BackupJob.OptionsEntry
-	nil,                           // 25: proxops.inventory.v1.GuestFirewall.OptionsEntry
-	nil,                           // 26: proxops.inventory.v1.FirewallRule.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*ClusterHA)(nil),             // 6: proxops.inventory.v1.ClusterHA
+	(*HAResource)(nil),            // 7: proxops.inventory.v1.HAResource
+	(*Pool)(nil),                  // 8: proxops.inventory.v1.Pool
+	(*BackupJob)(nil),             // 9: proxops.inventory.v1.BackupJob
+	(*HAResourceState)(nil),       // 10: proxops.inventory.v1.HAResourceState
+	(*Guest)(nil),                 // 11: proxops.inventory.v1.Guest
+	(*Snapshot)(nil),              // 12: proxops.inventory.v1.Snapshot
+	(*GuestFirewall)(nil),         // 13: proxops.inventory.v1.GuestFirewall
+	(*FirewallRule)(nil),          // 14: proxops.inventory.v1.FirewallRule
+	(*FirewallIPSet)(nil),         // 15: proxops.inventory.v1.FirewallIPSet
+	(*FirewallIPSetEntry)(nil),    // 16: proxops.inventory.v1.FirewallIPSetEntry
+	(*FirewallAlias)(nil),         // 17: proxops.inventory.v1.FirewallAlias
+	(*ClusterFirewall)(nil),       // 18: proxops.inventory.v1.ClusterFirewall
+	(*FirewallGroup)(nil),         // 19: proxops.inventory.v1.FirewallGroup
+	(*ConfigEntry)(nil),           // 20: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 21: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 22: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 23: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 24: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 25: proxops.inventory.v1.Gap
+	nil,                           // 26: proxops.inventory.v1.BackupJob.OptionsEntry
+	nil,                           // 27: proxops.inventory.v1.GuestFirewall.OptionsEntry
+	nil,                           // 28: proxops.inventory.v1.FirewallRule.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
 	2,  // 0: proxops.inventory.v1.ObserveRequest.migration_checks:type_name -> proxops.inventory.v1.MigrationQuery
 	0,  // 1: proxops.inventory.v1.MigrationQuery.type:type_name -> proxops.inventory.v1.GuestType
 	0,  // 2: proxops.inventory.v1.MigrationCheck.type:type_name -> proxops.inventory.v1.GuestType
-	27, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	19, // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	20, // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	16, // 7: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
-	6,  // 8: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
-	7,  // 9: proxops.inventory.v1.NodeInventory.backup_jobs:type_name -> proxops.inventory.v1.BackupJob
+	29, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	11, // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
+	21, // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	22, // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	18, // 7: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
+	8,  // 8: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
+	9,  // 9: proxops.inventory.v1.NodeInventory.backup_jobs:type_name -> proxops.inventory.v1.BackupJob
 	4,  // 10: proxops.inventory.v1.NodeInventory.ha_rules:type_name -> proxops.inventory.v1.HARule
 	3,  // 11: proxops.inventory.v1.NodeInventory.migration_checks:type_name -> proxops.inventory.v1.MigrationCheck
-	8,  // 12: proxops.inventory.v1.NodeInventory.ha_resources:type_name -> proxops.inventory.v1.HAResourceState
-	24, // 13: proxops.inventory.v1.BackupJob.options:type_name -> proxops.inventory.v1.BackupJob.OptionsEntry
-	0,  // 14: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	18, // 15: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	18, // 16: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	10, // 17: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
-	11, // 18: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
-	25, // 19: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
-	12, // 20: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
-	13, // 21: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
-	15, // 22: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
-	26, // 23: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
-	14, // 24: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
-	17, // 25: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
-	12, // 26: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
-	23, // 27: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	22, // 28: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	10, // 12: proxops.inventory.v1.NodeInventory.ha_resources:type_name -> proxops.inventory.v1.HAResourceState
+	6,  // 13: proxops.inventory.v1.NodeInventory.ha:type_name -> proxops.inventory.v1.ClusterHA
+	7,  // 14: proxops.inventory.v1.ClusterHA.resources:type_name -> proxops.inventory.v1.HAResource
+	4,  // 15: proxops.inventory.v1.ClusterHA.rules:type_name -> proxops.inventory.v1.HARule
+	26, // 16: proxops.inventory.v1.BackupJob.options:type_name -> proxops.inventory.v1.BackupJob.OptionsEntry
+	0,  // 17: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	20, // 18: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	20, // 19: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	12, // 20: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
+	13, // 21: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
+	27, // 22: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
+	14, // 23: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
+	15, // 24: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
+	17, // 25: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
+	28, // 26: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
+	16, // 27: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
+	19, // 28: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
+	14, // 29: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
+	25, // 30: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	24, // 31: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -2510,7 +2721,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
