@@ -169,7 +169,7 @@ func (e *demoEnv) mustRun(want int, args ...string) string {
 func TestDemoRepositoryConvergesAndStaysConverged(t *testing.T) {
 	e := newDemoEnv(t)
 	out := e.mustRun(0, "apply")
-	if !strings.Contains(out, "Apply complete: 16 succeeded, 0 failed, 0 skipped.") || !strings.Contains(out, "VM/web-01: creation complete after") {
+	if !strings.Contains(out, "Apply complete: 19 succeeded, 0 failed, 0 skipped.") || !strings.Contains(out, "VM/web-01: creation complete after") {
 		t.Fatalf("apply output:\n%s", out)
 	}
 	first := e.mustRun(0, "diff", "--exit-code")
@@ -191,7 +191,10 @@ func TestDemoRepositoryConvergesAndStaysConverged(t *testing.T) {
 	}
 
 	e.handClone("pve1", 101, 301)
-	e.edit("clusters/demo/resources.yaml", func(s string) string { return strings.Replace(s, "  - ../../vm/demo/web-02.yaml\n", "", 1) })
+	e.edit("clusters/demo/resources.yaml", func(s string) string {
+		s = strings.Replace(s, "  - ../../vm/demo/web-02.yaml\n", "", 1)
+		return strings.Replace(s, "  - ../../ha/demo/web-02-prefers-pve2.yaml\n", "", 1) // the HA rule that names it
+	})
 	e.commit("retire web-02")
 	out = e.mustRun(0, "apply")
 	if !strings.Contains(out, "VM/web-02: destruction complete") {

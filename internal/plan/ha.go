@@ -685,16 +685,25 @@ func (d *differ) hashHA(w func(...string)) {
 	}
 }
 
-// UsesHA reports whether planning a cluster needs its HA resources and rules: a manifest declares spec.ha or
-// an HARule, or the ownership inventory holds an HA object ProxOps may have to prune. Other clusters are not
-// asked for them (two requests fewer per plan).
-func UsesHA(c *repo.Cluster, records []ObjectRecord) bool {
+// ObjectsNeeded says which cluster objects, besides the pools, planning a cluster needs observed. Clusters that
+// declare none of a kind and own none are not asked for it (requests fewer per plan).
+type ObjectsNeeded struct {
+	// HA: a manifest declares spec.ha or an HARule, or the ownership inventory holds an HA object.
+	HA bool
+	// BackupJobs: a BackupJob manifest, or an owned backup job ProxOps may have to prune.
+	BackupJobs bool
+}
+
+// NeededObjects says which cluster objects planning a cluster needs observed.
+func NeededObjects(c *repo.Cluster, records []ObjectRecord) ObjectsNeeded {
+	var n ObjectsNeeded
 	for _, r := range c.Resources {
-		if r.HARule() != nil || (r.Kind.IsGuest() && r.GuestHA() != nil) {
-			return true
-		}
+		n.HA = n.HA || r.HARule() != nil || (r.Kind.IsGuest() && r.GuestHA() != nil)
+		n.BackupJobs = n.BackupJobs || r.Kind == manifest.KindBackupJob
 	}
-	return slices.ContainsFunc(records, func(r ObjectRecord) bool {
-		return r.Kind == manifest.ObjectKindHAResource || r.Kind == manifest.KindHARule.ObjectKind()
-	})
+	for _, r := range records {
+		n.HA = n.HA || r.Kind == manifest.ObjectKindHAResource || r.Kind == manifest.KindHARule.ObjectKind()
+		n.BackupJobs = n.BackupJobs || r.Kind == manifest.KindBackupJob.ObjectKind()
+	}
+	return n
 }

@@ -23,7 +23,7 @@ func (p *planner) askAboutMoves(ctx context.Context, c *repo.Cluster, observed *
 	rules := true
 	learned := false
 	for _, n := range slices.Sorted(maps.Keys(queries)) {
-		req := p.observeRequest(c, n, nil, false, false, false)
+		req := p.observeRequest(c, n, nil, false, false, plan.ObjectsNeeded{})
 		req.ChecksOnly, req.MigrationChecks, req.HARules = true, queries[n], rules
 		req.FirewallVMIDs, req.Pools, req.BackupJobs, req.HA = nil, false, false, false // a checks-only answer reads nothing else
 		inv, err := p.observer().Node(ctx, req)
