@@ -271,6 +271,8 @@ func Resolve(r *Resource) *Resource {
 		p := *s
 		p.ID = s.IDOrName(r.Metadata.Name)
 		out.Spec = &p
+	case *SecurityGroupSpec, *IPSetSpec, *AliasSpec:
+		out.Spec = resolveFirewallObject(r)
 	case *ArtifactSpec:
 		a := *s
 		a.Nodes = s.PlacementNodes()

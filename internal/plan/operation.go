@@ -59,7 +59,7 @@ const (
 	// on the guest's node; its Params carry what is declared (see internal/pve/firewall.go).
 	ActionApplyGuestFirewall Action = "apply-guest-firewall"
 	// The actions on the cluster's firewall objects run on the cluster's work queue. Params kind
-	// (security-group, ipset, alias) and name say which object; comment, rules, entries and cidr what it
+	// (securitygroup, ipset, alias) and name say which object; comment, rules, entries and cidr what it
 	// holds.
 	ActionCreateFirewallObject    Action = "create-firewall-object"
 	ActionConfigureFirewallObject Action = "configure-firewall-object"

@@ -33,13 +33,13 @@ import (
 // The guest's options are the operation's Values (an empty value deletes the option). The precondition's
 // Expect may hold rules-digest, the digest of the rule list the plan observed.
 //
-// A firewall object operation's Params are kind (security-group, ipset, alias), name, comment (without the
+// A firewall object operation's Params are kind (securitygroup, ipset, alias), name, comment (without the
 // marker), and rules (a group's, as above), entries (an IP set's, as the ipsets entries) or cidr (an
 // alias's); a claim's and a delete's Expect hold the comment the plan observed.
 
 // The ownership inventory's kinds of the cluster's firewall objects.
 const (
-	ObjectKindSecurityGroup = "security-group"
+	ObjectKindSecurityGroup = "securitygroup"
 	ObjectKindIPSet         = "ipset"
 	ObjectKindAlias         = "alias"
 )

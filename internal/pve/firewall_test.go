@@ -229,7 +229,7 @@ func TestSecurityGroupLifecycleChecksMarkerAndRecord(t *testing.T) {
 	configure := fwObjOp(plan.ActionConfigureFirewallObject, pve.ObjectKindSecurityGroup, "web", "comment", "edge", "rules", rulesJSON(t, ssh, https))
 	_, err = cl.Apply(ctx, configure, opts)
 	wantRefusal(t, err, pve.RefusalNotOwned) // marked, but no record
-	rec.objects["security-group/web"] = true
+	rec.objects["securitygroup/web"] = true
 	if _, err := cl.Apply(ctx, configure, opts); err != nil {
 		t.Fatalf("configure: %v", err)
 	}

@@ -29,9 +29,9 @@ func (c *Client) observeFirewalls(ctx context.Context, req ObserveRequest, n *in
 	if err != nil {
 		return failed(err, "observe the cluster's firewall objects")
 	}
-	cf := &inventory.ClusterFirewall{}
+	cf := &inventory.ClusterFirewall{ObjectsRead: true}
 	for _, g := range objs.Groups {
-		fg := inventory.FirewallGroup{Name: g.Name}
+		fg := inventory.FirewallGroup{Name: g.Name, Comment: g.Comment, RulesDigest: g.RulesDigest}
 		for _, r := range g.Rules {
 			fg.Rules = append(fg.Rules, r.Fields())
 		}
@@ -39,13 +39,21 @@ func (c *Client) observeFirewalls(ctx context.Context, req ObserveRequest, n *in
 	}
 	for _, s := range objs.IPSets {
 		cf.IPSets = append(cf.IPSets, s.Name)
+		fs := inventory.FirewallIPSet{Name: s.Name, Comment: s.Comment}
+		for _, e := range s.Entries {
+			fs.Entries = append(fs.Entries, inventory.FirewallIPSetEntry{CIDR: e.CIDR, NoMatch: e.NoMatch, Comment: e.Comment})
+		}
+		cf.IPSetObjects = append(cf.IPSetObjects, fs)
 	}
 	for _, a := range objs.Aliases {
 		cf.Aliases = append(cf.Aliases, a.Name)
+		cf.AliasObjects = append(cf.AliasObjects, inventory.FirewallAlias{Name: a.Name, CIDR: a.CIDR, Comment: a.Comment})
 	}
 	slices.SortFunc(cf.Groups, func(a, b inventory.FirewallGroup) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(cf.IPSets)
 	slices.Sort(cf.Aliases)
+	slices.SortFunc(cf.IPSetObjects, func(a, b inventory.FirewallIPSet) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(cf.AliasObjects, func(a, b inventory.FirewallAlias) int { return strings.Compare(a.Name, b.Name) })
 	n.ClusterFirewall = cf
 	return nil
 }

@@ -1452,8 +1452,13 @@ type ClusterFirewall struct {
 	// Security groups with their rules, sorted by name.
 	Groups []*FirewallGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
 	// The names of the cluster's IP sets and aliases, sorted.
-	Ipsets        []string `protobuf:"bytes,2,rep,name=ipsets,proto3" json:"ipsets,omitempty"`
-	Aliases       []string `protobuf:"bytes,3,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	Ipsets  []string `protobuf:"bytes,2,rep,name=ipsets,proto3" json:"ipsets,omitempty"`
+	Aliases []string `protobuf:"bytes,3,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	// The IP sets with their comments and entries and the aliases with their addresses and comments, each
+	// sorted by name; meaningful when objects_read is set (the managed security groups, IP sets and aliases).
+	IpsetObjects  []*FirewallIPSet `protobuf:"bytes,60,rep,name=ipset_objects,json=ipsetObjects,proto3" json:"ipset_objects,omitempty"`
+	AliasObjects  []*FirewallAlias `protobuf:"bytes,61,rep,name=alias_objects,json=aliasObjects,proto3" json:"alias_objects,omitempty"`
+	ObjectsRead   bool             `protobuf:"varint,62,opt,name=objects_read,json=objectsRead,proto3" json:"objects_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1509,11 +1514,35 @@ func (x *ClusterFirewall) GetAliases() []string {
 	return nil
 }
 
+func (x *ClusterFirewall) GetIpsetObjects() []*FirewallIPSet {
+	if x != nil {
+		return x.IpsetObjects
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetAliasObjects() []*FirewallAlias {
+	if x != nil {
+		return x.AliasObjects
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetObjectsRead() bool {
+	if x != nil {
+		return x.ObjectsRead
+	}
+	return false
+}
+
 // FirewallGroup is a security group with its rules.
 type FirewallGroup struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Rules         []*FirewallRule        `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Rules []*FirewallRule        `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	// The group's comment (ownership marker included) and the digest of its rule list.
+	Comment       string `protobuf:"bytes,60,opt,name=comment,proto3" json:"comment,omitempty"`
+	RulesDigest   string `protobuf:"bytes,61,opt,name=rules_digest,json=rulesDigest,proto3" json:"rules_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1560,6 +1589,20 @@ func (x *FirewallGroup) GetRules() []*FirewallRule {
 		return x.Rules
 	}
 	return nil
+}
+
+func (x *FirewallGroup) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *FirewallGroup) GetRulesDigest() string {
+	if x != nil {
+		return x.RulesDigest
+	}
+	return ""
 }
 
 // ConfigEntry is one key of GET .../pending.
@@ -2253,14 +2296,19 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rFirewallAlias\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cidr\x18\x02 \x01(\tR\x04cidr\x12\x18\n" +
-	"\acomment\x18\x03 \x01(\tR\acomment\"\x80\x01\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"\xb7\x02\n" +
 	"\x0fClusterFirewall\x12;\n" +
 	"\x06groups\x18\x01 \x03(\v2#.proxops.inventory.v1.FirewallGroupR\x06groups\x12\x16\n" +
 	"\x06ipsets\x18\x02 \x03(\tR\x06ipsets\x12\x18\n" +
-	"\aaliases\x18\x03 \x03(\tR\aaliases\"]\n" +
+	"\aaliases\x18\x03 \x03(\tR\aaliases\x12H\n" +
+	"\ripset_objects\x18< \x03(\v2#.proxops.inventory.v1.FirewallIPSetR\fipsetObjects\x12H\n" +
+	"\ralias_objects\x18= \x03(\v2#.proxops.inventory.v1.FirewallAliasR\faliasObjects\x12!\n" +
+	"\fobjects_read\x18> \x01(\bR\vobjectsRead\"\x9a\x01\n" +
 	"\rFirewallGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
-	"\x05rules\x18\x02 \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\"\xa5\x01\n" +
+	"\x05rules\x18\x02 \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\x12\x18\n" +
+	"\acomment\x18< \x01(\tR\acomment\x12!\n" +
+	"\frules_digest\x18= \x01(\tR\vrulesDigest\"\xa5\x01\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1b\n" +
@@ -2380,14 +2428,16 @@ var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
 	24, // 21: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
 	13, // 22: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
 	16, // 23: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
-	11, // 24: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
-	22, // 25: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	21, // 26: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	12, // 24: proxops.inventory.v1.ClusterFirewall.ipset_objects:type_name -> proxops.inventory.v1.FirewallIPSet
+	14, // 25: proxops.inventory.v1.ClusterFirewall.alias_objects:type_name -> proxops.inventory.v1.FirewallAlias
+	11, // 26: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
+	22, // 27: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	21, // 28: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
