@@ -39,14 +39,17 @@ func Diff(in Input) (Plan, error) {
 	if diags := d.checkNodes(); len(diags) > 0 {
 		return Plan{}, reject(name, RejectObserve, diags)
 	}
-	if diags := d.checkFirewallRefs(); len(diags) > 0 {
-		return Plan{}, reject(name, RejectParse, diags)
-	}
 	if diags, unobserved := d.checkObjects(); unobserved {
 		return Plan{}, reject(name, RejectObserve, diags)
 	} else if len(diags) > 0 {
 		return Plan{}, reject(name, RejectParse, diags)
 	}
+	if diags, unobserved := d.checkFirewallObjects(); unobserved {
+		return Plan{}, reject(name, RejectObserve, diags)
+	} else if diags = append(diags, d.checkFirewallRefs()...); len(diags) > 0 {
+		return Plan{}, reject(name, RejectParse, diags.Sorted())
+	}
+	d.planFirewallObjects()
 	d.planPools()
 	for _, r := range d.resources {
 		if r.Kind.IsArtifact() {
@@ -65,8 +68,10 @@ func Diff(in Input) (Plan, error) {
 		return Plan{}, reject(name, RejectCreate, d.cannotCreate.Sorted())
 	}
 	d.planCreatedGuestPools()
+	d.linkGuestFirewalls()
 	d.planPrunes()
 	d.planObjectPrunes()
+	d.planFirewallObjectPrunes()
 	return d.finish(), nil
 }
 
@@ -126,6 +131,8 @@ type differ struct {
 	migrations []string
 	// objs is the state of the cluster objects (objects.go).
 	objs objects
+	// fw is the state of the cluster's firewall objects (fwobjects.go).
+	fw fwState
 }
 
 func newDiffer(in Input) *differ {
@@ -166,6 +173,7 @@ func newDiffer(in Input) *differ {
 		}
 	}
 	d.initObjects()
+	d.initFirewallObjects()
 	return d
 }
 

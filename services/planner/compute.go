@@ -89,7 +89,7 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	if err != nil {
 		return computed{}, transient(err)
 	}
-	observed, diags, refused, err := p.observe(ctx, c, owned)
+	observed, diags, refused, err := p.observe(ctx, c, owned, plan.NeedsClusterFirewall(c, ownedObjects))
 	if err != nil {
 		return computed{}, transient(err)
 	}
@@ -320,7 +320,7 @@ func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, erro
 // repository or the ownership inventory names (ObserveRequest.ListNodes). permanent reports that a node's
 // failure will not go away by itself (refused credentials, TLS verification, a refusal of the request):
 // refused lists those nodes, sorted.
-func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned) (_ inventory.Cluster, _ diag.List, refused []string, _ error) {
+func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned, clusterFW bool) (_ inventory.Cluster, _ diag.List, refused []string, _ error) {
 	start := time.Now()
 	defer func() { p.metrics.observeSeconds.Observe(time.Since(start).Seconds()) }()
 	content := plan.ContentStorages(c)
@@ -345,7 +345,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 			seeds = p.inventoriedNodes(ctx, c.Name)
 		}
 		for _, n := range seeds {
-			inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], true, true))
+			inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], true, clusterFW))
 			if err != nil {
 				failed(n, err)
 				continue
@@ -366,7 +366,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		// plan): the first of those nodes is observed before the others, and what it lists as shared is not
 		// listed again.
 		n := unknown[i]
-		inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], false, true))
+		inv, err := p.observer().Node(ctx, p.observeRequest(c, n, content[n], false, clusterFW))
 		if err != nil {
 			failed(n, err)
 			return inventory.Cluster{}, diags, refused, nil
@@ -384,7 +384,7 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 	}
 	observed, failures := p.observer().Nodes(ctx, rest, func(n string) wire.ObserveRequest {
 		// The cluster's firewall objects are read once: with the first node's inventory.
-		return p.observeRequest(c, n, content[n], false, first == nil && n == rest[0])
+		return p.observeRequest(c, n, content[n], false, clusterFW && first == nil && n == rest[0])
 	})
 	for _, n := range slices.Sorted(maps.Keys(failures)) {
 		failed(n, failures[n])
@@ -415,13 +415,14 @@ func (p *planner) observer() observe.Client {
 
 // observeRequest asks one node for its inventory. It names the cluster's base-url, which an executor with its
 // own endpoint checks against it, and the guests whose declared firewall it reads; clusterFW asks for the
-// cluster's firewall objects too (when a guest declares a firewall). The cluster's pools are asked of one node:
+// cluster's firewall objects too (plan.NeedsClusterFirewall: a guest declares a firewall, the repository
+// declares firewall objects or the ownership inventory records some). The cluster's pools are asked of one node:
 // the one asked for the cluster's nodes, or the first of the allowlist.
 func (p *planner) observeRequest(c *repo.Cluster, node string, content []string, listNodes, clusterFW bool) wire.ObserveRequest {
 	fw := plan.FirewallVMIDs(c)
 	pools := listNodes || (len(c.Config.Nodes) > 0 && node == slices.Min(c.Config.Nodes))
 	return wire.ObserveRequest{Cluster: c.Name, Node: node, RequestID: newID("obs"), ContentStorages: content,
-		ListNodes: listNodes, BaseURL: c.Config.BaseURL, FirewallVMIDs: fw, ClusterFirewall: clusterFW && len(fw) > 0,
+		ListNodes: listNodes, BaseURL: c.Config.BaseURL, FirewallVMIDs: fw, ClusterFirewall: clusterFW,
 		Pools: pools}
 }
 
