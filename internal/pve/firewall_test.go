@@ -283,3 +283,35 @@ func TestUnmarkedFirewallObjectsAreNeverTouchedButCanBeClaimed(t *testing.T) {
 		t.Fatalf("ipset %+v", objs.IPSets)
 	}
 }
+
+// A group's rules changed by hand after the plan observed them: the configure carries the observed digest
+// and fails as a conflict without writing, so the hand edit stays for the next plan to show.
+func TestSecurityGroupEditedSinceThePlanIsAConflict(t *testing.T) {
+	c := newSim(t, fwSpec())
+	cl := c.client(t)
+	ctx := testContext(t)
+	opts := fwOpts()
+	opts.Objects.(fwRecords).objects["securitygroup/web"] = true
+	https := firewall.Rule{Type: "in", Action: "ACCEPT", Macro: "HTTPS", Enable: true}
+	if _, err := cl.Apply(ctx, fwObjOp(plan.ActionCreateFirewallObject, pve.ObjectKindSecurityGroup, "web",
+		"comment", "front", "rules", rulesJSON(t, https)), opts); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	objs, err := cl.ReadClusterFirewallObjects(ctx)
+	if err != nil || len(objs.Groups) != 1 || objs.Groups[0].RulesDigest == "" {
+		t.Fatalf("created %+v %v", objs.Groups, err)
+	}
+	observed := objs.Groups[0].RulesDigest
+	c.root(t, http.MethodPost, "/cluster/firewall/groups/web", "type", "in", "action", "DROP", "comment", "hand", "enable", "1")
+
+	ssh := firewall.Rule{Type: "in", Action: "ACCEPT", Macro: "SSH", Enable: true}
+	stale := fwObjOp(plan.ActionConfigureFirewallObject, pve.ObjectKindSecurityGroup, "web", "comment", "front", "rules", rulesJSON(t, ssh, https))
+	stale.Precondition.Expect = []plan.KV{{Key: "rules-digest", Value: observed}}
+	if _, err := cl.Apply(ctx, stale, opts); pve.ClassOf(err) != plan.ErrorConflict {
+		t.Fatalf("a configure planned before a hand edit: %v", err)
+	}
+	objs, _ = cl.ReadClusterFirewallObjects(ctx)
+	if rules := objs.Groups[0].Rules; len(rules) != 2 || rules[0].Comment != "hand" {
+		t.Fatalf("the hand edit was overwritten: %v", rules)
+	}
+}
