@@ -1,0 +1,78 @@
+package adopt_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/proxops/proxops/internal/adopt"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
+)
+
+// Adoption writes a SecurityGroup, IPSet or Alias manifest for each live firewall object of the cluster
+// that git does not declare (the PVE name kept in spec.name when the manifest name cannot carry it, the
+// comment without the marker, the rules in order); a group with a rule the model cannot carry is a gap and
+// is not adopted; and the adopted manifests read back as valid manifests.
+func TestAdoptionWritesTheClusterFirewallObjectsAndGapsWhatItCannotCarry(t *testing.T) {
+	declared := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindAlias,
+		Metadata: manifest.Metadata{Name: "gw"}, Spec: &manifest.AliasSpec{CIDR: "192.0.2.1"}}
+	cf := &inventory.ClusterFirewall{ObjectsRead: true,
+		Groups: []inventory.FirewallGroup{
+			{Name: "webservers", Comment: "web [proxops]", Rules: []map[string]string{
+				{"type": "in", "action": "ACCEPT", "macro": "HTTPS", "enable": "1"},
+				{"type": "in", "action": "DROP", "source": "+Office_Net", "log": "info", "enable": "0"}}},
+			{Name: "odd", Rules: []map[string]string{{"type": "forward", "action": "ACCEPT", "enable": "1"}}},
+			{Name: "future", Rules: []map[string]string{{"type": "in", "action": "ACCEPT", "enable": "1", "icmp-code": "3"}}},
+		},
+		IPSetObjects: []inventory.FirewallIPSet{{Name: "Office_Net", Comment: "the office", Entries: []inventory.FirewallIPSetEntry{
+			{CIDR: "198.51.100.0/24"}, {CIDR: "198.51.100.9", NoMatch: true, Comment: "printer"}}}},
+		AliasObjects: []inventory.FirewallAlias{{Name: "GW", CIDR: "192.0.2.1"}, {Name: "dns", CIDR: "192.0.2.53", Comment: "resolver"}},
+	}
+	in := adopt.Input{Cluster: "lab", Declared: []*manifest.Resource{declared}, Observed: inventory.Cluster{Name: "lab",
+		Nodes: []inventory.Node{{Cluster: "lab", Node: "pve1", ClusterFirewall: cf}}}}
+	res, err := adopt.Adopt(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, m := range res.Manifests {
+		paths = append(paths, m.Path)
+		if !m.Complete() {
+			t.Errorf("%s is incomplete: %v", m.Path, m.Incomplete)
+		}
+		rs, diags := manifest.Parse(m.Path, m.Content)
+		if diags.HasErrors() || len(rs) != 1 {
+			t.Errorf("%s does not read back: %v\n%s", m.Path, diags, m.Content)
+		}
+	}
+	want := []string{"alias/lab/dns.yaml", "ipset/lab/office-net.yaml", "securitygroup/lab/webservers.yaml"}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("manifests %v; want %v (the declared alias gw, differing only in case, not adopted again)", paths, want)
+	}
+	content := map[string]string{}
+	for _, m := range res.Manifests {
+		content[m.Path] = string(m.Content)
+	}
+	for path, wants := range map[string][]string{
+		"ipset/lab/office-net.yaml":         {"name: Office_Net", "comment: the office", "cidr: 198.51.100.9", "nomatch: true"},
+		"securitygroup/lab/webservers.yaml": {"comment: web", "macro: HTTPS", "source: +Office_Net", "enable: false"},
+		"alias/lab/dns.yaml":                {"cidr: 192.0.2.53", "comment: resolver"},
+	} {
+		for _, w := range wants {
+			if !strings.Contains(content[path], w) {
+				t.Errorf("%s lacks %q:\n%s", path, w, content[path])
+			}
+		}
+	}
+	if strings.Contains(content["securitygroup/lab/webservers.yaml"], "[proxops]") {
+		t.Errorf("the marker was written into the manifest:\n%s", content["securitygroup/lab/webservers.yaml"])
+	}
+	var gaps []string
+	for _, g := range res.Gaps {
+		gaps = append(gaps, g.Kind+"/"+g.Name+" "+g.Key)
+	}
+	if want := []string{"SecurityGroup/future rules[0]", "SecurityGroup/odd rules[0]"}; !slices.Equal(gaps, want) {
+		t.Fatalf("gaps %v; want %v", gaps, want)
+	}
+}
