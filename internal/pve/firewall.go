@@ -770,14 +770,18 @@ func (f *fwObjectApplier) claim(ctx context.Context) error {
 	return f.writeComment(ctx, pveformat.MarkComment(o.comment))
 }
 
-// delete deletes an owned object; one already gone is done. A group's rules are deleted first (PVE
-// refuses a group that has rules), an IP set goes with its entries.
+// delete deletes an owned object; one already gone is done. Its comment must still be the one the plan
+// observed, when the operation carries it. A group's rules are deleted first (PVE refuses a group that has
+// rules), an IP set goes with its entries.
 func (f *fwObjectApplier) delete(ctx context.Context) error {
 	o, found, err := f.read(ctx)
 	if err != nil || !found {
 		return err
 	}
 	if err := f.marked().owned(ctx, f.opts.Objects, o.comment); err != nil {
+		return err
+	}
+	if err := f.marked().expected(o.comment, f.op.Precondition); err != nil {
 		return err
 	}
 	switch f.kind {
