@@ -49,6 +49,12 @@ type ClusterFirewall struct {
 	IPSetObjects []FirewallIPSet
 	AliasObjects []FirewallAlias
 	ObjectsRead  bool
+	// Options, Rules and RulesDigest are the cluster's own (datacenter) firewall: its options under PVE's
+	// keys, its rules in order (without pos and digest) and their digest; ClusterRead says they were read.
+	Options     map[string]string
+	Rules       []map[string]string
+	RulesDigest string
+	ClusterRead bool
 }
 
 // FirewallGroup is a security group with its rules, its comment (the ownership marker included) and the

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 
@@ -105,20 +106,8 @@ func (r *Resource) FirewallObjectRefs() []FirewallRef {
 	var out []FirewallRef
 	switch s := r.Spec.(type) {
 	case *SecurityGroupSpec:
-		for i, rule := range s.Rules {
-			p := yamldecode.Index("spec.rules", i)
-			for _, a := range []struct{ k, v string }{{"source", rule.Source}, {"dest", rule.Dest}} {
-				if a.v == "" {
-					continue
-				}
-				if ref, err := firewall.CheckAddress(a.v); err == nil && ref != nil && ref.Scope != "guest" {
-					if ref.Kind == firewall.RefIPSet && (ref.Name == "management" || ref.Name == "blacklist") {
-						continue
-					}
-					out = append(out, FirewallRef{Field: p + "." + a.k, Ref: *ref})
-				}
-			}
-		}
+		// A group holds no group rule (validation refuses one): its references are its rules' addresses.
+		out = ClusterFirewallRefs("spec.rules", s.Rules)
 	case *IPSetSpec:
 		for i, e := range s.Entries {
 			if _, err := firewall.CheckCIDR(e.CIDR); err == nil {
@@ -248,4 +237,64 @@ func resolveFirewallObject(r *Resource) Spec {
 		return &a
 	}
 	return r.Spec
+}
+
+// FieldProblem is one problem of a value outside a manifest: the field's path and what is wrong.
+type FieldProblem struct {
+	Field   string
+	Message string
+}
+
+// hostIfaceRE is the interface of a rule of the cluster's own firewall: a host interface (pve-iface).
+var hostIfaceRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.\-]{1,19}$`)
+
+// CheckClusterFirewallRules checks the rules of the cluster's own (datacenter) firewall, listed at prefix,
+// as pve-firewall does: a guest's rule forms and group rules, an iface that is a host interface, no guest/
+// names. It returns every problem by field.
+func CheckClusterFirewallRules(prefix string, rules []FirewallRule) []FieldProblem {
+	c := &checker{r: &Resource{}}
+	for i, r := range rules {
+		p := yamldecode.Index(prefix, i)
+		if r.Iface != "" && !hostIfaceRE.MatchString(r.Iface) {
+			c.errorf(p+".iface", "invalid interface %s (a host interface, e.g. vmbr0)", diag.Excerpt(r.Iface))
+		}
+		r.Iface = ""
+		c.firewallRule(p, r, nil)
+		for _, a := range []struct{ k, v string }{{"source", r.Source}, {"dest", r.Dest}} {
+			if ref, err := firewall.CheckAddress(a.v); a.v != "" && err == nil && ref != nil && ref.Scope == "guest" {
+				c.errorf(p+"."+a.k, "%s: the cluster's firewall has no guest of its own (guest/ names a guest's object)", ref)
+			}
+		}
+	}
+	out := make([]FieldProblem, 0, len(c.diags))
+	for _, d := range c.diags {
+		out = append(out, FieldProblem{Field: d.Field, Message: d.Message})
+	}
+	return out
+}
+
+// ClusterFirewallRefs lists, in order, the names of the cluster's firewall objects that rules of the
+// cluster's own firewall (listed at prefix) use: security groups, IP sets and aliases.
+func ClusterFirewallRefs(prefix string, rules []FirewallRule) []FirewallRef {
+	var out []FirewallRef
+	for i, r := range rules {
+		p := yamldecode.Index(prefix, i)
+		if r.Type == "group" && firewall.NameRE.MatchString(r.Action) {
+			out = append(out, FirewallRef{Field: p + ".action", Ref: firewall.Ref{Kind: firewall.RefGroup, Name: r.Action}})
+		}
+		for _, a := range []struct{ k, v string }{{"source", r.Source}, {"dest", r.Dest}} {
+			if a.v == "" {
+				continue
+			}
+			ref, err := firewall.CheckAddress(a.v)
+			if err != nil || ref == nil || ref.Scope == "guest" {
+				continue
+			}
+			if ref.Kind == firewall.RefIPSet && (ref.Name == "management" || ref.Name == "blacklist") {
+				continue
+			}
+			out = append(out, FirewallRef{Field: p + "." + a.k, Ref: *ref})
+		}
+	}
+	return out
 }

@@ -44,12 +44,23 @@ func Diff(in Input) (Plan, error) {
 	} else if len(diags) > 0 {
 		return Plan{}, reject(name, RejectParse, diags)
 	}
-	if diags, unobserved := d.checkFirewallObjects(); unobserved {
-		return Plan{}, reject(name, RejectObserve, diags)
-	} else if diags = append(diags, d.checkFirewallRefs()...); len(diags) > 0 {
+	objDiags, objUnobserved := d.checkFirewallObjects()
+	cfDiags, cfUnobserved := d.checkClusterFirewall()
+	if objUnobserved || cfUnobserved {
+		var diags diag.List
+		if objUnobserved {
+			diags = append(diags, objDiags...)
+		}
+		if cfUnobserved {
+			diags = append(diags, cfDiags...)
+		}
+		return Plan{}, reject(name, RejectObserve, diags.Sorted())
+	}
+	if diags := append(append(objDiags, cfDiags...), d.checkFirewallRefs()...); len(diags) > 0 {
 		return Plan{}, reject(name, RejectParse, diags.Sorted())
 	}
 	d.planFirewallObjects()
+	d.planClusterFirewall()
 	d.planPools()
 	for _, r := range d.resources {
 		if r.Kind.IsArtifact() {
@@ -123,6 +134,8 @@ type differ struct {
 	heldWhy   []string
 	// fwHeld are the guests whose firewall operation could lock everyone out (held for confirmation).
 	fwHeld []string
+	// clusterFWHeld says why the cluster's firewall operation could lock administrators out ("": it cannot).
+	clusterFWHeld string
 	// cannotCreate are the guests to create whose manifests lack what creating needs.
 	cannotCreate diag.List
 	// tagStyle is how the cluster stores tags (its tag-style).

@@ -125,10 +125,10 @@ func declaredFWObject(r *manifest.Resource) fwObject {
 }
 
 // NeedsClusterFirewall reports whether a plan of the cluster needs the cluster's firewall objects read: a
-// guest declares a firewall, the repository declares firewall objects, or the ownership inventory records
-// some (which a plan may prune).
+// guest declares a firewall, the cluster's own firewall is managed, the repository declares firewall
+// objects, or the ownership inventory records some (which a plan may prune).
 func NeedsClusterFirewall(c *repo.Cluster, records []ObjectRecord) bool {
-	if len(FirewallVMIDs(c)) > 0 {
+	if len(FirewallVMIDs(c)) > 0 || (c != nil && c.Config != nil && c.Config.Firewall.Managed()) {
 		return true
 	}
 	if c != nil && slices.ContainsFunc(c.Resources, func(r *manifest.Resource) bool { return r.Kind.IsFirewallObject() }) {
@@ -559,6 +559,7 @@ func (d *differ) planFirewallObjectPrunes() {
 
 // hashFirewallObjects writes what the plan's firewall objects are computed from into its content id.
 func (d *differ) hashFirewallObjects(w func(...string)) {
+	d.hashClusterFirewall(w)
 	s := &d.fw
 	if len(s.live) == 0 && len(s.declared) == 0 {
 		return

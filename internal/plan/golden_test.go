@@ -149,6 +149,10 @@ type clusterFirewallJSON struct {
 		Entries []inventory.FirewallIPSetEntry `json:"entries"`
 	} `json:"ipset-objects"`
 	AliasObjects []inventory.FirewallAlias `json:"alias-objects"`
+	// The cluster's own firewall, read when the case says cluster-read or gives options or rules.
+	ClusterRead bool                `json:"cluster-read"`
+	Options     map[string]string   `json:"options"`
+	Rules       []map[string]string `json:"rules"`
 }
 
 func rulesDigest(rules []map[string]string) string {
@@ -165,7 +169,11 @@ func (c *clusterFirewallJSON) cluster() *inventory.ClusterFirewall {
 		return nil
 	}
 	out := &inventory.ClusterFirewall{IPSets: slices.Clone(c.IPSets), Aliases: slices.Clone(c.Aliases),
-		ObjectsRead: c.ObjectsRead || len(c.SecurityGroups) > 0 || len(c.IPSetObjects) > 0 || len(c.AliasObjects) > 0}
+		ObjectsRead: c.ObjectsRead || len(c.SecurityGroups) > 0 || len(c.IPSetObjects) > 0 || len(c.AliasObjects) > 0,
+		ClusterRead: c.ClusterRead || c.Options != nil || c.Rules != nil, Options: c.Options, Rules: c.Rules, RulesDigest: rulesDigest(c.Rules)}
+	if out.ClusterRead && out.Options == nil {
+		out.Options = map[string]string{}
+	}
 	for _, n := range slices.Sorted(maps.Keys(c.Groups)) {
 		out.Groups = append(out.Groups, inventory.FirewallGroup{Name: n, Rules: c.Groups[n], RulesDigest: rulesDigest(c.Groups[n])})
 	}

@@ -29,7 +29,13 @@ func (c *Client) observeFirewalls(ctx context.Context, req ObserveRequest, n *in
 	if err != nil {
 		return failed(err, "observe the cluster's firewall objects")
 	}
-	cf := &inventory.ClusterFirewall{ObjectsRead: true}
+	cf := &inventory.ClusterFirewall{ObjectsRead: true, ClusterRead: true}
+	if cf.Options, _, err = c.readOptions(ctx, clusterFWBase); err != nil {
+		return failed(err, "observe the cluster's firewall options")
+	}
+	if cf.Rules, cf.RulesDigest, err = c.observeRules(ctx, clusterFWBase); err != nil {
+		return failed(err, "observe the cluster's firewall rules")
+	}
 	for _, g := range objs.Groups {
 		fg := inventory.FirewallGroup{Name: g.Name, Comment: g.Comment, RulesDigest: g.RulesDigest}
 		for _, r := range g.Rules {
@@ -58,6 +64,28 @@ func (c *Client) observeFirewalls(ctx context.Context, req ObserveRequest, n *in
 	return nil
 }
 
+// observeRules reads a rule list with every property PVE reports (without pos and digest), and its digest.
+func (c *Client) observeRules(ctx context.Context, b fwBase) ([]map[string]string, string, error) {
+	tmpl, args := b.sub("/rules")
+	raw, err := c.get(ctx, tmpl, args, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	list, err := textMaps(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	var rules []map[string]string
+	digest := ""
+	for _, m := range list {
+		digest = m["digest"]
+		delete(m, "digest")
+		delete(m, "pos")
+		rules = append(rules, m)
+	}
+	return rules, digest, nil
+}
+
 // observeGuestFirewall reads a guest's firewall with every rule property PVE reports (not only those the
 // model knows), so a rule the model cannot carry is seen as such.
 func (c *Client) observeGuestFirewall(ctx context.Context, node, typ string, vmid int) (*inventory.Firewall, error) {
@@ -67,20 +95,8 @@ func (c *Client) observeGuestFirewall(ctx context.Context, node, typ string, vmi
 		return nil, err
 	}
 	f := &inventory.Firewall{Options: opts}
-	tmpl, args := b.sub("/rules")
-	raw, err := c.get(ctx, tmpl, args, nil)
-	if err != nil {
+	if f.Rules, f.RulesDigest, err = c.observeRules(ctx, b); err != nil {
 		return nil, err
-	}
-	list, err := textMaps(raw)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range list {
-		f.RulesDigest = m["digest"]
-		delete(m, "digest")
-		delete(m, "pos")
-		f.Rules = append(f.Rules, m)
 	}
 	sets, err := c.readIPSets(ctx, b)
 	if err != nil {

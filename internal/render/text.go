@@ -162,7 +162,8 @@ func PlanText(p plan.Plan) string {
 		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
 			o.Action == plan.ActionRegenerateCloudInit || o.Action == plan.ActionClaimPool || o.Action == plan.ActionConfigurePool ||
 			o.Action == plan.ActionSetPoolMembers || o.Action == plan.ActionApplyGuestFirewall ||
-			o.Action == plan.ActionClaimFirewallObject || o.Action == plan.ActionConfigureFirewallObject:
+			o.Action == plan.ActionClaimFirewallObject || o.Action == plan.ActionConfigureFirewallObject ||
+			o.Action == plan.ActionApplyClusterFirewall:
 			update.lines = append(update.lines, opLine(o, true))
 		default:
 			power.lines = append(power.lines, opLine(o, false))
@@ -181,9 +182,14 @@ func PlanText(p plan.Plan) string {
 			held.lines = append(held.lines, line{what: "held", ref: ref, node: "", id: "-", reason: "prune waits for confirmation"})
 		}
 		for _, o := range p.Operations {
-			if o.Action == plan.ActionApplyGuestFirewall && strings.Contains(o.Reason, plan.FirewallLockout) {
+			switch {
+			case !strings.Contains(o.Reason, plan.FirewallLockout):
+			case o.Action == plan.ActionApplyGuestFirewall:
 				held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
 					reason: "firewall would drop every inbound connection; waits for confirmation"})
+			case o.Action == plan.ActionApplyClusterFirewall:
+				held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
+					reason: "the cluster's firewall could cut administrators off (8006, 22); waits for confirmation"})
 			}
 		}
 		if moves := heldMoves(p); len(moves) > 0 {

@@ -49,7 +49,8 @@ func clusterFirewallToProto(c *inventory.ClusterFirewall) *inventoryv1.ClusterFi
 	if c == nil {
 		return nil
 	}
-	p := &inventoryv1.ClusterFirewall{Ipsets: c.IPSets, Aliases: c.Aliases, ObjectsRead: c.ObjectsRead}
+	p := &inventoryv1.ClusterFirewall{Ipsets: c.IPSets, Aliases: c.Aliases, ObjectsRead: c.ObjectsRead,
+		Options: c.Options, Rules: rulesToProto(c.Rules), RulesDigest: c.RulesDigest, ClusterRead: c.ClusterRead}
 	for _, g := range c.Groups {
 		p.Groups = append(p.Groups, &inventoryv1.FirewallGroup{Name: g.Name, Rules: rulesToProto(g.Rules),
 			Comment: g.Comment, RulesDigest: g.RulesDigest})
@@ -63,7 +64,8 @@ func clusterFirewallFromProto(p *inventoryv1.ClusterFirewall) *inventory.Cluster
 	if p == nil {
 		return nil
 	}
-	c := &inventory.ClusterFirewall{IPSets: p.GetIpsets(), Aliases: p.GetAliases(), ObjectsRead: p.GetObjectsRead()}
+	c := &inventory.ClusterFirewall{IPSets: p.GetIpsets(), Aliases: p.GetAliases(), ObjectsRead: p.GetObjectsRead(),
+		Options: p.GetOptions(), Rules: rulesFromProto(p.GetRules()), RulesDigest: p.GetRulesDigest(), ClusterRead: p.GetClusterRead()}
 	for _, g := range p.GetGroups() {
 		c.Groups = append(c.Groups, inventory.FirewallGroup{Name: g.GetName(), Rules: rulesFromProto(g.GetRules()),
 			Comment: g.GetComment(), RulesDigest: g.GetRulesDigest()})
