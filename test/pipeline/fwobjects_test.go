@@ -11,6 +11,8 @@ import (
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
+	"github.com/proxops/proxops/services/planner"
 )
 
 // fwObjectRecorded reports whether the ownership inventory holds a record of a firewall object.
@@ -175,5 +177,72 @@ spec: {cidr: 192.0.2.0/24, comment: the lab's network}
 	again = e.wait(e.announce(second, true), time.Minute)
 	if len(again.planned) != 1 || !again.planned[0].Plan.Empty() {
 		t.Fatalf("the converged plan is not empty: %+v", again.planned[0].Plan.Operations)
+	}
+}
+
+// With firewall.manage-cluster the cluster's own firewall converges on the simulator (a group rule naming a
+// SecurityGroup git declares, created first) and the next plan is empty; enabling it with nothing keeping
+// 8006 and 22 reachable is held until confirmed, and nothing of it is written before.
+func TestManagedClusterFirewallConvergesAndALockOutWaitsForConfirmation(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := withFirewallObjects(e.vms(map[string]int{"web": 101}), map[string]string{
+		"securitygroup/lab/admin.yaml": `apiVersion: proxops/v1alpha1
+kind: SecurityGroup
+metadata: {name: admin}
+spec:
+  rules:
+    - {type: in, action: ACCEPT, proto: tcp, dport: "22,8006"}
+`})
+	files["clusters/lab/config.yaml"] = e.lab(`      firewall:
+        manage-cluster: true
+        enabled: true
+        policy-in: DROP
+        rules:
+          - {type: group, action: admin}
+          - {type: in, action: ACCEPT, macro: Ping}
+`)
+	e.apply(files)
+	want := []string{"type=group action=admin enable=1", "type=in action=ACCEPT macro=Ping enable=1"}
+	if got := ruleLines(e.fwGet("/cluster/firewall/rules")); !slices.Equal(got, want) {
+		t.Fatalf("cluster rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if opts := e.fwGet("/cluster/firewall/options")[0]; fmt.Sprint(opts["enable"]) != "1" || opts["policy_in"] != "DROP" {
+		t.Fatalf("cluster options: %v", opts)
+	}
+	again := e.wait(e.announce(files, true), time.Minute)
+	if len(again.planned) != 1 || !again.planned[0].Plan.Empty() {
+		t.Fatalf("the converged plan is not empty: %+v", again.planned[0].Plan.Operations)
+	}
+
+	// The group rule goes: nothing accepts 8006 and 22 any more (a change into a lock-out).
+	files["clusters/lab/config.yaml"] = e.lab(`      firewall:
+        manage-cluster: true
+        enabled: true
+        policy-in: DROP
+        rules:
+          - {type: in, action: ACCEPT, macro: Ping}
+`)
+	ev := e.announce(files, false)
+	var o outcome
+	testkit.Eventually(t, time.Minute, "the lock-out plan to be held", func() bool {
+		o = e.events(ev.EventID)
+		return len(o.held) == 1
+	})
+	if pl := o.planned[0].Plan; !pl.Held || !strings.Contains(pl.HeldReason, "cluster firewall lock-out") {
+		t.Fatalf("plan: held %v, reason %q", pl.Held, pl.HeldReason)
+	}
+	if got := ruleLines(e.fwGet("/cluster/firewall/rules")); !slices.Equal(got, want) {
+		t.Fatalf("a held plan changed the cluster's rules: %v", got)
+	}
+	if err := planner.Confirm(testContext(t), e.bus, cluster, o.planned[0].Plan.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if f := e.wait(ev, time.Minute).last(); f.Outcome != plan.OutcomeSucceeded {
+		t.Fatalf("confirmed run: %+v", f)
+	}
+	if got := ruleLines(e.fwGet("/cluster/firewall/rules")); !slices.Equal(got, want[1:]) {
+		t.Fatalf("cluster rules after the confirmed plan: %v", got)
 	}
 }
