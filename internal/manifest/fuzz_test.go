@@ -23,6 +23,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Add([]byte("kind: VM\nmetadata: {name: x}\nspec: {disks: [{<<: {size: 1}}]}\n"))
 	f.Add([]byte("---\n- 1\n---\n\"x\"\n"))
+	f.Add([]byte("kind: SecurityGroup\nmetadata: {name: web}\nspec:\n  rules:\n    - {type: in, action: ACCEPT, macro: SSH, source: +admins}\n"))
+	f.Add([]byte("kind: IPSet\nmetadata: {name: admins}\nspec:\n  entries: [{cidr: 192.0.2.0/24, nomatch: true}, {cidr: gw}]\n"))
+	f.Add([]byte("kind: Alias\nmetadata: {name: gw}\nspec: {name: GW, cidr: 192.0.2.1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, diags := manifest.Parse("vm/base/fuzz.yaml", data)
 		for _, d := range diags {
@@ -36,6 +39,7 @@ func FuzzParse(f *testing.F) {
 			}
 			_ = manifest.Resolve(r)
 			_ = r.References()
+			_ = r.FirewallObjectRefs()
 		}
 	})
 }
