@@ -337,6 +337,18 @@ func fwSummary(changes []Change, rules []firewall.RuleChange) string {
 	return strings.Join(parts, ", ")
 }
 
+// fwPlural names a firewall object kind in a sentence: "security groups".
+func fwPlural(kind manifest.Kind) string {
+	switch kind {
+	case manifest.KindSecurityGroup:
+		return "security groups"
+	case manifest.KindIPSet:
+		return "IP sets"
+	default:
+		return "aliases"
+	}
+}
+
 // fwNoun is how a reason names an object: "security group web".
 func fwNoun(o fwObject) string {
 	switch o.kind {
@@ -461,23 +473,26 @@ func (d *differ) linkGuestFirewalls() {
 	}
 }
 
-// fwUses lists, by key, who uses each cluster firewall object: the declared guests' rules and the declared
-// groups and IP sets.
+// fwUses lists, by key, who uses each cluster firewall object: the declared guests' rules, the declared
+// groups and IP sets, and the managed cluster firewall's rules.
 func (d *differ) fwUses() map[objectKey][]string {
 	out := map[objectKey][]string{}
-	add := func(r *manifest.Resource, refs []manifest.FirewallRef) {
+	add := func(user string, refs []manifest.FirewallRef) {
 		for _, ref := range refs {
 			k := fwKey(refKind(ref.Ref.Kind), ref.Ref.Name)
-			if !slices.Contains(out[k], r.Ref().String()) {
-				out[k] = append(out[k], r.Ref().String())
+			if !slices.Contains(out[k], user) {
+				out[k] = append(out[k], user)
 			}
 		}
 	}
 	for _, r := range d.resources {
 		if f := r.Firewall(); f != nil {
-			add(r, f.ClusterRefs())
+			add(r.Ref().String(), f.ClusterRefs())
 		}
-		add(r, r.FirewallObjectRefs())
+		add(r.Ref().String(), r.FirewallObjectRefs())
+	}
+	if f := d.clusterFirewallConfig(); f != nil {
+		add(d.clusterFirewallRef().String(), manifest.ClusterFirewallRefs("firewall.rules", f.Rules))
 	}
 	return out
 }
@@ -523,7 +538,7 @@ func (d *differ) planFirewallObjectPrunes() {
 		}
 		held := len(plannable) >= 3 && 2*len(plannable) > owned
 		if held {
-			d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned %s objects", len(plannable), owned, kind))
+			d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned %s", len(plannable), owned, fwPlural(kind)))
 		}
 		budget := d.in.Settings.PruneBudget
 		for _, k := range plannable {

@@ -202,7 +202,7 @@ func PlanText(p plan.Plan) string {
 		held.note = []string{p.HeldReason, "confirm plan " + p.ID + " to apply it"}
 		for i := range held.lines {
 			for _, o := range p.Operations {
-				if o.Action == plan.ActionDelete && o.Ref == held.lines[i].ref {
+				if (o.Action == plan.ActionDelete || o.Action == plan.ActionDeleteFirewallObject) && o.Ref == held.lines[i].ref {
 					held.lines[i].node, held.lines[i].id = o.Node, vmidString(o.VMID)
 				}
 			}
