@@ -1,13 +1,19 @@
 package adopt_test
 
 import (
+	"context"
+	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxops/proxops/internal/adopt"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pve"
+	"github.com/proxops/proxops/internal/pvesim"
 )
 
 // Adoption writes a SecurityGroup, IPSet or Alias manifest for each live firewall object of the cluster
@@ -74,5 +80,66 @@ func TestAdoptionWritesTheClusterFirewallObjectsAndGapsWhatItCannotCarry(t *test
 	}
 	if want := []string{"SecurityGroup/future rules[0]", "SecurityGroup/odd rules[0]"}; !slices.Equal(gaps, want) {
 		t.Fatalf("gaps %v; want %v", gaps, want)
+	}
+}
+
+// The cluster's firewall objects made by hand on PVE, adopted and committed, plan to one claim each and
+// nothing else: the adopted manifests say exactly what is live.
+func TestAdoptedFirewallObjectsPlanToTheClaimOnly(t *testing.T) {
+	l := newLab(t, pvesim.DefaultSpec())
+	for _, w := range []struct{ path, form string }{
+		{"/cluster/firewall/aliases", "name=gw&cidr=192.0.2.1&comment=the+gateway"},
+		{"/cluster/firewall/ipset", "name=Office_Net&comment=the+office"},
+		{"/cluster/firewall/ipset/Office_Net", "cidr=198.51.100.0/24"},
+		{"/cluster/firewall/ipset/Office_Net", "cidr=198.51.100.9&nomatch=1&comment=printer"},
+		{"/cluster/firewall/ipset/Office_Net", "cidr=gw"},
+		{"/cluster/firewall/groups", "group=webservers&comment=web"},
+		{"/cluster/firewall/groups/webservers", "type=in&action=ACCEPT&proto=tcp&dport=443&enable=1"},
+		{"/cluster/firewall/groups/webservers", "type=in&action=ACCEPT&macro=SSH&source=%2BOffice_Net&enable=1"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, l.srv.URL+"/api2/json"+w.path, strings.NewReader(w.form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s %s: %s", w.path, w.form, res.Status)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := pve.New(ctx, pve.Config{BaseURL: l.srv.URL, TokenID: pvesim.DefaultRootTokenID,
+		TokenSecret: pvesim.DefaultRootTokenSecret, ReadBackoff: time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := cl.Observe(ctx, pve.ObserveRequest{Cluster: "lab", Node: "pve1", ClusterFirewall: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := inventory.Cluster{Name: "lab", Nodes: []inventory.Node{n}}
+	res, err := adopt.Adopt(adopt.Input{Cluster: "lab", Observed: observed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeRepository(t, dir, "lab", []string{"pve1"}, res)
+	p := planRepository(t, dir, "lab", observed, nil)
+	var got []string
+	for _, op := range p.Operations {
+		got = append(got, string(op.Action)+" "+op.Ref)
+	}
+	want := []string{"claim-firewall-object Alias/gw", "claim-firewall-object IPSet/office-net", "claim-firewall-object SecurityGroup/webservers"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("operations %v; want %v", got, want)
+	}
+	if w := l.writes(); len(w) != 8 {
+		t.Errorf("writes beyond the test's own: %v", w)
 	}
 }
