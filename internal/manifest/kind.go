@@ -22,6 +22,8 @@ const (
 	KindDiskImage  Kind = "DiskImage"
 	// KindPool is a resource pool: a cluster object, on no node and without a vmid.
 	KindPool Kind = "Pool"
+	// KindBackupJob is a scheduled backup job of the cluster: a cluster object too.
+	KindBackupJob Kind = "BackupJob"
 	// KindSecurityGroup, KindIPSet and KindAlias are the cluster's firewall objects
 	// (/cluster/firewall/groups, /ipset, /aliases): cluster objects too.
 	KindSecurityGroup Kind = "SecurityGroup"
@@ -31,15 +33,15 @@ const (
 
 // Kinds lists every kind in documentation order.
 var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool,
-	KindSecurityGroup, KindIPSet, KindAlias}
+	KindBackupJob, KindSecurityGroup, KindIPSet, KindAlias}
 
 // kindAliases maps the lower-cased spellings accepted in `kind:` to the canonical kind.
 var kindAliases = map[string]Kind{
 	"vm": KindVM, "lxc": KindLXC, "templatevm": KindTemplateVM, "templatect": KindTemplateCT,
 	"iso": KindISO, "cttemplate": KindCTTemplate, "diskimage": KindDiskImage,
 	"ctt": KindCTTemplate, "disk": KindDiskImage, "tvm": KindTemplateVM, "template": KindTemplateVM,
-	"tct": KindTemplateCT, "pool": KindPool, "securitygroup": KindSecurityGroup, "security-group": KindSecurityGroup,
-	"ipset": KindIPSet, "alias": KindAlias,
+	"tct": KindTemplateCT, "pool": KindPool, "backupjob": KindBackupJob, "securitygroup": KindSecurityGroup,
+	"security-group": KindSecurityGroup, "ipset": KindIPSet, "alias": KindAlias,
 }
 
 // ParseKind returns the canonical kind for a spelling: case-insensitive, with the aliases CTT, DISK, TVM,
@@ -68,6 +70,8 @@ func (k Kind) Root() string {
 		return "diskimage"
 	case KindPool:
 		return "pool"
+	case KindBackupJob:
+		return "backup"
 	case KindSecurityGroup:
 		return "securitygroup"
 	case KindIPSet:
@@ -80,8 +84,8 @@ func (k Kind) Root() string {
 }
 
 // KindRoots lists the kind root directories in sorted order.
-var KindRoots = []string{"alias", "ctt", "diskimage", "ipset", "iso", "lxc", "pool", "securitygroup", "templatect",
-	"templatevm", "vm"}
+var KindRoots = []string{"alias", "backup", "ctt", "diskimage", "ipset", "iso", "lxc", "pool", "securitygroup",
+	"templatect", "templatevm", "vm"}
 
 // KindOfRoot returns the kind whose manifests live under a kind root directory.
 func KindOfRoot(dir string) (Kind, bool) {
@@ -111,10 +115,12 @@ func (k Kind) IsTemplate() bool { return k == KindTemplateVM || k == KindTemplat
 func (k Kind) IsArtifact() bool { return k == KindISO || k == KindCTTemplate || k == KindDiskImage }
 
 // IsClusterObject reports whether the kind is a cluster object: one that belongs to no node, has no vmid and
-// that PVE cannot tag (Pool, SecurityGroup, IPSet, Alias). Its operations run on the cluster's work queue, and
-// ProxOps owns one only when its comment carries the ownership marker and the ownership inventory records it
-// by kind and id.
-func (k Kind) IsClusterObject() bool { return k == KindPool || k.IsFirewallObject() }
+// that PVE cannot tag (Pool, BackupJob, SecurityGroup, IPSet, Alias). Its operations run on the cluster's work
+// queue, and ProxOps owns one only when its comment carries the ownership marker and the ownership inventory
+// records it by kind and id.
+func (k Kind) IsClusterObject() bool {
+	return k == KindPool || k == KindBackupJob || k.IsFirewallObject()
+}
 
 // IsFirewallObject reports whether the kind is one of the cluster's firewall objects (SecurityGroup, IPSet,
 // Alias).
@@ -122,12 +128,14 @@ func (k Kind) IsFirewallObject() bool {
 	return k == KindSecurityGroup || k == KindIPSet || k == KindAlias
 }
 
-// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, securitygroup, ipset,
-// alias: lower-case letters only); "" for other kinds.
+// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, backupjob, securitygroup,
+// ipset, alias: lower-case letters only); "" for other kinds.
 func (k Kind) ObjectKind() string {
 	switch k {
 	case KindPool:
 		return "pool"
+	case KindBackupJob:
+		return "backupjob"
 	case KindSecurityGroup:
 		return "securitygroup"
 	case KindIPSet:

@@ -93,6 +93,12 @@ func Validate(r *Resource) diag.List {
 			break
 		}
 		c.pool(s)
+	case *BackupJobSpec:
+		if r.Kind != KindBackupJob {
+			c.errorf("spec", "%s %s needs a backup job spec", Article(r.Kind), r.Kind)
+			break
+		}
+		c.backupJob(s)
 	case *SecurityGroupSpec:
 		if r.Kind != KindSecurityGroup {
 			c.errorf("spec", "%s %s needs a security group spec", Article(r.Kind), r.Kind)

@@ -44,6 +44,11 @@ func Diff(in Input) (Plan, error) {
 	} else if len(diags) > 0 {
 		return Plan{}, reject(name, RejectParse, diags)
 	}
+	if diags, unobserved := d.checkBackupJobs(); unobserved {
+		return Plan{}, reject(name, RejectObserve, diags)
+	} else if len(diags) > 0 {
+		return Plan{}, reject(name, RejectParse, diags)
+	}
 	objDiags, objUnobserved := d.checkFirewallObjects()
 	cfDiags, cfUnobserved := d.checkClusterFirewall()
 	if objUnobserved || cfUnobserved {
@@ -62,6 +67,7 @@ func Diff(in Input) (Plan, error) {
 	d.planFirewallObjects()
 	d.planClusterFirewall()
 	d.planPools()
+	d.planBackupJobs()
 	for _, r := range d.resources {
 		if r.Kind.IsArtifact() {
 			d.planArtifact(r)
@@ -82,6 +88,7 @@ func Diff(in Input) (Plan, error) {
 	d.linkGuestFirewalls()
 	d.planPrunes()
 	d.planObjectPrunes()
+	d.planBackupJobPrunes()
 	d.planFirewallObjectPrunes()
 	return d.finish(), nil
 }
@@ -170,7 +177,7 @@ func newDiffer(in Input) *differ {
 		n := &nodes[i]
 		n.Guests, n.Storages = slices.Clone(n.Guests), slices.Clone(n.Storages)
 		n.Volumes, n.ListedStorages = slices.Clone(n.Volumes), slices.Clone(n.ListedStorages)
-		n.Pools = slices.Clone(n.Pools)
+		n.Pools, n.BackupJobs = slices.Clone(n.Pools), slices.Clone(n.BackupJobs)
 		n.Sort()
 		for j := range n.Guests {
 			g := &n.Guests[j]

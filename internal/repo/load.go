@@ -532,6 +532,7 @@ func (l *loader) assemble(c *Cluster, results map[string]*parsed) {
 	}
 	l.checkVMIDs(c)
 	l.checkPoolIDs(c)
+	l.checkBackupJobs(c)
 	l.checkFirewallObjectNames(c)
 	l.checkNodes(c)
 	l.checkReferences(c, byRef)

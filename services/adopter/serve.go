@@ -156,7 +156,7 @@ func (a *adopter) observer() observe.Client {
 // firewall, and the cluster's pools; clusterFW asks for the cluster's firewall objects too (of one node).
 func observeRequest(cluster, node string, listNodes, clusterFW bool) wire.ObserveRequest {
 	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true, AllFirewalls: true,
-		ListNodes: listNodes, Pools: true, ClusterFirewall: clusterFW}
+		ListNodes: listNodes, Pools: true, BackupJobs: true, ClusterFirewall: clusterFW}
 }
 
 // decrypt reads and decrypts a cluster's secrets file: from the snapshot, or (LocalSecrets) from this host

@@ -188,7 +188,8 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
 	}
-	if op, ok := pl.Operation(res.OpID); ok && (op.Action == plan.ActionDeletePool || op.Action == plan.ActionDeleteFirewallObject) {
+	if op, ok := pl.Operation(res.OpID); ok && (op.Action == plan.ActionDeletePool || op.Action == plan.ActionDeleteBackupJob ||
+		op.Action == plan.ActionDeleteFirewallObject) {
 		if kind, id, ok := plan.ObjectOf(op); ok {
 			d.forgetObject(ctx, kind, id, l)
 		}
