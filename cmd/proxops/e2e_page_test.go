@@ -43,8 +43,8 @@ func TestStatusPageOfARunningUpShowsTheConvergedDemoInABrowser(t *testing.T) {
 	addr := u.addr()
 	head := e.head()
 	doc := waitConverged(t, u, addr, "demo", head)
-	if len(doc.Report.Resources) != 12 {
-		t.Fatalf("the demo has 12 resources, /status/demo lists %d", len(doc.Report.Resources))
+	if len(doc.Report.Resources) != 13 {
+		t.Fatalf("the demo has 13 resources, /status/demo lists %d", len(doc.Report.Resources))
 	}
 
 	dom := headlessChromium(t, "--dump-dom", "http://"+addr+"/")

@@ -169,7 +169,7 @@ func (e *demoEnv) mustRun(want int, args ...string) string {
 func TestDemoRepositoryConvergesAndStaysConverged(t *testing.T) {
 	e := newDemoEnv(t)
 	out := e.mustRun(0, "apply")
-	if !strings.Contains(out, "Apply complete: 19 succeeded, 0 failed, 0 skipped.") || !strings.Contains(out, "VM/web-01: creation complete after") {
+	if !strings.Contains(out, "Apply complete: 20 succeeded, 0 failed, 0 skipped.") || !strings.Contains(out, "VM/web-01: creation complete after") {
 		t.Fatalf("apply output:\n%s", out)
 	}
 	first := e.mustRun(0, "diff", "--exit-code")

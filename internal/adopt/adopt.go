@@ -189,6 +189,9 @@ func Adopt(in Input) (Result, error) {
 	if err := r.adoptPools(); err != nil {
 		return Result{}, err
 	}
+	if err := r.adoptFirewallObjects(); err != nil {
+		return Result{}, err
+	}
 	if err := r.adoptArtifacts(); err != nil {
 		return Result{}, err
 	}

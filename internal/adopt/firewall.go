@@ -61,23 +61,13 @@ func (c *guest) firewall(res *manifest.Resource) *manifest.Firewall {
 		}
 	}
 	for i, m := range live.Rules {
-		var unknown []string
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if !slices.Contains(ruleKeys, k) {
-				unknown = append(unknown, k)
-			}
-		}
+		unknown := unknownRuleKeys(m)
 		r := firewall.RuleFromFields(m)
 		if len(unknown) > 0 {
 			gap("firewall.rules["+strconv.Itoa(i)+"]", r.String(), "rule property "+strings.Join(unknown, ", ")+" is not in the manifest model")
 			continue
 		}
-		fr := manifest.FirewallRule{Type: r.Type, Action: r.Action, Macro: r.Macro, Source: r.Source, Dest: r.Dest,
-			Proto: r.Proto, DPort: r.DPort, SPort: r.SPort, ICMPType: r.ICMPType, Iface: r.Iface, Log: r.Log, Comment: r.Comment}
-		if !r.Enable {
-			fr.Enable = manifest.Bool(false)
-		}
-		f.Rules = append(f.Rules, fr)
+		f.Rules = append(f.Rules, manifestRule(r))
 	}
 	for _, s := range live.IPSets {
 		if f.IPSets == nil {
@@ -129,6 +119,27 @@ func (c *guest) firewall(res *manifest.Resource) *manifest.Firewall {
 		return nil
 	}
 	return f
+}
+
+// manifestRule is a live rule as a manifest writes it (enable only when false).
+func manifestRule(r firewall.Rule) manifest.FirewallRule {
+	fr := manifest.FirewallRule{Type: r.Type, Action: r.Action, Macro: r.Macro, Source: r.Source, Dest: r.Dest,
+		Proto: r.Proto, DPort: r.DPort, SPort: r.SPort, ICMPType: r.ICMPType, Iface: r.Iface, Log: r.Log, Comment: r.Comment}
+	if !r.Enable {
+		fr.Enable = manifest.Bool(false)
+	}
+	return fr
+}
+
+// unknownRuleKeys lists, sorted, the properties of a live rule the model does not carry.
+func unknownRuleKeys(m map[string]string) []string {
+	var unknown []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(ruleKeys, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	return unknown
 }
 
 // ruleIndex reads N from "firewall.rules[N]…".

@@ -43,12 +43,27 @@ type ClusterFirewall struct {
 	Groups  []FirewallGroup
 	IPSets  []string
 	Aliases []string
+	// IPSetObjects and AliasObjects are the IP sets and aliases with what they hold, sorted by name, and
+	// ObjectsRead says the observe reported them (with the groups' comments and digests): the planner then
+	// manages the cluster's SecurityGroup, IPSet and Alias manifests.
+	IPSetObjects []FirewallIPSet
+	AliasObjects []FirewallAlias
+	ObjectsRead  bool
+	// Options, Rules and RulesDigest are the cluster's own (datacenter) firewall: its options under PVE's
+	// keys, its rules in order (without pos and digest) and their digest; ClusterRead says they were read.
+	Options     map[string]string
+	Rules       []map[string]string
+	RulesDigest string
+	ClusterRead bool
 }
 
-// FirewallGroup is a security group with its rules.
+// FirewallGroup is a security group with its rules, its comment (the ownership marker included) and the
+// digest of its rule list.
 type FirewallGroup struct {
-	Name  string
-	Rules []map[string]string
+	Name        string
+	Comment     string
+	Rules       []map[string]string
+	RulesDigest string
 }
 
 // Clone returns a deep copy.

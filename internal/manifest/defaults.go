@@ -290,6 +290,8 @@ func Resolve(r *Resource) *Resource {
 		out.Spec = &j
 	case *HARuleSpec:
 		out.Spec = resolveHARule(r.Metadata.Name, s)
+	case *SecurityGroupSpec, *IPSetSpec, *AliasSpec:
+		out.Spec = resolveFirewallObject(r)
 	case *ArtifactSpec:
 		a := *s
 		a.Nodes = s.PlacementNodes()

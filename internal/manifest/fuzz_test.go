@@ -25,6 +25,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("---\n- 1\n---\n\"x\"\n"))
 	f.Add([]byte("apiVersion: proxops/v1alpha1\nkind: HARule\nmetadata: {name: pin}\nspec:\n  type: node-affinity\n  resources: [web, LXC/db]\n  nodes: [{node: pve1, priority: 2}, {node: pve2}]\n"))
 	f.Add([]byte("apiVersion: proxops/v1alpha1\nkind: VM\nmetadata: {name: web}\nspec: {node: pve1, vmid: 100, cpu: {type: host}, state: started, ha: {state: stopped, max-restart: 2}}\n"))
+	f.Add([]byte("kind: SecurityGroup\nmetadata: {name: web}\nspec:\n  rules:\n    - {type: in, action: ACCEPT, macro: SSH, source: +admins}\n"))
+	f.Add([]byte("kind: IPSet\nmetadata: {name: admins}\nspec:\n  entries: [{cidr: 192.0.2.0/24, nomatch: true}, {cidr: gw}]\n"))
+	f.Add([]byte("kind: Alias\nmetadata: {name: gw}\nspec: {name: GW, cidr: 192.0.2.1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, diags := manifest.Parse("vm/base/fuzz.yaml", data)
 		for _, d := range diags {
@@ -38,6 +41,7 @@ func FuzzParse(f *testing.F) {
 			}
 			_ = manifest.Resolve(r)
 			_ = r.References()
+			_ = r.FirewallObjectRefs()
 		}
 	})
 }

@@ -26,21 +26,28 @@ const (
 	KindBackupJob Kind = "BackupJob"
 	// KindHARule is a PVE 9 HA rule (node-affinity or resource-affinity): a cluster object like Pool.
 	KindHARule Kind = "HARule"
+	// KindSecurityGroup, KindIPSet and KindAlias are the cluster's firewall objects
+	// (/cluster/firewall/groups, /ipset, /aliases): cluster objects too.
+	KindSecurityGroup Kind = "SecurityGroup"
+	KindIPSet         Kind = "IPSet"
+	KindAlias         Kind = "Alias"
 )
 
 // Kinds lists every kind in documentation order.
-var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool, KindHARule, KindBackupJob}
+var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool,
+	KindHARule, KindBackupJob, KindSecurityGroup, KindIPSet, KindAlias}
 
 // kindAliases maps the lower-cased spellings accepted in `kind:` to the canonical kind.
 var kindAliases = map[string]Kind{
 	"vm": KindVM, "lxc": KindLXC, "templatevm": KindTemplateVM, "templatect": KindTemplateCT,
 	"iso": KindISO, "cttemplate": KindCTTemplate, "diskimage": KindDiskImage,
 	"ctt": KindCTTemplate, "disk": KindDiskImage, "tvm": KindTemplateVM, "template": KindTemplateVM,
-	"tct": KindTemplateCT, "pool": KindPool, "harule": KindHARule, "backupjob": KindBackupJob,
+	"tct": KindTemplateCT, "pool": KindPool, "harule": KindHARule, "backupjob": KindBackupJob, "securitygroup": KindSecurityGroup,
+	"security-group": KindSecurityGroup, "ipset": KindIPSet, "alias": KindAlias,
 }
 
 // ParseKind returns the canonical kind for a spelling: case-insensitive, with the aliases CTT, DISK, TVM,
-// TEMPLATE and TCT.
+// TEMPLATE and TCT (and security-group for SecurityGroup).
 func ParseKind(s string) (Kind, bool) {
 	k, ok := kindAliases[strings.ToLower(strings.TrimSpace(s))]
 	return k, ok
@@ -69,13 +76,20 @@ func (k Kind) Root() string {
 		return "backup"
 	case KindHARule:
 		return "ha"
+	case KindSecurityGroup:
+		return "securitygroup"
+	case KindIPSet:
+		return "ipset"
+	case KindAlias:
+		return "alias"
 	default:
 		return ""
 	}
 }
 
 // KindRoots lists the kind root directories in sorted order.
-var KindRoots = []string{"backup", "ctt", "diskimage", "ha", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
+var KindRoots = []string{"alias", "backup", "ctt", "diskimage", "ha", "ipset", "iso", "lxc", "pool", "securitygroup",
+	"templatect", "templatevm", "vm"}
 
 // KindOfRoot returns the kind whose manifests live under a kind root directory.
 func KindOfRoot(dir string) (Kind, bool) {
@@ -105,12 +119,21 @@ func (k Kind) IsTemplate() bool { return k == KindTemplateVM || k == KindTemplat
 func (k Kind) IsArtifact() bool { return k == KindISO || k == KindCTTemplate || k == KindDiskImage }
 
 // IsClusterObject reports whether the kind is a cluster object: one that belongs to no node, has no vmid and
-// that PVE cannot tag (Pool, HARule, BackupJob). Its operations run on the cluster's work queue, and ProxOps owns
-// one only when its comment carries the ownership marker and the ownership inventory records it by kind and id.
-func (k Kind) IsClusterObject() bool { return k == KindPool || k == KindHARule || k == KindBackupJob }
+// that PVE cannot tag (Pool, HARule, BackupJob, SecurityGroup, IPSet, Alias). Its operations run on the cluster's
+// work queue, and ProxOps owns one only when its comment carries the ownership marker and the ownership inventory
+// records it by kind and id.
+func (k Kind) IsClusterObject() bool {
+	return k == KindPool || k == KindHARule || k == KindBackupJob || k.IsFirewallObject()
+}
 
-// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, harule, backupjob); "" for other
-// kinds.
+// IsFirewallObject reports whether the kind is one of the cluster's firewall objects (SecurityGroup, IPSet,
+// Alias).
+func (k Kind) IsFirewallObject() bool {
+	return k == KindSecurityGroup || k == KindIPSet || k == KindAlias
+}
+
+// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, harule, backupjob, securitygroup,
+// ipset, alias: lower-case letters only); "" for other kinds.
 func (k Kind) ObjectKind() string {
 	switch k {
 	case KindPool:
@@ -119,6 +142,12 @@ func (k Kind) ObjectKind() string {
 		return "backupjob"
 	case KindHARule:
 		return "harule"
+	case KindSecurityGroup:
+		return "securitygroup"
+	case KindIPSet:
+		return "ipset"
+	case KindAlias:
+		return "alias"
 	default:
 		return ""
 	}

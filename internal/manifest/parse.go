@@ -1,5 +1,5 @@
 // Package manifest holds the kinds of ProxOps manifests (VM, LXC, TemplateVM, TemplateCT, ISO,
-// CTTemplate, DiskImage, Pool, HARule, BackupJob): their types, parsing from multi-document YAML files with the position of every
+// CTTemplate, DiskImage, Pool, HARule, BackupJob, SecurityGroup, IPSet, Alias): their types, parsing from multi-document YAML files with the position of every
 // field, per-kind validation that reports every problem at once, the default values ProxOps applies
 // (computed by functions that return them, never written into the parsed value) and the references between
 // resources. It is pure: no I/O beyond the bytes it is given.
@@ -13,7 +13,7 @@ import (
 )
 
 // kindList is the list of kinds named in messages.
-var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage, Pool, HARule, BackupJob"
+var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage, Pool, HARule, BackupJob, SecurityGroup, IPSet, Alias"
 
 var envelopeFields = []string{"apiVersion", "kind", "metadata", "spec"}
 
@@ -122,12 +122,18 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		r.Spec = &BackupJobSpec{}
 	case kind == KindHARule:
 		r.Spec = &HARuleSpec{}
+	case kind == KindSecurityGroup:
+		r.Spec = &SecurityGroupSpec{}
+	case kind == KindIPSet:
+		r.Spec = &IPSetSpec{}
+	case kind == KindAlias:
+		r.Spec = &AliasSpec{}
 	default:
 		r.Spec = &ArtifactSpec{}
 	}
 	switch {
-	case yamldecode.IsNull(specNode) && kind == KindPool:
-		// A pool named by metadata.name, without a comment, needs no spec.
+	case yamldecode.IsNull(specNode) && (kind == KindPool || kind == KindSecurityGroup || kind == KindIPSet):
+		// A pool, an empty security group or an empty IP set named by metadata.name needs no spec.
 	case yamldecode.IsNull(specNode):
 		d.Errorf(docPos, "spec", "required")
 	default:

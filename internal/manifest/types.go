@@ -57,11 +57,14 @@ const AnnotationDependsOn = "proxops/depends-on"
 // Spec is the kind-specific part of a resource.
 type Spec interface{ isSpec() }
 
-func (*VMSpec) isSpec()       {}
-func (*LXCSpec) isSpec()      {}
-func (*ArtifactSpec) isSpec() {}
-func (*PoolSpec) isSpec()     {}
-func (*HARuleSpec) isSpec()   {}
+func (*VMSpec) isSpec()            {}
+func (*LXCSpec) isSpec()           {}
+func (*ArtifactSpec) isSpec()      {}
+func (*PoolSpec) isSpec()          {}
+func (*HARuleSpec) isSpec()        {}
+func (*SecurityGroupSpec) isSpec() {}
+func (*IPSetSpec) isSpec()         {}
+func (*AliasSpec) isSpec()         {}
 
 // Ref returns the resource's Kind/name.
 func (r *Resource) Ref() Ref { return Ref{Kind: r.Kind, Name: r.Metadata.Name} }

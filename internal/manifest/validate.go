@@ -105,6 +105,24 @@ func Validate(r *Resource) diag.List {
 			break
 		}
 		c.haRule(s)
+	case *SecurityGroupSpec:
+		if r.Kind != KindSecurityGroup {
+			c.errorf("spec", "%s %s needs a security group spec", Article(r.Kind), r.Kind)
+			break
+		}
+		c.securityGroup(r, s)
+	case *IPSetSpec:
+		if r.Kind != KindIPSet {
+			c.errorf("spec", "%s %s needs an IP set spec", Article(r.Kind), r.Kind)
+			break
+		}
+		c.ipSet(r, s)
+	case *AliasSpec:
+		if r.Kind != KindAlias {
+			c.errorf("spec", "%s %s needs an alias spec", Article(r.Kind), r.Kind)
+			break
+		}
+		c.alias(r, s)
 	case *ArtifactSpec:
 		if !r.Kind.IsArtifact() {
 			c.errorf("spec", "%s %s needs an artifact spec", Article(r.Kind), r.Kind)

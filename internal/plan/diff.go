@@ -39,9 +39,6 @@ func Diff(in Input) (Plan, error) {
 	if diags := d.checkNodes(); len(diags) > 0 {
 		return Plan{}, reject(name, RejectObserve, diags)
 	}
-	if diags := d.checkFirewallRefs(); len(diags) > 0 {
-		return Plan{}, reject(name, RejectParse, diags)
-	}
 	// The cluster objects' checks: each needs the live objects of its kind observed.
 	for _, check := range []func() (diag.List, bool){d.checkObjects, d.checkBackupJobs, d.checkHA} {
 		if diags, unobserved := check(); unobserved {
@@ -50,6 +47,23 @@ func Diff(in Input) (Plan, error) {
 			return Plan{}, reject(name, RejectParse, diags)
 		}
 	}
+	objDiags, objUnobserved := d.checkFirewallObjects()
+	cfDiags, cfUnobserved := d.checkClusterFirewall()
+	if objUnobserved || cfUnobserved {
+		var diags diag.List
+		if objUnobserved {
+			diags = append(diags, objDiags...)
+		}
+		if cfUnobserved {
+			diags = append(diags, cfDiags...)
+		}
+		return Plan{}, reject(name, RejectObserve, diags.Sorted())
+	}
+	if diags := append(append(objDiags, cfDiags...), d.checkFirewallRefs()...); len(diags) > 0 {
+		return Plan{}, reject(name, RejectParse, diags.Sorted())
+	}
+	d.planFirewallObjects()
+	d.planClusterFirewall()
 	d.planPools()
 	d.planBackupJobs()
 	for _, r := range d.resources {
@@ -71,10 +85,12 @@ func Diff(in Input) (Plan, error) {
 	d.planCreatedGuestPools()
 	d.planCreatedGuestHA()
 	d.planHARules()
+	d.linkGuestFirewalls()
 	d.planPrunes()
 	d.planObjectPrunes()
 	d.planBackupJobPrunes()
 	d.planHAPrunes()
+	d.planFirewallObjectPrunes()
 	return d.finish(), nil
 }
 
@@ -126,6 +142,8 @@ type differ struct {
 	heldWhy   []string
 	// fwHeld are the guests whose firewall operation could lock everyone out (held for confirmation).
 	fwHeld []string
+	// clusterFWHeld says why the cluster's firewall operation could lock administrators out ("": it cannot).
+	clusterFWHeld string
 	// cannotCreate are the guests to create whose manifests lack what creating needs.
 	cannotCreate diag.List
 	// tagStyle is how the cluster stores tags (its tag-style).
@@ -136,6 +154,8 @@ type differ struct {
 	objs objects
 	// ha is the state of the cluster's HA stack (ha.go).
 	ha haState
+	// fw is the state of the cluster's firewall objects (fwobjects.go).
+	fw fwState
 }
 
 func newDiffer(in Input) *differ {
@@ -177,6 +197,7 @@ func newDiffer(in Input) *differ {
 	}
 	d.initObjects()
 	d.initHA()
+	d.initFirewallObjects()
 	return d
 }
 

@@ -167,6 +167,9 @@ func (d *differ) finish() Plan {
 		slices.Sort(d.fwHeld)
 		why = append(why, "firewall lock-out: "+strings.Join(d.fwHeld, ", ")+" would drop every inbound connection")
 	}
+	if d.clusterFWHeld != "" {
+		why = append(why, "cluster firewall lock-out: "+d.clusterFWHeld)
+	}
 	if len(why) > 0 {
 		p.Held = true
 		p.HeldReason = strings.Join(why, "; ") + "; confirm the plan to apply it"

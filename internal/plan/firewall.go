@@ -51,9 +51,10 @@ func (d *differ) clusterFirewall() *inventory.ClusterFirewall {
 	return nil
 }
 
-// checkFirewallRefs resolves the names declared firewalls use that only the live cluster can provide: an
-// error (with the reference's position) when the cluster does not have it, a warning when only the live
-// cluster does (git does not declare it: a change made by hand there breaks the rule).
+// checkFirewallRefs resolves the names declared firewalls use that the guest does not provide: by a
+// SecurityGroup, IPSet or Alias manifest, else by the live cluster; an error (with the reference's position)
+// when neither has it, a warning when only the live cluster does (git does not declare it: a change made by
+// hand there breaks the rule).
 func (d *differ) checkFirewallRefs() diag.List {
 	var out diag.List
 	cf := d.clusterFirewall()
@@ -64,13 +65,16 @@ func (d *differ) checkFirewallRefs() diag.List {
 		}
 		for _, ref := range f.ClusterRefs() {
 			dg := diagAt(r, ref.Field, "")
+			if ref.Ref.Scope != "guest" && d.fw.declared[fwKey(refKind(ref.Ref.Kind), ref.Ref.Name)] != nil {
+				continue // declared in git
+			}
 			if cf == nil {
 				d.finding(FindingWarning, r.Ref().String(), r.Node(), r.VMID(), ref.Field,
 					fmt.Sprintf("%s (%s): the cluster's firewall objects were not observed, so whether it exists is unknown", ref.Ref, location(dg)))
 				continue
 			}
 			if !clusterHas(cf, ref.Ref) {
-				dg.Message = fmt.Sprintf("%s is neither declared in spec.firewall, nor a PVE built-in, nor defined on the cluster", ref.Ref)
+				dg.Message = fmt.Sprintf("%s is neither declared in spec.firewall or in git (%s/), nor a PVE built-in, nor defined on the cluster", ref.Ref, fwRefRoot(ref.Ref))
 				out = append(out, dg)
 				continue
 			}
@@ -88,7 +92,7 @@ func location(dg diag.Diagnostic) string {
 func clusterHas(cf *inventory.ClusterFirewall, ref firewall.Ref) bool {
 	switch ref.Kind {
 	case firewall.RefGroup:
-		return slices.ContainsFunc(cf.Groups, func(g inventory.FirewallGroup) bool { return g.Name == ref.Name })
+		return slices.ContainsFunc(cf.Groups, func(g inventory.FirewallGroup) bool { return strings.EqualFold(g.Name, ref.Name) })
 	case firewall.RefIPSet:
 		return slices.Contains(cf.IPSets, ref.Name)
 	case firewall.RefAlias:
@@ -229,19 +233,7 @@ func firewallSummary(options bool, rules []firewall.RuleChange, all []Change) st
 	if options {
 		parts = append(parts, "options")
 	}
-	count := map[firewall.ChangeKind]int{}
-	for _, c := range rules {
-		count[c.Kind]++
-	}
-	for _, k := range []firewall.ChangeKind{firewall.Added, firewall.Changed, firewall.Moved, firewall.Removed} {
-		if n := count[k]; n > 0 {
-			word := "rules"
-			if n == 1 {
-				word = "rule"
-			}
-			parts = append(parts, fmt.Sprintf("%d %s %s", n, word, k))
-		}
-	}
+	parts = append(parts, ruleCounts(rules)...)
 	sets, aliases := 0, 0
 	for _, c := range all {
 		switch {
@@ -260,36 +252,65 @@ func firewallSummary(options bool, rules []firewall.RuleChange, all []Change) st
 	return "drift: " + strings.Join(parts, ", ")
 }
 
-// ruleChange shows one rule change: the declared position in the field, where a rule came from in
-// brackets; a removed rule shows its live position.
-func ruleChange(c firewall.RuleChange) Change {
+// ruleCounts counts rule changes by kind: "2 rules added", "1 rule moved".
+func ruleCounts(rules []firewall.RuleChange) []string {
+	count := map[firewall.ChangeKind]int{}
+	for _, c := range rules {
+		count[c.Kind]++
+	}
+	var parts []string
+	for _, k := range []firewall.ChangeKind{firewall.Added, firewall.Changed, firewall.Moved, firewall.Removed} {
+		if n := count[k]; n > 0 {
+			word := "rules"
+			if n == 1 {
+				word = "rule"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s %s", n, word, k))
+		}
+	}
+	return parts
+}
+
+// ruleChange shows one rule change of a guest's firewall.
+func ruleChange(c firewall.RuleChange) Change { return ruleChangeAt("firewall.rules", c) }
+
+// ruleChangeAt shows one rule change of the rule list at field: the declared position in the field, where a
+// rule came from in brackets; a removed rule shows its live position.
+func ruleChangeAt(field string, c firewall.RuleChange) Change {
 	switch c.Kind {
 	case firewall.Added:
-		return Change{Field: fmt.Sprintf("firewall.rules[%d]", c.To), After: c.After.String()}
+		return Change{Field: fmt.Sprintf("%s[%d]", field, c.To), After: c.After.String()}
 	case firewall.Removed:
-		return Change{Field: "firewall.rules", Before: fmt.Sprintf("[%d] %s", c.From, c.Before.String())}
+		return Change{Field: field, Before: fmt.Sprintf("[%d] %s", c.From, c.Before.String())}
 	case firewall.Moved:
-		return Change{Field: fmt.Sprintf("firewall.rules[%d]", c.To), Before: fmt.Sprintf("[%d]", c.From), After: c.After.String()}
+		return Change{Field: fmt.Sprintf("%s[%d]", field, c.To), Before: fmt.Sprintf("[%d]", c.From), After: c.After.String()}
 	case firewall.Changed:
 	}
 	before := c.Before.String()
 	if c.From != c.To {
 		before = fmt.Sprintf("[%d] %s", c.From, before)
 	}
-	return Change{Field: fmt.Sprintf("firewall.rules[%d]", c.To), Before: before, After: c.After.String()}
+	return Change{Field: fmt.Sprintf("%s[%d]", field, c.To), Before: before, After: c.After.String()}
 }
 
-// firewallGroups are the cluster's security groups by lower-case name, for the lock-out check.
+// firewallGroups are the cluster's security groups by lower-case name, for the lock-out check: the
+// declared ones as declared (what they hold once the plan ran), the others as live.
 func (d *differ) firewallGroups() map[string][]firewall.Rule {
-	cf := d.clusterFirewall()
-	if cf == nil {
-		return nil
-	}
 	out := map[string][]firewall.Rule{}
-	for _, g := range cf.Groups {
-		for _, m := range g.Rules {
-			out[strings.ToLower(g.Name)] = append(out[strings.ToLower(g.Name)], firewall.RuleFromFields(m))
+	if cf := d.clusterFirewall(); cf != nil {
+		for _, g := range cf.Groups {
+			for _, m := range g.Rules {
+				out[strings.ToLower(g.Name)] = append(out[strings.ToLower(g.Name)], firewall.RuleFromFields(m))
+			}
 		}
+	}
+	for _, r := range d.resources {
+		if g := r.SecurityGroup(); g != nil {
+			out[strings.ToLower(r.FirewallObjectName())] = g.PVERules()
+		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

@@ -185,21 +185,74 @@ func (f *firewallJSON) firewall() *inventory.Firewall {
 	return out
 }
 
-// clusterFirewallJSON is the cluster's security groups (name → rules), IP set and alias names.
+// clusterFirewallJSON is the cluster's security groups (name → rules), IP set and alias names, and, when
+// the case has the firewall objects read, the groups with their comments and the IP sets and aliases with
+// what they hold (their names are added to the lists).
 type clusterFirewallJSON struct {
 	Groups  map[string][]map[string]string `json:"groups"`
 	IPSets  []string                       `json:"ipsets"`
 	Aliases []string                       `json:"aliases"`
+	// ObjectsRead is implied by any of the lists below.
+	ObjectsRead    bool `json:"objects-read"`
+	SecurityGroups []struct {
+		Name    string              `json:"name"`
+		Comment string              `json:"comment"`
+		Rules   []map[string]string `json:"rules"`
+		// Digest defaults to a hash of the rules.
+		Digest string `json:"digest"`
+	} `json:"security-groups"`
+	IPSetObjects []struct {
+		Name    string                         `json:"name"`
+		Comment string                         `json:"comment"`
+		Entries []inventory.FirewallIPSetEntry `json:"entries"`
+	} `json:"ipset-objects"`
+	AliasObjects []inventory.FirewallAlias `json:"alias-objects"`
+	// The cluster's own firewall, read when the case says cluster-read or gives options or rules.
+	ClusterRead bool                `json:"cluster-read"`
+	Options     map[string]string   `json:"options"`
+	Rules       []map[string]string `json:"rules"`
+}
+
+func rulesDigest(rules []map[string]string) string {
+	if len(rules) == 0 {
+		return ""
+	}
+	js, _ := json.Marshal(rules)
+	h := sha1.Sum(js)
+	return hex.EncodeToString(h[:])
 }
 
 func (c *clusterFirewallJSON) cluster() *inventory.ClusterFirewall {
 	if c == nil {
 		return nil
 	}
-	out := &inventory.ClusterFirewall{IPSets: c.IPSets, Aliases: c.Aliases}
-	for _, n := range slices.Sorted(maps.Keys(c.Groups)) {
-		out.Groups = append(out.Groups, inventory.FirewallGroup{Name: n, Rules: c.Groups[n]})
+	out := &inventory.ClusterFirewall{IPSets: slices.Clone(c.IPSets), Aliases: slices.Clone(c.Aliases),
+		ObjectsRead: c.ObjectsRead || len(c.SecurityGroups) > 0 || len(c.IPSetObjects) > 0 || len(c.AliasObjects) > 0,
+		ClusterRead: c.ClusterRead || c.Options != nil || c.Rules != nil, Options: c.Options, Rules: c.Rules, RulesDigest: rulesDigest(c.Rules)}
+	if out.ClusterRead && out.Options == nil {
+		out.Options = map[string]string{}
 	}
+	for _, n := range slices.Sorted(maps.Keys(c.Groups)) {
+		out.Groups = append(out.Groups, inventory.FirewallGroup{Name: n, Rules: c.Groups[n], RulesDigest: rulesDigest(c.Groups[n])})
+	}
+	for _, g := range c.SecurityGroups {
+		d := g.Digest
+		if d == "" {
+			d = rulesDigest(g.Rules)
+		}
+		out.Groups = append(out.Groups, inventory.FirewallGroup{Name: g.Name, Comment: g.Comment, Rules: g.Rules, RulesDigest: d})
+	}
+	for _, s := range c.IPSetObjects {
+		out.IPSets = append(out.IPSets, s.Name)
+		out.IPSetObjects = append(out.IPSetObjects, inventory.FirewallIPSet{Name: s.Name, Comment: s.Comment, Entries: s.Entries})
+	}
+	for _, a := range c.AliasObjects {
+		out.Aliases = append(out.Aliases, a.Name)
+		out.AliasObjects = append(out.AliasObjects, a)
+	}
+	slices.SortFunc(out.Groups, func(a, b inventory.FirewallGroup) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(out.IPSets)
+	slices.Sort(out.Aliases)
 	return out
 }
 

@@ -692,6 +692,8 @@ type ObjectsNeeded struct {
 	HA bool
 	// BackupJobs: a BackupJob manifest, or an owned backup job ProxOps may have to prune.
 	BackupJobs bool
+	// ClusterFirewall: the cluster's firewall objects and its own firewall (NeedsClusterFirewall).
+	ClusterFirewall bool
 }
 
 // NeededObjects says which cluster objects planning a cluster needs observed.
@@ -705,5 +707,6 @@ func NeededObjects(c *repo.Cluster, records []ObjectRecord) ObjectsNeeded {
 		n.HA = n.HA || r.Kind == manifest.ObjectKindHAResource || r.Kind == manifest.KindHARule.ObjectKind()
 		n.BackupJobs = n.BackupJobs || r.Kind == manifest.KindBackupJob.ObjectKind()
 	}
+	n.ClusterFirewall = NeedsClusterFirewall(c, records)
 	return n
 }

@@ -74,6 +74,8 @@ func ObjectOf(op Operation) (kind, id string, ok bool) {
 			return manifest.KindHARule.ObjectKind(), id, id != ""
 		}
 		return "", "", false
+	case ActionCreateFirewallObject, ActionConfigureFirewallObject, ActionClaimFirewallObject, ActionDeleteFirewallObject:
+		return fwObjectOf(op)
 	default:
 		// A guest's or an artifact's action, and a pool's membership (which writes to the guest's pool,
 		// named by the operation's guest), name no cluster object of their own.
@@ -483,6 +485,7 @@ func (d *differ) objectRecords() []ObjectRecord {
 
 // hashObjects writes what the plan's cluster objects are computed from into its content id.
 func (d *differ) hashObjects(w func(...string)) {
+	d.hashFirewallObjects(w)
 	o := &d.objs
 	o.hashBackupJobs(w)
 	if len(o.pools) == 0 && len(o.records) == 0 && len(o.declared) == 0 {

@@ -59,12 +59,17 @@ const (
 	// on the guest's node; its Params carry what is declared (see internal/pve/firewall.go).
 	ActionApplyGuestFirewall Action = "apply-guest-firewall"
 	// The actions on the cluster's firewall objects run on the cluster's work queue. Params kind
-	// (security-group, ipset, alias) and name say which object; comment, rules, entries and cidr what it
+	// (securitygroup, ipset, alias) and name say which object; comment, rules, entries and cidr what it
 	// holds.
 	ActionCreateFirewallObject    Action = "create-firewall-object"
 	ActionConfigureFirewallObject Action = "configure-firewall-object"
 	ActionClaimFirewallObject     Action = "claim-firewall-object"
 	ActionDeleteFirewallObject    Action = "delete-firewall-object"
+	// ActionApplyClusterFirewall makes the cluster's own (datacenter) firewall options and rules the declared
+	// ones (firewall.manage-cluster in the cluster's config.yaml), on the cluster's work queue: the options as
+	// Values (an empty value deletes one), the rules as Params rules, the observed rule digest as Expect
+	// rules-digest.
+	ActionApplyClusterFirewall Action = "apply-cluster-firewall"
 	// ActionMigrate moves the guest from its Node to the node Params target names (POST …/migrate), with
 	// Params online, restart and timeout (containers), with-local-disks and targetstorage (VMs).
 	ActionMigrate Action = "migrate"
@@ -100,7 +105,7 @@ var FirewallObjectActions = []Action{ActionCreateFirewallObject, ActionConfigure
 // OnCluster reports whether an action runs on the cluster's work queue.
 func (a Action) OnCluster() bool {
 	return slices.Contains(PoolActions, a) || slices.Contains(ClusterObjectActions, a) ||
-		slices.Contains(FirewallObjectActions, a)
+		slices.Contains(FirewallObjectActions, a) || a == ActionApplyClusterFirewall
 }
 
 // Actions lists every action in a fixed order.
@@ -112,7 +117,7 @@ var Actions = []Action{
 	ActionCreateHARule, ActionConfigureHARule, ActionDeleteHARule,
 	ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob, ActionClaimClusterObject,
 	ActionApplyGuestFirewall, ActionCreateFirewallObject, ActionConfigureFirewallObject,
-	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionMigrate, ActionSnapshot, ActionDeleteSnapshot, ActionRollback, ActionHAMigrate,
+	ActionClaimFirewallObject, ActionDeleteFirewallObject, ActionApplyClusterFirewall, ActionMigrate, ActionSnapshot, ActionDeleteSnapshot, ActionRollback, ActionHAMigrate,
 }
 
 // Moves reports whether an action moves a guest to another node (a migration, directly or through HA).

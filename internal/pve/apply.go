@@ -100,6 +100,9 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 	if slices.Contains(plan.FirewallObjectActions, op.Action) {
 		return c.applyFirewallObject(ctx, op, opts)
 	}
+	if op.Action == plan.ActionApplyClusterFirewall {
+		return c.applyClusterFirewall(ctx, op)
+	}
 	if op.Action.OnCluster() {
 		if slices.Contains(plan.PoolActions, op.Action) {
 			return c.applyPool(ctx, op, opts)

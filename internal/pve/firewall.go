@@ -33,13 +33,13 @@ import (
 // The guest's options are the operation's Values (an empty value deletes the option). The precondition's
 // Expect may hold rules-digest, the digest of the rule list the plan observed.
 //
-// A firewall object operation's Params are kind (security-group, ipset, alias), name, comment (without the
+// A firewall object operation's Params are kind (securitygroup, ipset, alias), name, comment (without the
 // marker), and rules (a group's, as above), entries (an IP set's, as the ipsets entries) or cidr (an
 // alias's); a claim's and a delete's Expect hold the comment the plan observed.
 
 // The ownership inventory's kinds of the cluster's firewall objects.
 const (
-	ObjectKindSecurityGroup = "security-group"
+	ObjectKindSecurityGroup = "securitygroup"
 	ObjectKindIPSet         = "ipset"
 	ObjectKindAlias         = "alias"
 )
@@ -345,6 +345,38 @@ func (w *fwWriter) rules(ctx context.Context, tmpl string, args []string, declar
 	return nil
 }
 
+// options writes the firewall options at b that differ from values (an empty value deletes the option),
+// with the digest of the options just read.
+func (w *fwWriter) options(ctx context.Context, b fwBase, values []plan.KV) error {
+	if len(values) == 0 {
+		return nil
+	}
+	opts, digest, err := w.c.readOptions(ctx, b)
+	if err != nil {
+		return failed(err, "%s", w.what)
+	}
+	body := map[string]string{}
+	var del []string
+	for _, kv := range values {
+		cur, ok := opts[kv.Key]
+		switch {
+		case kv.Value == "" && ok:
+			del = append(del, kv.Key)
+		case kv.Value != "" && cur != kv.Value:
+			body[kv.Key] = kv.Value
+		}
+	}
+	if len(body) == 0 && len(del) == 0 {
+		return nil
+	}
+	body["digest"] = digest
+	if len(del) > 0 {
+		body["delete"] = strings.Join(del, ",")
+	}
+	tmpl, args := b.sub("/options")
+	return w.write(ctx, http.MethodPut, tmpl, args, body)
+}
+
 // entries makes an existing IP set's entries the declared ones.
 func (w *fwWriter) entries(ctx context.Context, b fwBase, name string, live, declared []IPSetEntry) error {
 	want := map[string]IPSetEntry{}
@@ -407,32 +439,8 @@ func (a *applier) applyGuestFirewall(ctx context.Context) error {
 	}
 	b := guestFWBase(op.Node, string(op.GuestType), op.VMID)
 	w := &fwWriter{c: a.c, what: a.what()}
-	if len(op.Values) > 0 {
-		opts, digest, err := a.c.readOptions(ctx, b)
-		if err != nil {
-			return failed(err, "%s", a.what())
-		}
-		body := map[string]string{}
-		var del []string
-		for _, kv := range op.Values {
-			cur, ok := opts[kv.Key]
-			switch {
-			case kv.Value == "" && ok:
-				del = append(del, kv.Key)
-			case kv.Value != "" && cur != kv.Value:
-				body[kv.Key] = kv.Value
-			}
-		}
-		if len(body) > 0 || len(del) > 0 {
-			body["digest"] = digest
-			if len(del) > 0 {
-				body["delete"] = strings.Join(del, ",")
-			}
-			tmpl, args := b.sub("/options")
-			if err := w.write(ctx, http.MethodPut, tmpl, args, body); err != nil {
-				return err
-			}
-		}
+	if err := w.options(ctx, b, op.Values); err != nil {
+		return err
 	}
 	var ipsets []IPSet
 	ownIPSets := paramJSON(op, "ipsets", &ipsets)
@@ -555,6 +563,37 @@ func expectValue(op plan.Operation, key string) string {
 		}
 	}
 	return ""
+}
+
+// applyClusterFirewall makes the cluster's own (datacenter) firewall the declared one: the rules first (with
+// the fewest position edits, while they are the ones the plan observed), then the options, so a firewall
+// being enabled already has its rules. The datacenter firewall carries no ownership marker: the cluster's
+// config.yaml opting in (firewall.manage-cluster) is what the planner asked for; nothing else is written.
+func (c *Client) applyClusterFirewall(ctx context.Context, op plan.Operation) (Outcome, error) {
+	var out Outcome
+	if op.Node != plan.ClusterScope {
+		return out, terminal("%s: the cluster's firewall is written from the cluster's work queue, not on node %q", op.Action, op.Node)
+	}
+	w := &fwWriter{c: c, what: string(op.Action)}
+	var fields []map[string]string
+	switch err := paramJSON(op, "rules", &fields); {
+	case errors.Is(err, errNoParam):
+		return out, terminal("%s: no rules", op.Action)
+	case errors.Is(err, errBadParam):
+		return out, terminal("%s: rules is not valid JSON", op.Action)
+	}
+	declared := make([]firewall.Rule, len(fields))
+	for i, m := range fields {
+		declared[i] = firewall.RuleFromFields(m)
+	}
+	if err := w.rules(ctx, "/cluster/firewall/rules", nil, declared, expectValue(op, "rules-digest")); err != nil {
+		return out, classify(err)
+	}
+	if err := w.options(ctx, clusterFWBase, op.Values); err != nil {
+		return out, classify(err)
+	}
+	out.AlreadyDone = !w.wrote
+	return out, nil
 }
 
 // fwObject is one cluster firewall object as read.
@@ -770,14 +809,18 @@ func (f *fwObjectApplier) claim(ctx context.Context) error {
 	return f.writeComment(ctx, pveformat.MarkComment(o.comment))
 }
 
-// delete deletes an owned object; one already gone is done. A group's rules are deleted first (PVE
-// refuses a group that has rules), an IP set goes with its entries.
+// delete deletes an owned object; one already gone is done. Its comment must still be the one the plan
+// observed, when the operation carries it. A group's rules are deleted first (PVE refuses a group that has
+// rules), an IP set goes with its entries.
 func (f *fwObjectApplier) delete(ctx context.Context) error {
 	o, found, err := f.read(ctx)
 	if err != nil || !found {
 		return err
 	}
 	if err := f.marked().owned(ctx, f.opts.Objects, o.comment); err != nil {
+		return err
+	}
+	if err := f.marked().expected(o.comment, f.op.Precondition); err != nil {
 		return err
 	}
 	switch f.kind {

@@ -229,7 +229,7 @@ func TestSecurityGroupLifecycleChecksMarkerAndRecord(t *testing.T) {
 	configure := fwObjOp(plan.ActionConfigureFirewallObject, pve.ObjectKindSecurityGroup, "web", "comment", "edge", "rules", rulesJSON(t, ssh, https))
 	_, err = cl.Apply(ctx, configure, opts)
 	wantRefusal(t, err, pve.RefusalNotOwned) // marked, but no record
-	rec.objects["security-group/web"] = true
+	rec.objects["securitygroup/web"] = true
 	if _, err := cl.Apply(ctx, configure, opts); err != nil {
 		t.Fatalf("configure: %v", err)
 	}
@@ -282,4 +282,94 @@ func TestUnmarkedFirewallObjectsAreNeverTouchedButCanBeClaimed(t *testing.T) {
 	if len(objs.IPSets) != 1 || objs.IPSets[0].Comment != "by hand [proxops]" || !slices.Equal(objs.IPSets[0].Entries, want) {
 		t.Fatalf("ipset %+v", objs.IPSets)
 	}
+}
+
+// A group's rules changed by hand after the plan observed them: the configure carries the observed digest
+// and fails as a conflict without writing, so the hand edit stays for the next plan to show.
+func TestSecurityGroupEditedSinceThePlanIsAConflict(t *testing.T) {
+	c := newSim(t, fwSpec())
+	cl := c.client(t)
+	ctx := testContext(t)
+	opts := fwOpts()
+	opts.Objects.(fwRecords).objects["securitygroup/web"] = true
+	https := firewall.Rule{Type: "in", Action: "ACCEPT", Macro: "HTTPS", Enable: true}
+	if _, err := cl.Apply(ctx, fwObjOp(plan.ActionCreateFirewallObject, pve.ObjectKindSecurityGroup, "web",
+		"comment", "front", "rules", rulesJSON(t, https)), opts); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	objs, err := cl.ReadClusterFirewallObjects(ctx)
+	if err != nil || len(objs.Groups) != 1 || objs.Groups[0].RulesDigest == "" {
+		t.Fatalf("created %+v %v", objs.Groups, err)
+	}
+	observed := objs.Groups[0].RulesDigest
+	c.root(t, http.MethodPost, "/cluster/firewall/groups/web", "type", "in", "action", "DROP", "comment", "hand", "enable", "1")
+
+	ssh := firewall.Rule{Type: "in", Action: "ACCEPT", Macro: "SSH", Enable: true}
+	stale := fwObjOp(plan.ActionConfigureFirewallObject, pve.ObjectKindSecurityGroup, "web", "comment", "front", "rules", rulesJSON(t, ssh, https))
+	stale.Precondition.Expect = []plan.KV{{Key: "rules-digest", Value: observed}}
+	if _, err := cl.Apply(ctx, stale, opts); pve.ClassOf(err) != plan.ErrorConflict {
+		t.Fatalf("a configure planned before a hand edit: %v", err)
+	}
+	objs, _ = cl.ReadClusterFirewallObjects(ctx)
+	if rules := objs.Groups[0].Rules; len(rules) != 2 || rules[0].Comment != "hand" {
+		t.Fatalf("the hand edit was overwritten: %v", rules)
+	}
+}
+
+// The cluster's own firewall converges with one operation: the rules first (position edits), then the
+// options; a second delivery writes nothing; rules edited by hand since the plan are a conflict.
+func TestClusterFirewallAppliesRulesThenOptionsAndRefusesAStaleList(t *testing.T) {
+	c := newSim(t, fwSpec())
+	cl := c.client(t)
+	ctx := testContext(t)
+	ssh := firewall.Rule{Type: "in", Action: "ACCEPT", Macro: "SSH", Enable: true}
+	web := firewall.Rule{Type: "in", Action: "ACCEPT", Proto: "tcp", DPort: "8006", Enable: true}
+	op := plan.Operation{ID: "cluster-firewall-apply", Cluster: "lab", Node: plan.ClusterScope, Ref: "ClusterFirewall/lab",
+		Action: plan.ActionApplyClusterFirewall, Params: []plan.KV{{Key: "rules", Value: rulesJSON(t, ssh, web)}},
+		Values: []plan.KV{{Key: "enable", Value: "1"}, {Key: "policy_in", Value: "DROP"}}}
+	if _, err := cl.Apply(ctx, op, fwOpts()); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	cf := observeClusterFirewall(t, cl)
+	if got := liveClusterRules(cf); !slices.Equal(got, []firewall.Rule{ssh, web}) {
+		t.Fatalf("cluster rules %v", got)
+	}
+	if cf.Options["enable"] != "1" || cf.Options["policy_in"] != "DROP" {
+		t.Fatalf("cluster options %v", cf.Options)
+	}
+	if out, err := cl.Apply(ctx, op, fwOpts()); err != nil || !out.AlreadyDone {
+		t.Fatalf("a second delivery: %+v, %v", out, err)
+	}
+
+	c.root(t, http.MethodPost, "/cluster/firewall/rules", "type", "in", "action", "DROP", "comment", "hand", "enable", "1")
+	stale := op
+	stale.Params = []plan.KV{{Key: "rules", Value: rulesJSON(t, web)}}
+	stale.Precondition.Expect = []plan.KV{{Key: "rules-digest", Value: cf.RulesDigest}}
+	if _, err := cl.Apply(ctx, stale, fwOpts()); pve.ClassOf(err) != plan.ErrorConflict {
+		t.Fatalf("a plan computed before a hand edit: %v", err)
+	}
+	if got := liveClusterRules(observeClusterFirewall(t, cl)); len(got) != 3 || got[0].Comment != "hand" {
+		t.Fatalf("the hand edit was overwritten: %v", got)
+	}
+	op.Node = "pve1"
+	if _, err := cl.Apply(ctx, op, fwOpts()); pve.ClassOf(err) != plan.ErrorTerminal {
+		t.Fatalf("a cluster firewall operation for a node's queue: %v", err)
+	}
+}
+
+func observeClusterFirewall(t *testing.T, cl *pve.Client) *inventory.ClusterFirewall {
+	t.Helper()
+	n, err := cl.Observe(testContext(t), pve.ObserveRequest{Cluster: "lab", Node: "pve1", ClusterFirewall: true})
+	if err != nil || n.ClusterFirewall == nil || !n.ClusterFirewall.ClusterRead {
+		t.Fatalf("observe the cluster's firewall: %+v, %v", n.ClusterFirewall, err)
+	}
+	return n.ClusterFirewall
+}
+
+func liveClusterRules(cf *inventory.ClusterFirewall) []firewall.Rule {
+	var out []firewall.Rule
+	for _, m := range cf.Rules {
+		out = append(out, firewall.RuleFromFields(m))
+	}
+	return out
 }

@@ -29,9 +29,15 @@ func (c *Client) observeFirewalls(ctx context.Context, req ObserveRequest, n *in
 	if err != nil {
 		return failed(err, "observe the cluster's firewall objects")
 	}
-	cf := &inventory.ClusterFirewall{}
+	cf := &inventory.ClusterFirewall{ObjectsRead: true, ClusterRead: true}
+	if cf.Options, _, err = c.readOptions(ctx, clusterFWBase); err != nil {
+		return failed(err, "observe the cluster's firewall options")
+	}
+	if cf.Rules, cf.RulesDigest, err = c.observeRules(ctx, clusterFWBase); err != nil {
+		return failed(err, "observe the cluster's firewall rules")
+	}
 	for _, g := range objs.Groups {
-		fg := inventory.FirewallGroup{Name: g.Name}
+		fg := inventory.FirewallGroup{Name: g.Name, Comment: g.Comment, RulesDigest: g.RulesDigest}
 		for _, r := range g.Rules {
 			fg.Rules = append(fg.Rules, r.Fields())
 		}
@@ -39,15 +45,45 @@ func (c *Client) observeFirewalls(ctx context.Context, req ObserveRequest, n *in
 	}
 	for _, s := range objs.IPSets {
 		cf.IPSets = append(cf.IPSets, s.Name)
+		fs := inventory.FirewallIPSet{Name: s.Name, Comment: s.Comment}
+		for _, e := range s.Entries {
+			fs.Entries = append(fs.Entries, inventory.FirewallIPSetEntry{CIDR: e.CIDR, NoMatch: e.NoMatch, Comment: e.Comment})
+		}
+		cf.IPSetObjects = append(cf.IPSetObjects, fs)
 	}
 	for _, a := range objs.Aliases {
 		cf.Aliases = append(cf.Aliases, a.Name)
+		cf.AliasObjects = append(cf.AliasObjects, inventory.FirewallAlias{Name: a.Name, CIDR: a.CIDR, Comment: a.Comment})
 	}
 	slices.SortFunc(cf.Groups, func(a, b inventory.FirewallGroup) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(cf.IPSets)
 	slices.Sort(cf.Aliases)
+	slices.SortFunc(cf.IPSetObjects, func(a, b inventory.FirewallIPSet) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(cf.AliasObjects, func(a, b inventory.FirewallAlias) int { return strings.Compare(a.Name, b.Name) })
 	n.ClusterFirewall = cf
 	return nil
+}
+
+// observeRules reads a rule list with every property PVE reports (without pos and digest), and its digest.
+func (c *Client) observeRules(ctx context.Context, b fwBase) ([]map[string]string, string, error) {
+	tmpl, args := b.sub("/rules")
+	raw, err := c.get(ctx, tmpl, args, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	list, err := textMaps(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	var rules []map[string]string
+	digest := ""
+	for _, m := range list {
+		digest = m["digest"]
+		delete(m, "digest")
+		delete(m, "pos")
+		rules = append(rules, m)
+	}
+	return rules, digest, nil
 }
 
 // observeGuestFirewall reads a guest's firewall with every rule property PVE reports (not only those the
@@ -59,20 +95,8 @@ func (c *Client) observeGuestFirewall(ctx context.Context, node, typ string, vmi
 		return nil, err
 	}
 	f := &inventory.Firewall{Options: opts}
-	tmpl, args := b.sub("/rules")
-	raw, err := c.get(ctx, tmpl, args, nil)
-	if err != nil {
+	if f.Rules, f.RulesDigest, err = c.observeRules(ctx, b); err != nil {
 		return nil, err
-	}
-	list, err := textMaps(raw)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range list {
-		f.RulesDigest = m["digest"]
-		delete(m, "digest")
-		delete(m, "pos")
-		f.Rules = append(f.Rules, m)
 	}
 	sets, err := c.readIPSets(ctx, b)
 	if err != nil {

@@ -198,9 +198,13 @@ func gapDocument(g inventory.Gap) GapDocument {
 	return GapDocument{SettingDocument: SettingDocument(g.Setting), Note: g.Note, Managed: g.Managed}
 }
 
-// text is a gap on one line: Kind/name node/vmid key=value (note).
+// text is a gap on one line: Kind/name node/vmid key=value (note); a cluster object's gap has no placement.
 func (g GapDocument) text() string {
-	line := fmt.Sprintf("%s/%s %s %s=%s", g.Kind, g.Name, placement(g.Node, g.VMID), g.Key, oneLine(g.Value))
+	line := g.Kind + "/" + g.Name
+	if p := placement(g.Node, g.VMID); p != "" {
+		line += " " + p
+	}
+	line += fmt.Sprintf(" %s=%s", g.Key, oneLine(g.Value))
 	if g.Note != "" {
 		line += " (" + oneLine(g.Note) + ")"
 	}

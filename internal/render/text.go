@@ -148,12 +148,15 @@ func PlanText(p plan.Plan) string {
 		switch {
 		case o.Action == plan.ActionSnapshot || o.Action == plan.ActionDeleteSnapshot || o.Action == plan.ActionRollback:
 			snaps.lines = append(snaps.lines, opLine(o, false))
+		case o.Action == plan.ActionCreateFirewallObject:
+			// A new firewall object shows what it will hold: a group's rules in order, an IP set's entries.
+			create.lines = append(create.lines, opLine(o, true))
 		case o.Action == plan.ActionCreate || o.Action == plan.ActionClone || o.Action == plan.ActionDownload ||
 			o.Action == plan.ActionCreatePool || o.Action == plan.ActionCreateHAResource || o.Action == plan.ActionCreateHARule ||
 			o.Action == plan.ActionCreateBackupJob || (o.Action == plan.ActionMarkTemplate && created[o.VMID] && o.VMID != 0):
 			create.lines = append(create.lines, opLine(o, false))
 		case o.Action == plan.ActionDelete || o.Action == plan.ActionDeletePool || o.Action == plan.ActionDeleteHAResource ||
-			o.Action == plan.ActionDeleteHARule || o.Action == plan.ActionDeleteBackupJob ||
+			o.Action == plan.ActionDeleteHARule || o.Action == plan.ActionDeleteBackupJob || o.Action == plan.ActionDeleteFirewallObject ||
 			(o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
 			del.lines = append(del.lines, opLine(o, false))
 		case o.Action.Moves():
@@ -161,7 +164,9 @@ func PlanText(p plan.Plan) string {
 		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
 			o.Action == plan.ActionRegenerateCloudInit || o.Action == plan.ActionClaimPool || o.Action == plan.ActionConfigurePool ||
 			o.Action == plan.ActionSetPoolMembers || o.Action == plan.ActionApplyGuestFirewall || o.Action == plan.ActionClaimClusterObject ||
-			o.Action == plan.ActionConfigureHAResource || o.Action == plan.ActionConfigureHARule || o.Action == plan.ActionConfigureBackupJob:
+			o.Action == plan.ActionConfigureHAResource || o.Action == plan.ActionConfigureHARule || o.Action == plan.ActionConfigureBackupJob ||
+			o.Action == plan.ActionClaimFirewallObject || o.Action == plan.ActionConfigureFirewallObject ||
+			o.Action == plan.ActionApplyClusterFirewall:
 			update.lines = append(update.lines, opLine(o, true))
 		default:
 			power.lines = append(power.lines, opLine(o, false))
@@ -180,9 +185,14 @@ func PlanText(p plan.Plan) string {
 			held.lines = append(held.lines, line{what: "held", ref: ref, node: "", id: "-", reason: "prune waits for confirmation"})
 		}
 		for _, o := range p.Operations {
-			if o.Action == plan.ActionApplyGuestFirewall && strings.Contains(o.Reason, plan.FirewallLockout) {
+			switch {
+			case !strings.Contains(o.Reason, plan.FirewallLockout):
+			case o.Action == plan.ActionApplyGuestFirewall:
 				held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
 					reason: "firewall would drop every inbound connection; waits for confirmation"})
+			case o.Action == plan.ActionApplyClusterFirewall:
+				held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
+					reason: "the cluster's firewall could cut administrators off (8006, 22); waits for confirmation"})
 			}
 		}
 		if moves := heldMoves(p); len(moves) > 0 {
@@ -195,7 +205,7 @@ func PlanText(p plan.Plan) string {
 		held.note = []string{p.HeldReason, "confirm plan " + p.ID + " to apply it"}
 		for i := range held.lines {
 			for _, o := range p.Operations {
-				if o.Action == plan.ActionDelete && o.Ref == held.lines[i].ref {
+				if (o.Action == plan.ActionDelete || o.Action == plan.ActionDeleteFirewallObject) && o.Ref == held.lines[i].ref {
 					held.lines[i].node, held.lines[i].id = o.Node, vmidString(o.VMID)
 				}
 			}

@@ -212,6 +212,8 @@ type ClusterConfig struct {
 	PruneBudget *int `yaml:"prune-budget,omitempty"`
 	// Snapshots overrides reconcile.snapshots for this cluster.
 	Snapshots string `yaml:"snapshots,omitempty"`
+	// Firewall is the cluster's own (datacenter) firewall, managed only with manage-cluster: true.
+	Firewall *ClusterFirewall `yaml:"firewall,omitempty"`
 
 	// File is the file that declares the entry; Pos the position of its key; Positions those of every key
 	// of that file (paths start at pve.clusters.<name>).
@@ -636,5 +638,6 @@ func validateCluster(cl *ClusterConfig) diag.List {
 	if cl.Insecure != nil && *cl.Insecure && cl.CAFile != "" {
 		c.warnf(p+".ca-file", "is not used: insecure: true skips certificate verification")
 	}
+	validateClusterFirewall(c, p+".firewall", cl.Firewall)
 	return c.diags
 }

@@ -29,18 +29,8 @@ func guestFirewallToProto(f *inventory.Firewall) *inventoryv1.GuestFirewall {
 	if f == nil {
 		return nil
 	}
-	p := &inventoryv1.GuestFirewall{Options: f.Options, Rules: rulesToProto(f.Rules), RulesDigest: f.RulesDigest}
-	for _, s := range f.IPSets {
-		ps := &inventoryv1.FirewallIPSet{Name: s.Name, Comment: s.Comment}
-		for _, e := range s.Entries {
-			ps.Entries = append(ps.Entries, &inventoryv1.FirewallIPSetEntry{Cidr: e.CIDR, Nomatch: e.NoMatch, Comment: e.Comment})
-		}
-		p.Ipsets = append(p.Ipsets, ps)
-	}
-	for _, a := range f.Aliases {
-		p.Aliases = append(p.Aliases, &inventoryv1.FirewallAlias{Name: a.Name, Cidr: a.CIDR, Comment: a.Comment})
-	}
-	return p
+	return &inventoryv1.GuestFirewall{Options: f.Options, Rules: rulesToProto(f.Rules), RulesDigest: f.RulesDigest,
+		Ipsets: ipsetsToProto(f.IPSets), Aliases: aliasesToProto(f.Aliases)}
 }
 
 func guestFirewallFromProto(p *inventoryv1.GuestFirewall) *inventory.Firewall {
@@ -51,16 +41,7 @@ func guestFirewallFromProto(p *inventoryv1.GuestFirewall) *inventory.Firewall {
 	if f.Options == nil {
 		f.Options = map[string]string{}
 	}
-	for _, s := range p.GetIpsets() {
-		set := inventory.FirewallIPSet{Name: s.GetName(), Comment: s.GetComment()}
-		for _, e := range s.GetEntries() {
-			set.Entries = append(set.Entries, inventory.FirewallIPSetEntry{CIDR: e.GetCidr(), NoMatch: e.GetNomatch(), Comment: e.GetComment()})
-		}
-		f.IPSets = append(f.IPSets, set)
-	}
-	for _, a := range p.GetAliases() {
-		f.Aliases = append(f.Aliases, inventory.FirewallAlias{Name: a.GetName(), CIDR: a.GetCidr(), Comment: a.GetComment()})
-	}
+	f.IPSets, f.Aliases = ipsetsFromProto(p.GetIpsets()), aliasesFromProto(p.GetAliases())
 	return f
 }
 
@@ -68,10 +49,14 @@ func clusterFirewallToProto(c *inventory.ClusterFirewall) *inventoryv1.ClusterFi
 	if c == nil {
 		return nil
 	}
-	p := &inventoryv1.ClusterFirewall{Ipsets: c.IPSets, Aliases: c.Aliases}
+	p := &inventoryv1.ClusterFirewall{Ipsets: c.IPSets, Aliases: c.Aliases, ObjectsRead: c.ObjectsRead,
+		Options: c.Options, Rules: rulesToProto(c.Rules), RulesDigest: c.RulesDigest, ClusterRead: c.ClusterRead}
 	for _, g := range c.Groups {
-		p.Groups = append(p.Groups, &inventoryv1.FirewallGroup{Name: g.Name, Rules: rulesToProto(g.Rules)})
+		p.Groups = append(p.Groups, &inventoryv1.FirewallGroup{Name: g.Name, Rules: rulesToProto(g.Rules),
+			Comment: g.Comment, RulesDigest: g.RulesDigest})
 	}
+	p.IpsetObjects = ipsetsToProto(c.IPSetObjects)
+	p.AliasObjects = aliasesToProto(c.AliasObjects)
 	return p
 }
 
@@ -79,11 +64,55 @@ func clusterFirewallFromProto(p *inventoryv1.ClusterFirewall) *inventory.Cluster
 	if p == nil {
 		return nil
 	}
-	c := &inventory.ClusterFirewall{IPSets: p.GetIpsets(), Aliases: p.GetAliases()}
+	c := &inventory.ClusterFirewall{IPSets: p.GetIpsets(), Aliases: p.GetAliases(), ObjectsRead: p.GetObjectsRead(),
+		Options: p.GetOptions(), Rules: rulesFromProto(p.GetRules()), RulesDigest: p.GetRulesDigest(), ClusterRead: p.GetClusterRead()}
 	for _, g := range p.GetGroups() {
-		c.Groups = append(c.Groups, inventory.FirewallGroup{Name: g.GetName(), Rules: rulesFromProto(g.GetRules())})
+		c.Groups = append(c.Groups, inventory.FirewallGroup{Name: g.GetName(), Rules: rulesFromProto(g.GetRules()),
+			Comment: g.GetComment(), RulesDigest: g.GetRulesDigest()})
 	}
+	c.IPSetObjects = ipsetsFromProto(p.GetIpsetObjects())
+	c.AliasObjects = aliasesFromProto(p.GetAliasObjects())
 	return c
+}
+
+func ipsetsToProto(sets []inventory.FirewallIPSet) []*inventoryv1.FirewallIPSet {
+	var out []*inventoryv1.FirewallIPSet
+	for _, s := range sets {
+		ps := &inventoryv1.FirewallIPSet{Name: s.Name, Comment: s.Comment}
+		for _, e := range s.Entries {
+			ps.Entries = append(ps.Entries, &inventoryv1.FirewallIPSetEntry{Cidr: e.CIDR, Nomatch: e.NoMatch, Comment: e.Comment})
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+func ipsetsFromProto(sets []*inventoryv1.FirewallIPSet) []inventory.FirewallIPSet {
+	var out []inventory.FirewallIPSet
+	for _, s := range sets {
+		set := inventory.FirewallIPSet{Name: s.GetName(), Comment: s.GetComment()}
+		for _, e := range s.GetEntries() {
+			set.Entries = append(set.Entries, inventory.FirewallIPSetEntry{CIDR: e.GetCidr(), NoMatch: e.GetNomatch(), Comment: e.GetComment()})
+		}
+		out = append(out, set)
+	}
+	return out
+}
+
+func aliasesToProto(aliases []inventory.FirewallAlias) []*inventoryv1.FirewallAlias {
+	var out []*inventoryv1.FirewallAlias
+	for _, a := range aliases {
+		out = append(out, &inventoryv1.FirewallAlias{Name: a.Name, Cidr: a.CIDR, Comment: a.Comment})
+	}
+	return out
+}
+
+func aliasesFromProto(aliases []*inventoryv1.FirewallAlias) []inventory.FirewallAlias {
+	var out []inventory.FirewallAlias
+	for _, a := range aliases {
+		out = append(out, inventory.FirewallAlias{Name: a.GetName(), CIDR: a.GetCidr(), Comment: a.GetComment()})
+	}
+	return out
 }
 
 func vmidsToProto(v []int) []int64 {

@@ -46,6 +46,7 @@ var actionEnum = enumMap[plan.Action, planv1.Action]{field: "action", pairs: []e
 	{plan.ActionConfigureFirewallObject, planv1.Action_ACTION_CONFIGURE_FIREWALL_OBJECT},
 	{plan.ActionClaimFirewallObject, planv1.Action_ACTION_CLAIM_FIREWALL_OBJECT},
 	{plan.ActionDeleteFirewallObject, planv1.Action_ACTION_DELETE_FIREWALL_OBJECT},
+	{plan.ActionApplyClusterFirewall, planv1.Action_ACTION_APPLY_CLUSTER_FIREWALL},
 	{plan.ActionMigrate, planv1.Action_ACTION_MIGRATE},
 	{plan.ActionSnapshot, planv1.Action_ACTION_SNAPSHOT},
 	{plan.ActionDeleteSnapshot, planv1.Action_ACTION_DELETE_SNAPSHOT},

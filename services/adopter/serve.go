@@ -122,7 +122,7 @@ func (a *adopter) nodesOf(ctx context.Context, c *repo.Cluster, asked []string) 
 	a.mu.Unlock()
 	slices.Sort(seeds)
 	for _, n := range seeds {
-		inv, err := a.observer().Node(ctx, observeRequest(c.Name, n, true))
+		inv, err := a.observer().Node(ctx, observeRequest(c.Name, n, true, false))
 		if err == nil && len(inv.ClusterNodes) > 0 {
 			return inv.ClusterNodes, nil
 		}
@@ -133,7 +133,8 @@ func (a *adopter) nodesOf(ctx context.Context, c *repo.Cluster, asked []string) 
 // observe takes an adoption inventory of every node, in parallel.
 func (a *adopter) observe(ctx context.Context, cluster string, nodes []string) (inventory.Cluster, error) {
 	observed, failures := a.observer().Nodes(ctx, nodes, func(n string) wire.ObserveRequest {
-		return observeRequest(cluster, n, false)
+		// The cluster's firewall objects are cluster-wide: read once, with the first node's inventory.
+		return observeRequest(cluster, n, false, n == slices.Min(nodes))
 	})
 	if len(failures) > 0 {
 		var errs []error
@@ -152,10 +153,11 @@ func (a *adopter) observer() observe.Client {
 }
 
 // observeRequest asks one node for everything an adoption needs: every storage's content, every guest's
-// firewall, and the cluster's pools and HA resources and rules.
-func observeRequest(cluster, node string, listNodes bool) wire.ObserveRequest {
+// firewall, and the cluster's pools, backup jobs, HA resources and rules; clusterFW asks for the cluster's
+// firewall objects too (of one node).
+func observeRequest(cluster, node string, listNodes, clusterFW bool) wire.ObserveRequest {
 	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true, AllFirewalls: true,
-		ListNodes: listNodes, Pools: true, BackupJobs: true, HA: true}
+		ListNodes: listNodes, Pools: true, BackupJobs: true, HA: true, ClusterFirewall: clusterFW}
 }
 
 // decrypt reads and decrypts a cluster's secrets file: from the snapshot, or (LocalSecrets) from this host

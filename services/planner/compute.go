@@ -415,15 +415,17 @@ func (p *planner) observer() observe.Client {
 
 // observeRequest asks one node for its inventory. It names the cluster's base-url, which an executor with its
 // own endpoint checks against it, and the guests whose declared firewall it reads; clusterFW asks for the
-// cluster's firewall objects too (when a guest declares a firewall). The cluster's pools are asked of one node,
-// with its backup jobs and its HA resources and rules when needs says the plan needs them (plan.NeededObjects):
+// cluster's firewall objects too when needs says the plan needs them (a guest declares a firewall, the cluster's
+// firewall is managed, the repository declares firewall objects or the ownership inventory records some). The
+// cluster's pools are asked of one node, with its backup jobs and its HA resources and rules when needs says the
+// plan needs them (plan.NeededObjects):
 // the one asked for the cluster's nodes, or the first of the allowlist.
 func (p *planner) observeRequest(c *repo.Cluster, node string, content []string, listNodes, clusterFW bool,
 	needs plan.ObjectsNeeded) wire.ObserveRequest {
 	fw := plan.FirewallVMIDs(c)
 	pools := listNodes || (len(c.Config.Nodes) > 0 && node == slices.Min(c.Config.Nodes))
 	return wire.ObserveRequest{Cluster: c.Name, Node: node, RequestID: newID("obs"), ContentStorages: content,
-		ListNodes: listNodes, BaseURL: c.Config.BaseURL, FirewallVMIDs: fw, ClusterFirewall: clusterFW && len(fw) > 0,
+		ListNodes: listNodes, BaseURL: c.Config.BaseURL, FirewallVMIDs: fw, ClusterFirewall: clusterFW && needs.ClusterFirewall,
 		Pools: pools, BackupJobs: pools && needs.BackupJobs, HA: pools && needs.HA}
 }
 

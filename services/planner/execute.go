@@ -189,7 +189,7 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 		d.forgetOwned(ctx, res.VMID, l)
 	}
 	if op, ok := pl.Operation(res.OpID); ok && (op.Action == plan.ActionDeletePool || op.Action == plan.ActionDeleteBackupJob ||
-		op.Action == plan.ActionDeleteHAResource || op.Action == plan.ActionDeleteHARule) {
+		op.Action == plan.ActionDeleteHAResource || op.Action == plan.ActionDeleteHARule || op.Action == plan.ActionDeleteFirewallObject) {
 		if kind, id, ok := plan.ObjectOf(op); ok {
 			d.forgetObject(ctx, kind, id, l)
 		}

@@ -1733,8 +1733,19 @@ type ClusterFirewall struct {
 	// Security groups with their rules, sorted by name.
 	Groups []*FirewallGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
 	// The names of the cluster's IP sets and aliases, sorted.
-	Ipsets        []string `protobuf:"bytes,2,rep,name=ipsets,proto3" json:"ipsets,omitempty"`
-	Aliases       []string `protobuf:"bytes,3,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	Ipsets  []string `protobuf:"bytes,2,rep,name=ipsets,proto3" json:"ipsets,omitempty"`
+	Aliases []string `protobuf:"bytes,3,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	// The IP sets with their comments and entries and the aliases with their addresses and comments, each
+	// sorted by name; meaningful when objects_read is set (the managed security groups, IP sets and aliases).
+	IpsetObjects []*FirewallIPSet `protobuf:"bytes,60,rep,name=ipset_objects,json=ipsetObjects,proto3" json:"ipset_objects,omitempty"`
+	AliasObjects []*FirewallAlias `protobuf:"bytes,61,rep,name=alias_objects,json=aliasObjects,proto3" json:"alias_objects,omitempty"`
+	ObjectsRead  bool             `protobuf:"varint,62,opt,name=objects_read,json=objectsRead,proto3" json:"objects_read,omitempty"`
+	// The cluster's own (datacenter) firewall: its options (PVE's keys), its rules in order and their digest;
+	// meaningful when cluster_read is set.
+	Options       map[string]string `protobuf:"bytes,63,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Rules         []*FirewallRule   `protobuf:"bytes,64,rep,name=rules,proto3" json:"rules,omitempty"`
+	RulesDigest   string            `protobuf:"bytes,65,opt,name=rules_digest,json=rulesDigest,proto3" json:"rules_digest,omitempty"`
+	ClusterRead   bool              `protobuf:"varint,66,opt,name=cluster_read,json=clusterRead,proto3" json:"cluster_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1790,11 +1801,63 @@ func (x *ClusterFirewall) GetAliases() []string {
 	return nil
 }
 
+func (x *ClusterFirewall) GetIpsetObjects() []*FirewallIPSet {
+	if x != nil {
+		return x.IpsetObjects
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetAliasObjects() []*FirewallAlias {
+	if x != nil {
+		return x.AliasObjects
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetObjectsRead() bool {
+	if x != nil {
+		return x.ObjectsRead
+	}
+	return false
+}
+
+func (x *ClusterFirewall) GetOptions() map[string]string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetRules() []*FirewallRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *ClusterFirewall) GetRulesDigest() string {
+	if x != nil {
+		return x.RulesDigest
+	}
+	return ""
+}
+
+func (x *ClusterFirewall) GetClusterRead() bool {
+	if x != nil {
+		return x.ClusterRead
+	}
+	return false
+}
+
 // FirewallGroup is a security group with its rules.
 type FirewallGroup struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Rules         []*FirewallRule        `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Rules []*FirewallRule        `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	// The group's comment (ownership marker included) and the digest of its rule list.
+	Comment       string `protobuf:"bytes,60,opt,name=comment,proto3" json:"comment,omitempty"`
+	RulesDigest   string `protobuf:"bytes,61,opt,name=rules_digest,json=rulesDigest,proto3" json:"rules_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1841,6 +1904,20 @@ func (x *FirewallGroup) GetRules() []*FirewallRule {
 		return x.Rules
 	}
 	return nil
+}
+
+func (x *FirewallGroup) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *FirewallGroup) GetRulesDigest() string {
+	if x != nil {
+		return x.RulesDigest
+	}
+	return ""
 }
 
 // ConfigEntry is one key of GET .../pending.
@@ -2564,14 +2641,26 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rFirewallAlias\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cidr\x18\x02 \x01(\tR\x04cidr\x12\x18\n" +
-	"\acomment\x18\x03 \x01(\tR\acomment\"\x80\x01\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"\xc1\x04\n" +
 	"\x0fClusterFirewall\x12;\n" +
 	"\x06groups\x18\x01 \x03(\v2#.proxops.inventory.v1.FirewallGroupR\x06groups\x12\x16\n" +
 	"\x06ipsets\x18\x02 \x03(\tR\x06ipsets\x12\x18\n" +
-	"\aaliases\x18\x03 \x03(\tR\aaliases\"]\n" +
+	"\aaliases\x18\x03 \x03(\tR\aaliases\x12H\n" +
+	"\ripset_objects\x18< \x03(\v2#.proxops.inventory.v1.FirewallIPSetR\fipsetObjects\x12H\n" +
+	"\ralias_objects\x18= \x03(\v2#.proxops.inventory.v1.FirewallAliasR\faliasObjects\x12!\n" +
+	"\fobjects_read\x18> \x01(\bR\vobjectsRead\x12L\n" +
+	"\aoptions\x18? \x03(\v22.proxops.inventory.v1.ClusterFirewall.OptionsEntryR\aoptions\x128\n" +
+	"\x05rules\x18@ \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\x12!\n" +
+	"\frules_digest\x18A \x01(\tR\vrulesDigest\x12!\n" +
+	"\fcluster_read\x18B \x01(\bR\vclusterRead\x1a:\n" +
+	"\fOptionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
 	"\rFirewallGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
-	"\x05rules\x18\x02 \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\"\xa5\x01\n" +
+	"\x05rules\x18\x02 \x03(\v2\".proxops.inventory.v1.FirewallRuleR\x05rules\x12\x18\n" +
+	"\acomment\x18< \x01(\tR\acomment\x12!\n" +
+	"\frules_digest\x18= \x01(\tR\vrulesDigest\"\xa5\x01\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1b\n" +
@@ -2637,7 +2726,7 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
@@ -2668,13 +2757,14 @@ var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	nil,                           // 26: proxops.inventory.v1.BackupJob.OptionsEntry
 	nil,                           // 27: proxops.inventory.v1.GuestFirewall.OptionsEntry
 	nil,                           // 28: proxops.inventory.v1.FirewallRule.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	nil,                           // 29: proxops.inventory.v1.ClusterFirewall.OptionsEntry
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
 	2,  // 0: proxops.inventory.v1.ObserveRequest.migration_checks:type_name -> proxops.inventory.v1.MigrationQuery
 	0,  // 1: proxops.inventory.v1.MigrationQuery.type:type_name -> proxops.inventory.v1.GuestType
 	0,  // 2: proxops.inventory.v1.MigrationCheck.type:type_name -> proxops.inventory.v1.GuestType
-	29, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	30, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
 	11, // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
 	21, // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
 	22, // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
@@ -2700,14 +2790,18 @@ var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
 	28, // 26: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
 	16, // 27: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
 	19, // 28: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
-	14, // 29: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
-	25, // 30: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	24, // 31: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	15, // 29: proxops.inventory.v1.ClusterFirewall.ipset_objects:type_name -> proxops.inventory.v1.FirewallIPSet
+	17, // 30: proxops.inventory.v1.ClusterFirewall.alias_objects:type_name -> proxops.inventory.v1.FirewallAlias
+	29, // 31: proxops.inventory.v1.ClusterFirewall.options:type_name -> proxops.inventory.v1.ClusterFirewall.OptionsEntry
+	14, // 32: proxops.inventory.v1.ClusterFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
+	14, // 33: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
+	25, // 34: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	24, // 35: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -2721,7 +2815,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

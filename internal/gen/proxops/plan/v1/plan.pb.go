@@ -71,6 +71,9 @@ const (
 	Action_ACTION_CONFIGURE_FIREWALL_OBJECT Action = 42
 	Action_ACTION_CLAIM_FIREWALL_OBJECT     Action = 43
 	Action_ACTION_DELETE_FIREWALL_OBJECT    Action = 44
+	// The cluster's own (datacenter) firewall options and rules, on the cluster's work queue, when the
+	// cluster's config.yaml sets firewall.manage-cluster.
+	Action_ACTION_APPLY_CLUSTER_FIREWALL Action = 60
 	// Move a guest to another node of the cluster (POST .../migrate); params: target, online, restart, timeout,
 	// with-local-disks, targetstorage.
 	Action_ACTION_MIGRATE Action = 30
@@ -120,6 +123,7 @@ var (
 		42: "ACTION_CONFIGURE_FIREWALL_OBJECT",
 		43: "ACTION_CLAIM_FIREWALL_OBJECT",
 		44: "ACTION_DELETE_FIREWALL_OBJECT",
+		60: "ACTION_APPLY_CLUSTER_FIREWALL",
 		30: "ACTION_MIGRATE",
 		35: "ACTION_SNAPSHOT",
 		36: "ACTION_DELETE_SNAPSHOT",
@@ -161,6 +165,7 @@ var (
 		"ACTION_CONFIGURE_FIREWALL_OBJECT": 42,
 		"ACTION_CLAIM_FIREWALL_OBJECT":     43,
 		"ACTION_DELETE_FIREWALL_OBJECT":    44,
+		"ACTION_APPLY_CLUSTER_FIREWALL":    60,
 		"ACTION_MIGRATE":                   30,
 		"ACTION_SNAPSHOT":                  35,
 		"ACTION_DELETE_SNAPSHOT":           36,
@@ -3293,7 +3298,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\x0e2\x1d.proxops.plan.v1.ResultStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vfingerprint\x18\r \x01(\tR\vfingerprint\x12\x1a\n" +
-	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\x83\b\n" +
+	"\bexecutor\x18\x0e \x01(\tR\bexecutor*\xa6\b\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTION_CREATE\x10\x01\x12\x10\n" +
@@ -3329,7 +3334,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x1dACTION_CREATE_FIREWALL_OBJECT\x10)\x12$\n" +
 	" ACTION_CONFIGURE_FIREWALL_OBJECT\x10*\x12 \n" +
 	"\x1cACTION_CLAIM_FIREWALL_OBJECT\x10+\x12!\n" +
-	"\x1dACTION_DELETE_FIREWALL_OBJECT\x10,\x12\x12\n" +
+	"\x1dACTION_DELETE_FIREWALL_OBJECT\x10,\x12!\n" +
+	"\x1dACTION_APPLY_CLUSTER_FIREWALL\x10<\x12\x12\n" +
 	"\x0eACTION_MIGRATE\x10\x1e\x12\x13\n" +
 	"\x0fACTION_SNAPSHOT\x10#\x12\x1a\n" +
 	"\x16ACTION_DELETE_SNAPSHOT\x10$\x12\x13\n" +

@@ -1,0 +1,158 @@
+package adopt
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/proxops/proxops/internal/firewall"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
+	"github.com/proxops/proxops/internal/pveformat"
+)
+
+// The cluster's firewall objects are adopted as SecurityGroup, IPSet and Alias manifests, one per live
+// object no manifest declares, with the comment without the ownership marker: committed, each plans a claim
+// (the marker added), as an adopted pool does. A security group is owned as a whole, so one with a rule the
+// model cannot carry (a property it does not know, or a form the manifest refuses) is not adopted: each such
+// rule is a gap, and the group stays PVE's until a manifest declares it.
+
+// clusterFirewall is the cluster's firewall objects as the first node that read them reports them.
+func (r *run) clusterFirewall() *inventory.ClusterFirewall {
+	for _, n := range r.nodes {
+		if n.ClusterFirewall != nil && n.ClusterFirewall.ObjectsRead {
+			return n.ClusterFirewall
+		}
+	}
+	return nil
+}
+
+// declaredFirewallObject reports whether a manifest declares the firewall object (an alias's and a group's
+// name compared without case, as PVE does).
+func (r *run) declaredFirewallObject(kind manifest.Kind, name string) bool {
+	for _, d := range r.in.Declared {
+		if d.Kind != kind {
+			continue
+		}
+		n := d.FirewallObjectName()
+		if n == name || (kind != manifest.KindIPSet && strings.EqualFold(n, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptFirewallObject names, validates and emits one adopted firewall object.
+func (r *run) adoptFirewallObject(kind manifest.Kind, liveName string, spec manifest.Spec, setName func(string)) error {
+	base := Name(liveName)
+	if base == "" {
+		base = strings.ToLower(string(kind))
+	}
+	name := r.namers[kind].assign(base, liveName)
+	if name != liveName {
+		setName(liveName)
+	}
+	res := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: kind, Metadata: manifest.Metadata{Name: name}, Spec: spec}
+	m := Manifest{Path: Path(kind, r.in.Cluster, name), Resource: res}
+	for _, d := range validationDiags(res) {
+		m.Incomplete = append(m.Incomplete, diagText(d))
+	}
+	return r.emit(m, strings.ToLower(string(kind))+" "+liveName)
+}
+
+// adoptFirewallObjects writes the manifests of the cluster's undeclared aliases, IP sets and security
+// groups.
+func (r *run) adoptFirewallObjects() error {
+	cf := r.clusterFirewall()
+	if cf == nil {
+		return nil
+	}
+	for _, a := range cf.AliasObjects {
+		if r.declaredFirewallObject(manifest.KindAlias, a.Name) {
+			continue
+		}
+		spec := &manifest.AliasSpec{CIDR: a.CIDR, Comment: pveformat.CommentText(a.Comment)}
+		if err := r.adoptFirewallObject(manifest.KindAlias, a.Name, spec, func(n string) { spec.Name = n }); err != nil {
+			return err
+		}
+	}
+	for _, s := range cf.IPSetObjects {
+		if r.declaredFirewallObject(manifest.KindIPSet, s.Name) {
+			continue
+		}
+		spec := &manifest.IPSetSpec{Comment: pveformat.CommentText(s.Comment)}
+		for _, e := range s.Entries {
+			spec.Entries = append(spec.Entries, manifest.FirewallIPSetEntry(e))
+		}
+		if err := r.adoptFirewallObject(manifest.KindIPSet, s.Name, spec, func(n string) { spec.Name = n }); err != nil {
+			return err
+		}
+	}
+	for _, g := range cf.Groups {
+		if r.declaredFirewallObject(manifest.KindSecurityGroup, g.Name) {
+			continue
+		}
+		spec, gaps := groupSpec(g)
+		if len(gaps) > 0 {
+			r.res.Gaps = append(r.res.Gaps, gaps...)
+			continue
+		}
+		if err := r.adoptFirewallObject(manifest.KindSecurityGroup, g.Name, spec, func(n string) { spec.Name = n }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupSpec is a live security group as a manifest's spec, or the gaps of the rules it cannot carry.
+func groupSpec(g inventory.FirewallGroup) (*manifest.SecurityGroupSpec, []inventory.Gap) {
+	spec := &manifest.SecurityGroupSpec{Comment: pveformat.CommentText(g.Comment)}
+	var gaps []inventory.Gap
+	gap := func(i int, value, note string) {
+		gaps = append(gaps, inventory.Gap{Setting: inventory.Setting{Kind: string(manifest.KindSecurityGroup), Name: g.Name,
+			Key: "rules[" + strconv.Itoa(i) + "]", Value: value},
+			Note: note + "; the security group is not adopted (not owned) because a declared group is owned as a whole"})
+	}
+	for i, m := range g.Rules {
+		r := firewall.RuleFromFields(m)
+		if unknown := unknownRuleKeys(m); len(unknown) > 0 {
+			gap(i, r.String(), "rule property "+strings.Join(unknown, ", ")+" is not in the manifest model")
+			continue
+		}
+		spec.Rules = append(spec.Rules, manifestRule(r))
+	}
+	if len(gaps) > 0 {
+		return nil, gaps
+	}
+	probe := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindSecurityGroup,
+		Metadata: manifest.Metadata{Name: "probe"}, Spec: &manifest.SecurityGroupSpec{Name: g.Name, Rules: spec.Rules}}
+	for _, d := range validationDiags(probe) {
+		if i, ok := groupRuleIndex(d.Field); ok {
+			gap(i, firewall.RuleFromFields(g.Rules[i]).String(), d.Message)
+		}
+	}
+	if len(gaps) == 0 && !slices.Equal(spec.PVERules(), liveGroupRules(g)) {
+		gap(0, "", "the rules do not read back as PVE reports them")
+	}
+	if len(gaps) > 0 {
+		return nil, gaps
+	}
+	return spec, nil
+}
+
+// groupRuleIndex reads N from "spec.rules[N]…".
+func groupRuleIndex(field string) (int, bool) {
+	after, ok := strings.CutPrefix(field, "spec.")
+	if !ok {
+		return 0, false
+	}
+	return ruleIndex("firewall." + after)
+}
+
+func liveGroupRules(g inventory.FirewallGroup) []firewall.Rule {
+	out := make([]firewall.Rule, len(g.Rules))
+	for i, m := range g.Rules {
+		out[i] = firewall.RuleFromFields(m)
+	}
+	return out
+}
