@@ -3,6 +3,7 @@ package pve_test
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -372,4 +373,38 @@ func liveClusterRules(cf *inventory.ClusterFirewall) []firewall.Rule {
 		out = append(out, firewall.RuleFromFields(m))
 	}
 	return out
+}
+
+// For random pairs of live and declared rule lists (duplicates and disabled rules included), applying the
+// declared list to a guest on the simulator leaves exactly the declared list, in order.
+func TestGuestFirewallApplyReachesAnyDeclaredListOnTheSimulator(t *testing.T) {
+	c := newSim(t, fwSpec())
+	cl := c.client(t)
+	ctx := testContext(t)
+	r := rand.New(rand.NewPCG(7, 11))
+	pool := []firewall.Rule{
+		fwRule("ACCEPT", "tcp", "22", "ssh"), fwRule("ACCEPT", "tcp", "443", "web"), fwRule("ACCEPT", "udp", "53", "dns"),
+		fwRule("DROP", "tcp", "25", "smtp"), fwRule("REJECT", "tcp", "3306", "db"), fwRule("ACCEPT", "tcp", "8080", "alt"),
+	}
+	randList := func() []firewall.Rule {
+		out := make([]firewall.Rule, r.IntN(7))
+		for i := range out {
+			out[i] = pool[r.IntN(len(pool))]
+			out[i].Enable = r.IntN(4) != 0
+		}
+		return out
+	}
+	apply := func(rules []firewall.Rule) {
+		t.Helper()
+		if _, err := cl.Apply(ctx, guestFWOp(100, "pve1", "rules", rulesJSON(t, rules...)), fwOpts()); err != nil {
+			t.Fatalf("apply %v: %v", rules, err)
+		}
+		if got := readFW(t, cl, "pve1", 100).Rules; !slices.Equal(got, rules) && (len(got) > 0 || len(rules) > 0) {
+			t.Fatalf("declared %v, the simulator holds %v", rules, got)
+		}
+	}
+	for range 40 {
+		apply(randList()) // the live list the next apply starts from
+		apply(randList())
+	}
 }
