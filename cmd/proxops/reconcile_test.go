@@ -213,8 +213,8 @@ func TestDemoRepositoryConvergesAndStaysConverged(t *testing.T) {
 func TestApplyHoldsAMassPruneUntilYes(t *testing.T) {
 	e := newDemoEnv(t)
 	e.mustRun(0, "apply")
-	for _, f := range []string{"web-01", "web-02", "app-01"} {
-		e.edit("clusters/demo/resources.yaml", func(s string) string { return strings.Replace(s, "  - ../../vm/demo/"+f+".yaml\n", "", 1) })
+	for _, f := range []string{"vm/demo/web-01", "vm/demo/web-02", "vm/demo/app-01", "ha/demo/web-02-prefers-pve2"} {
+		e.edit("clusters/demo/resources.yaml", func(s string) string { return strings.Replace(s, "  - ../../"+f+".yaml\n", "", 1) })
 	}
 	e.commit("retire the web and app servers")
 	out := e.mustRun(1, "apply")
