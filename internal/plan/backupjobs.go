@@ -154,13 +154,7 @@ func backupJobOpID(id, verb string) string { return "backupjob-" + id + "-" + ve
 
 // jobOp is an operation on backup job id of the unit u, after the unit's last one.
 func (d *differ) jobOp(u *unit, id, verb string, a Action, params []KV, reason string) *Operation {
-	op := Operation{ID: d.opID(backupJobOpID(id, verb)), Cluster: d.cluster, Node: ClusterScope, Ref: u.ref.String(),
-		Action: a, Params: append([]KV{{Key: "id", Value: id}}, params...), Reason: reason}
-	if len(u.ops) > 0 {
-		op.DependsOn = []string{u.last()}
-	}
-	u.ops = append(u.ops, op)
-	return &u.ops[len(u.ops)-1]
+	return d.objectOp(u, backupJobOpID(id, verb), "id", id, a, params, reason)
 }
 
 // jobChanges are the options a configure writes to make have into want: the values to set, the options to

@@ -464,13 +464,7 @@ func haRuleOpID(id, verb string) string { return "harule-" + id + "-" + verb }
 
 // haRuleOp is an operation on an HA rule of the unit u, after the unit's last one.
 func (d *differ) haRuleOp(u *unit, id, verb string, a Action, params []KV, reason string) *Operation {
-	op := Operation{ID: d.opID(haRuleOpID(id, verb)), Cluster: d.cluster, Node: ClusterScope, Ref: u.ref.String(), Action: a,
-		Params: append([]KV{{Key: "rule", Value: id}}, params...), Reason: reason}
-	if len(u.ops) > 0 {
-		op.DependsOn = []string{u.last()}
-	}
-	u.ops = append(u.ops, op)
-	return &u.ops[len(u.ops)-1]
+	return d.objectOp(u, haRuleOpID(id, verb), "rule", id, a, params, reason)
 }
 
 // planHARules creates the declared HA rules that are not live, claims the unmarked live ones (explicitly),

@@ -209,8 +209,14 @@ func poolOpID(id string, a Action) string {
 
 // poolOp is an operation on a pool of the unit u, after the unit's last one.
 func (d *differ) poolOp(u *unit, id string, a Action, params []KV, reason string) *Operation {
-	op := Operation{ID: d.opID(poolOpID(id, a)), Cluster: d.cluster, Node: ClusterScope, Ref: u.ref.String(), Action: a,
-		Params: append([]KV{{Key: "poolid", Value: id}}, params...), Reason: reason}
+	return d.objectOp(u, poolOpID(id, a), "poolid", id, a, params, reason)
+}
+
+// objectOp appends to the unit u, after its last operation, an operation on the cluster object the parameter
+// idParam names.
+func (d *differ) objectOp(u *unit, opID, idParam, id string, a Action, params []KV, reason string) *Operation {
+	op := Operation{ID: d.opID(opID), Cluster: d.cluster, Node: ClusterScope, Ref: u.ref.String(), Action: a,
+		Params: append([]KV{{Key: idParam, Value: id}}, params...), Reason: reason}
 	if len(u.ops) > 0 {
 		op.DependsOn = []string{u.last()}
 	}
