@@ -513,7 +513,7 @@ func (s *ClusterStatus) derive(refs ...string) {
 			c.Skipped++
 		case plan.FindingAnomaly, plan.FindingMisplaced:
 			c.Anomalies++
-		case plan.FindingPending, plan.FindingWarning:
+		case plan.FindingPending, plan.FindingWarning, plan.FindingSuspended:
 			// No counter of their own.
 		}
 	}
@@ -712,6 +712,9 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 			return
 		case plan.FindingPending:
 			r.State, r.Reason = StateDrift, f.Message
+			return
+		case plan.FindingSuspended:
+			r.State, r.Reason = StateSuspended, f.Message
 			return
 		case plan.FindingAnomaly, plan.FindingMisplaced, plan.FindingWarning:
 			// Anomalies were decided above; a warning leaves the state as it is.
