@@ -61,6 +61,9 @@ var words = map[plan.Action][2]string{
 	plan.ActionRegenerateCloudInit: {"Regenerating cloud-init", "cloud-init regeneration"},
 	plan.ActionMigrate:             {"Migrating", "migration"},
 	plan.ActionHAMigrate:           {"Migrating through HA", "HA migration"},
+	plan.ActionSnapshot:            {"Taking a safety snapshot of", "safety snapshot"},
+	plan.ActionDeleteSnapshot:      {"Removing a safety snapshot of", "snapshot removal"},
+	plan.ActionRollback:            {"Rolling back", "rollback"},
 }
 
 func actionWords(a plan.Action) (ing, noun string) {
