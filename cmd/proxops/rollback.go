@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/event"
@@ -74,11 +75,9 @@ Without --nats it runs on the data directory like apply (or talks to the proxops
 	return cmd
 }
 
-// stdinIsTerminal reports whether standard input is a terminal a person can answer on.
-func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// stdinIsTerminal reports whether standard input is a terminal a person can answer on (not a pipe, a file or
+// /dev/null).
+func stdinIsTerminal() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
 
 // askOnTerminal asks a person to confirm a rollback by typing yes.
 func askOnTerminal(in io.Reader, out io.Writer) func(what string) bool {
