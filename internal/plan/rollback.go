@@ -114,8 +114,8 @@ func RollbackPlan(in Input, req RollbackRequest) (Plan, error) {
 	}
 	op := Operation{ID: guestOpID(g.Type, vmid, ActionRollback, ""), Action: ActionRollback, Cluster: d.cluster, Node: g.Node,
 		VMID: vmid, GuestType: g.Type, Ref: ref,
-		Params: []KV{{Key: SnapshotNameParam, Value: target.Name}, {Key: RequestedByParam, Value: req.RequestedBy}},
-		Reason: fmt.Sprintf("%s: roll back to the snapshot %s taken %s%s, as %s asked", ref, target.Name, taken, why, req.RequestedBy),
+		Params:  []KV{{Key: SnapshotNameParam, Value: target.Name}, {Key: RequestedByParam, Value: req.RequestedBy}},
+		Reason:  fmt.Sprintf("%s: roll back to the snapshot %s taken %s%s, as %s asked", ref, target.Name, taken, why, req.RequestedBy),
 		Changes: []Change{{Field: "state", Before: "current", After: "snapshot " + target.Name}}}
 	if g.Running() {
 		op.Params = append(op.Params, KV{Key: StartParam, Value: "1"})
