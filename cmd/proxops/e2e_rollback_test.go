@@ -202,3 +202,67 @@ func TestRollbackConfirmationTakesOnlyYes(t *testing.T) {
 		}
 	}
 }
+
+// On a deployed system (--nats) a rollback is an operator's: the cli user's request on the operator subject
+// is denied and nothing is rolled back; the operator's rollback is run by the deployed planner and executor,
+// a reconcile of the same commit then leaves the guest as it is, and the operator's resume lets the next one
+// correct it.
+func TestOnlyAnOperatorRollsBackOnADeployedSystem(t *testing.T) {
+	e := newDemoEnv(t)
+	e.edit("proxops.yaml", func(s string) string { return strings.Replace(s, "reconcile:\n", "reconcile:\n  poll-interval: 200ms\n", 1) })
+	e.commit("poll often")
+	d := e.deployed()
+	memory := func() string {
+		cfg, _ := e.sim.Config(101)
+		return cfg["memory"]
+	}
+	before := memory()
+	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
+	e.commit("more memory for web-01")
+	d.waitFor("the memory change applied", func() bool { return memory() == "3072" && e.sim.Running(101) })
+	cli := d.connect("cli")
+	d.waitFor("the memory change's run finished", func() bool {
+		st, err := readStatuses(d.ctx, cli, nil)
+		return err == nil && len(st) == 1 && st[0].LastCommitApplied == e.head()
+	})
+
+	if out := d.as("cli", 1, "rollback", "demo/web-01", "--yes"); !strings.Contains(out, "ask for a reconcile") {
+		t.Fatalf("rollback as cli failed otherwise:\n%s", out)
+	}
+	if got := memory(); got != "3072" {
+		t.Fatalf("the cli's refused rollback changed web-01: memory %s", got)
+	}
+	out := d.as("operator", 0, "rollback", "demo/web-01", "--yes")
+	if !strings.Contains(out, "VM/web-01: rollback complete") {
+		t.Fatalf("the operator's rollback:\n%s", out)
+	}
+	if got := memory(); got != before {
+		t.Fatalf("after the operator's rollback web-01 has memory %s, want %s", got, before)
+	}
+	// The status records the rollback and who asked for it.
+	d.waitFor("the rollback in the status", func() bool {
+		st, err := readStatuses(d.ctx, cli, nil)
+		if err != nil || len(st) != 1 {
+			return false
+		}
+		for _, r := range st[0].Resources {
+			if r.Name == "web-01" {
+				return r.State == "suspended" && strings.Contains(r.Reason, "rolled back: VM/web-01: roll back to the snapshot proxops-") &&
+					strings.Contains(r.Reason, "as operator asked")
+			}
+		}
+		return false
+	})
+	d.as("operator", 0, "apply")
+	if got := memory(); got != before {
+		t.Fatalf("a reconcile of the same commit undid the rollback: memory %s", got)
+	}
+	if st := d.as("cli", 0, "status"); !strings.Contains(st, "web-01 101 suspended") {
+		t.Fatalf("proxops status does not show web-01 suspended:\n%s", st)
+	}
+	d.as("operator", 0, "resume", "demo/web-01")
+	d.as("operator", 0, "apply")
+	if got := memory(); got != "3072" {
+		t.Fatalf("after resume the reconcile did not correct web-01: memory %s", got)
+	}
+}

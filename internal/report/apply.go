@@ -767,6 +767,11 @@ func opsState(ops []OpTrack) (ResourceState, string) {
 		if slices.ContainsFunc(succeeded, func(o OpTrack) bool { return o.Action == plan.ActionDelete }) {
 			return StatePruned, ""
 		}
+		// A rollback that succeeded in a run where nothing failed is an operator's (the run's own rollback
+		// follows a failure): the guest is rolled back and suspended from correction.
+		if i := slices.IndexFunc(succeeded, func(o OpTrack) bool { return o.Action == plan.ActionRollback }); i >= 0 {
+			return StateSuspended, "rolled back: " + succeeded[i].Reason + "; suspended from correction until a commit changes its manifest or an operator resumes it"
+		}
 		return StateConverged, ""
 	}
 	first := leadOp(notRun)
