@@ -209,7 +209,9 @@ func TestRollbackConfirmationTakesOnlyYes(t *testing.T) {
 // correct it.
 func TestOnlyAnOperatorRollsBackOnADeployedSystem(t *testing.T) {
 	e := newDemoEnv(t)
-	e.edit("proxops.yaml", func(s string) string { return strings.Replace(s, "reconcile:\n", "reconcile:\n  poll-interval: 200ms\n", 1) })
+	e.edit("proxops.yaml", func(s string) string {
+		return strings.Replace(s, "reconcile:\n", "reconcile:\n  poll-interval: 200ms\n", 1)
+	})
 	e.commit("poll often")
 	d := e.deployed()
 	memory := func() string {
