@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/planner"
 )
 
@@ -169,5 +171,54 @@ func TestAnOperatorsRollbackIsRunAndTheGuestLeftAloneUntilResumed(t *testing.T) 
 	e.apply(files)
 	if memory() != "1024" {
 		t.Fatalf("after resume: memory %s", memory())
+	}
+}
+
+// Retention, end to end: a safety snapshot older than reconcile.snapshot-retention is deleted by the first
+// plan that finds the guest converged, and counted pruned; a snapshot taken by hand is never deleted, even one
+// named like ProxOps' own.
+func TestRetentionDeletesOnlyProxOpsOwnExpiredSnapshots(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	// The simulator stamps snapshots with this time: a day and more before the planner's clock.
+	spec.Clock = time.Now().Add(-48 * time.Hour).Truncate(time.Second)
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	reg := prometheus.NewRegistry()
+	cfg := e.plannerConfig("a")
+	cfg.Registry = reg
+	e.startPlanner(cfg)
+	files := e.vms(map[string]int{"web-01": 101})
+	e.apply(files)
+	files["vm/lab/web-01.yaml"] = strings.Replace(files["vm/lab/web-01.yaml"], "memory: 512MiB", "memory: 1GiB", 1)
+	f := e.apply(files).last()
+	own := plan.SnapshotName(f.PlanID)
+	e.post("/nodes/pve1/qemu/101/snapshot", url.Values{"snapname": {"proxops-byhand"}})
+	testkit.Eventually(t, 30*time.Second, "the hand-made snapshot", func() bool {
+		raw, _ := e.sim.RawConfig(101)
+		cfg, _ := e.sim.Config(101)
+		return strings.Contains(raw, "[proxops-byhand]") && cfg["lock"] == ""
+	})
+
+	o := e.apply(files)
+	var deleted []string
+	for _, op := range o.planned[0].Plan.Operations {
+		if op.Action == plan.ActionDeleteSnapshot {
+			name, _ := op.Param(plan.SnapshotNameParam)
+			deleted = append(deleted, name)
+		}
+	}
+	if len(deleted) != 1 || deleted[0] != own {
+		t.Fatalf("the converged plan deletes %v, want only %s", deleted, own)
+	}
+	raw, _ := e.sim.RawConfig(101)
+	if strings.Contains(raw, "["+own+"]") || !strings.Contains(raw, "[proxops-byhand]") {
+		t.Fatalf("after retention:\n%s", raw)
+	}
+	if counts := snapshotCounts(t, reg); counts["pruned"] != 1 {
+		t.Errorf("proxops_planner_snapshots_total: %v", counts)
+	}
+	// The next plan has nothing left to delete.
+	if o := e.apply(files); len(o.planned[0].Plan.Operations) != 0 {
+		t.Fatalf("after the deletion: %v", o.planned[0].Plan.Operations)
 	}
 }
