@@ -275,7 +275,8 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 			return err
 		}
 		var blocked *wire.Blocked
-		if !rej.Transient {
+		// A refused rollback says nothing about the cluster's own plans: they go on as before.
+		if !rej.Transient && ev.Rollback == nil {
 			blocked = &wire.Blocked{Tree: ev.Tree, Commit: ev.Commit, Inputs: inputs, Reason: rejectionCause(rej),
 				At: time.Now().UTC(), Nodes: out.refused, InventorySeq: invSeq}
 			log.Info("the cluster waits for a change before it is planned again: a new commit, the secrets, the "+

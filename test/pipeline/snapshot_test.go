@@ -136,9 +136,17 @@ func TestAnOperatorsRollbackIsRunAndTheGuestLeftAloneUntilResumed(t *testing.T) 
 	rollback := func(by string) func(*event.RepoChanged) {
 		return func(ev *event.RepoChanged) { ev.Rollback, ev.RequestedBy = &event.Rollback{Guest: "web-01"}, by }
 	}
-	o := e.wait(e.announce(files, false, rollback("")), time.Minute)
+	refused := e.announce(files, false, rollback(""))
+	o := e.wait(refused, time.Minute)
 	if len(o.rejected) != 1 || o.rejected[0].Rejection.Reason != plan.RejectRollback {
 		t.Fatalf("a rollback naming no operator: %+v", o)
+	}
+	// A refused rollback does not hold the cluster's own plans back: a drift tick of the same commit is planned.
+	o = e.wait(e.announce(files, false, func(ev *event.RepoChanged) {
+		ev.Trigger, ev.RequestID, ev.Commit = event.TriggerDrift, "", refused.Commit
+	}), 30*time.Second)
+	if len(o.finished) != 1 || o.last().Outcome != plan.OutcomeSucceeded {
+		t.Fatalf("the drift tick after a refused rollback: %+v", o)
 	}
 	o = e.wait(e.announce(files, false, rollback("alice")), time.Minute)
 	f := o.last()
