@@ -22,6 +22,7 @@ import (
 
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/repo"
+	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/watcher"
 )
 
@@ -168,7 +169,7 @@ func (e *demoEnv) mustRun(want int, args ...string) string {
 func TestDemoRepositoryConvergesAndStaysConverged(t *testing.T) {
 	e := newDemoEnv(t)
 	out := e.mustRun(0, "apply")
-	if !strings.Contains(out, "Apply complete: 14 succeeded, 0 failed, 0 skipped.") || !strings.Contains(out, "VM/web-01: creation complete after") {
+	if !strings.Contains(out, "Apply complete: 16 succeeded, 0 failed, 0 skipped.") || !strings.Contains(out, "VM/web-01: creation complete after") {
 		t.Fatalf("apply output:\n%s", out)
 	}
 	first := e.mustRun(0, "diff", "--exit-code")
@@ -287,11 +288,23 @@ func TestDiffWorktreeSuspendAndJSON(t *testing.T) {
 
 // handClone clones a guest through the PVE API, as an operator would.
 func (e *demoEnv) handClone(node string, vmid, newID int) {
+	e.t.Helper()
+	e.post(fmt.Sprintf("/nodes/%s/qemu/%d/clone", node, vmid), url.Values{"newid": {strconv.Itoa(newID)}, "full": {"1"}, "name": {"hand-clone"}})
+	e.waitUnlocked(newID, "", "the hand-made clone")
+}
+
+// handMove migrates a running VM with its local disks through the PVE API, as an operator would.
+func (e *demoEnv) handMove(node string, vmid int, target string) {
+	e.t.Helper()
+	e.post(fmt.Sprintf("/nodes/%s/qemu/%d/migrate", node, vmid), url.Values{"target": {target}, "online": {"1"}, "with-local-disks": {"1"}})
+	e.waitUnlocked(vmid, target, "the hand move")
+}
+
+// post sends a write to the simulator as root, outside ProxOps, and fails the test unless PVE accepts it.
+func (e *demoEnv) post(path string, form url.Values) {
 	t := e.t
-	base := e.srv.URL
 	t.Helper()
-	form := url.Values{"newid": {strconv.Itoa(newID)}, "full": {"1"}, "name": {"hand-clone"}}
-	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api2/json/nodes/%s/qemu/%d/clone", base, node, vmid), strings.NewReader(form.Encode()))
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,18 +317,18 @@ func (e *demoEnv) handClone(node string, vmid, newID int) {
 	body, _ := io.ReadAll(res.Body)
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("hand clone: %s: %s", res.Status, body)
+		t.Fatalf("POST %s: %s: %s", path, res.Status, body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if cfg, ok := e.sim.Config(newID); ok && cfg["lock"] == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hand-made clone did not finish")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+}
+
+// waitUnlocked polls until the guest exists without a lock (on node, when node is not empty).
+func (e *demoEnv) waitUnlocked(vmid int, node, what string) {
+	e.t.Helper()
+	testkit.Eventually(e.t, 30*time.Second, what, func() bool {
+		cfg, ok := e.sim.Config(vmid)
+		at, _, _ := e.sim.NodeOf(vmid)
+		return ok && cfg["lock"] == "" && (node == "" || at == node)
+	})
 }
 
 // While a process runs ProxOps on the data directory and has written where it listens (proxops up), diff

@@ -353,6 +353,9 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	}
 	res, err := followFirstReconcile(ctx, sys, first, plansFrom)
 	if err == nil {
+		// A trigger that arrived while the first reconcile ran (a drift tick, a poll) is planned too before
+		// the reports are read: they then describe a cluster nobody is about to change.
+		waitPlannersIdle(ctx, sys.bus, first.clusters, log)
 		// The reports on disk tell the same story (proxops status after up --once).
 		waitStatusCaughtUp(ctx, sys.bus, "http://"+ln.Addr().String()+"/status", log)
 		if notifying {
@@ -402,6 +405,45 @@ func waitStatusCaughtUp(ctx context.Context, b *bus.Bus, url string, log *slog.L
 		select {
 		case <-ctx.Done():
 			log.Warn("the status service has not folded every event yet; stopping anyway")
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitPlannersIdle waits (at most 15 s) until no event waits to be planned and no run is open for the clusters.
+func waitPlannersIdle(ctx context.Context, b *bus.Bus, clusters []string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	idle := func() (bool, error) {
+		for _, c := range clusters {
+			ctl, err := planner.Control(ctx, b, c)
+			if err != nil {
+				return false, err
+			}
+			if ctl.Pending() {
+				return false, nil
+			}
+			if ctl.RunID != "" {
+				if open, err := runOpen(ctx, b, ctl); err != nil || open {
+					return false, err
+				}
+			}
+		}
+		return true, nil
+	}
+	for {
+		ok, err := idle()
+		if err != nil {
+			log.Warn("could not read the planners' state; stopping without waiting for them", "err", err)
+			return
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			log.Warn("a plan is still awaited; stopping anyway")
 			return
 		case <-time.After(50 * time.Millisecond):
 		}

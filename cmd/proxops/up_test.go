@@ -255,7 +255,7 @@ func logLines(s, msg string) []map[string]any {
 func TestUpOnceConvergesTheDemoRepository(t *testing.T) {
 	e := newDemoEnv(t)
 	out := e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
-	if !strings.Contains(out, "demo: converged (14 operations applied)\n") || !strings.Contains(out, "every cluster converged") {
+	if !strings.Contains(out, "demo: converged (16 operations applied)\n") || !strings.Contains(out, "every cluster converged") {
 		t.Fatalf("up --once:\n%s", out)
 	}
 	statusJSON := e.mustRunPlain(0, "status", "--output", "json", "--data-dir", e.data)

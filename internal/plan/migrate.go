@@ -353,6 +353,10 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 		return nil
 	}
 	mode := d.migrationMode(r)
+	if d.clearSnapshotsForMove(s, s.running && mode != manifest.MigrateOffline) {
+		s.moveTo = ""
+		return nil
+	}
 	if s.running && mode == manifest.MigrateOffline {
 		d.add(s, Operation{ID: d.opID(guestOpID(t, vmid, ActionShutdown, "")), Action: ActionShutdown,
 			Params:  []KV{{Key: "timeout", Value: strconv.Itoa(d.in.Settings.shutdownSeconds())}, {Key: "forceStop", Value: "1"}},
@@ -387,6 +391,75 @@ func (d *differ) planMigrate(s *guestUpdate) error {
 		Reason:  fmt.Sprintf("%s: spec.node %s → %s; will migrate %s", ref, g.Node, s.moveTo, how),
 		Changes: []Change{{Field: "node", Before: g.Node, After: s.moveTo}}})
 	return nil
+}
+
+// snapshotMoveProblem is why PVE would not migrate the guest's local disks or volumes while snapshots
+// reference them (qemu-server QemuMigrate scan_local_volumes, pve-container LXC::Migrate phase1): a live
+// migration copies no snapshots of local disks ("online storage migration not possible if non-replicated
+// snapshot exists"); offline, storage_migrate takes snapshots along only on ZFS, on Btrfs (a VM's raw volumes)
+// and in qcow2 files ("non-migratable snapshot exists"). PVE's snapshot list does not say which volumes a
+// snapshot holds, so every snapshot counts as holding every local volume. Empty when the move is unaffected.
+func (d *differ) snapshotMoveProblem(g *inventory.Guest, live bool) string {
+	var why []string
+	for _, v := range guestVolumes(g) {
+		if v.cdrom || v.cloudInit {
+			continue
+		}
+		st, ok := d.storageOf(g.Node, v.storage)
+		if ok && st.Shared {
+			continue
+		}
+		format, _ := pvewire.ParseDrive(g.Current()[v.key]).Props.Get("format")
+		if format == "" {
+			format = volumeFormat(v.volid)
+		}
+		switch {
+		case g.Type == inventory.LXC:
+			if st.Type != "zfspool" && st.Type != "btrfs" {
+				why = append(why, fmt.Sprintf("%s is on %s (%s), where PVE migrates no snapshots of a container's volumes", v.key, v.storage, st.Type))
+			}
+		case live:
+			why = append(why, fmt.Sprintf("%s is on node-local storage %s, and a live migration copies no snapshots", v.key, v.storage))
+		case st.Type != "zfspool" && !(st.Type == "btrfs" && format == "raw") && format != "qcow2":
+			why = append(why, fmt.Sprintf("%s is on %s (%s) as %s, where PVE migrates no snapshots", v.key, v.storage, st.Type, format))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// clearSnapshotsForMove prepares a move PVE would refuse for the guest's snapshots (snapshotMoveProblem):
+// ProxOps' own snapshots are removed on the source first, and the move runs unprotected; a snapshot ProxOps
+// did not take blocks it, reported by name and never deleted. It reports whether the move is blocked.
+func (d *differ) clearSnapshotsForMove(s *guestUpdate, live bool) bool {
+	g := s.g
+	if len(g.Snapshots) == 0 {
+		return false
+	}
+	why := d.snapshotMoveProblem(g, live)
+	if why == "" {
+		return false
+	}
+	own := d.ownSnapshots(g)
+	local := "local disks"
+	if g.Type == inventory.LXC {
+		local = "local volumes"
+	}
+	if foreign := foreignSnapshots(g, own); len(foreign) > 0 {
+		remedy := "remove them by hand"
+		if live && d.snapshotMoveProblem(g, false) == "" {
+			remedy += ", or move it offline (spec.migrate.mode: offline), which takes them along"
+		}
+		d.finding(FindingAnomaly, s.ref.String(), g.Node, g.VMID, "spec.node",
+			fmt.Sprintf("the manifest moves vmid %d from %s to %s, but snapshots ProxOps did not take (%s) hold its %s, which PVE does not migrate with snapshots (%s); ProxOps never deletes them: %s",
+				g.VMID, g.Node, s.moveTo, strings.Join(foreign, ", "), local, why, remedy))
+		return true
+	}
+	for i := len(own) - 1; i >= 0; i-- {
+		d.add(s, d.deleteOwnSnapshot(s, own[i].Name, fmt.Sprintf("PVE does not migrate %s with snapshots (%s); the move to %s is not protected by a snapshot", local, why, s.moveTo)))
+	}
+	d.finding(FindingWarning, s.ref.String(), g.Node, g.VMID, "spec.snapshots",
+		fmt.Sprintf("the move to %s is not protected by a snapshot: ProxOps' own snapshots are removed first, since PVE does not migrate %s with snapshots", s.moveTo, local))
+	return false
 }
 
 // planHAMigrate moves an HA-managed guest through HA: the manager migrates it (online for a running VM,

@@ -336,23 +336,32 @@ func (d *differ) storageOf(node, id string) (inventory.Storage, bool) {
 	return inventory.Storage{}, false
 }
 
+// deleteOwnSnapshot is the removal of one of ProxOps' own snapshots of the guest, for the reason why.
+func (d *differ) deleteOwnSnapshot(s *guestUpdate, name, why string) Operation {
+	return Operation{ID: d.opID(guestOpID(s.g.Type, s.g.VMID, ActionDeleteSnapshot, name)), Action: ActionDeleteSnapshot,
+		Params:  []KV{{Key: SnapshotNameParam, Value: name}},
+		Reason:  fmt.Sprintf("%s: remove ProxOps' snapshot %s: %s", s.ref, name, why),
+		Changes: []Change{{Field: "snapshot " + name, Before: "present", After: "(none)"}}}
+}
+
+// foreignSnapshots are the names of the guest's snapshots that are not among own, in the observed order.
+func foreignSnapshots(g *inventory.Guest, own []inventory.Snapshot) []string {
+	var out []string
+	for _, sn := range g.Snapshots {
+		if !slices.ContainsFunc(own, func(o inventory.Snapshot) bool { return o.Name == sn.Name }) {
+			out = append(out, sn.Name)
+		}
+	}
+	return out
+}
+
 // removeSnapshotsBeforeTemplate deletes ProxOps' own snapshots of a guest before its template conversion.
 // A snapshot someone else took blocks the conversion too; it is reported, never deleted.
 func (d *differ) removeSnapshotsBeforeTemplate(s *guestUpdate, own []inventory.Snapshot) {
 	for i := len(own) - 1; i >= 0; i-- {
-		sn := own[i]
-		d.insertFirst(s, Operation{ID: d.opID(guestOpID(s.g.Type, s.g.VMID, ActionDeleteSnapshot, sn.Name)), Action: ActionDeleteSnapshot,
-			Params:  []KV{{Key: SnapshotNameParam, Value: sn.Name}},
-			Reason:  fmt.Sprintf("%s: remove ProxOps' snapshot %s: PVE does not convert a guest with snapshots to a template", s.ref, sn.Name),
-			Changes: []Change{{Field: "snapshot " + sn.Name, Before: "present", After: "(none)"}}})
+		d.insertFirst(s, d.deleteOwnSnapshot(s, own[i].Name, "PVE does not convert a guest with snapshots to a template"))
 	}
-	var foreign []string
-	for _, sn := range s.g.Snapshots {
-		if !slices.ContainsFunc(own, func(o inventory.Snapshot) bool { return o.Name == sn.Name }) {
-			foreign = append(foreign, sn.Name)
-		}
-	}
-	if len(foreign) > 0 {
+	if foreign := foreignSnapshots(s.g, own); len(foreign) > 0 {
 		d.finding(FindingAnomaly, s.ref.String(), s.g.Node, s.g.VMID, "kind",
 			fmt.Sprintf("snapshots ProxOps did not take (%s) block the conversion to a template; ProxOps never deletes them: remove them by hand", strings.Join(foreign, ", ")))
 	}

@@ -552,6 +552,7 @@ func (s *Sim) migrateVM(m *migration, g *guest, l taskLog) error {
 // volume are returned for the log, a fatal one as the error.
 func (s *Sim) scanLocalVolumes(m *migration, g *guest, vols []migVolume, l taskLog) ([]string, error) {
 	var errs []string
+	refs := s.snapshotRefs(g)
 	for _, v := range vols {
 		if v.storage.shared {
 			continue
@@ -562,7 +563,10 @@ func (s *Sim) scanLocalVolumes(m *migration, g *guest, vols []migVolume, l taskL
 			why = "local cdrom image"
 		case m.online && g.running && !v.unused && !v.cloudinit && !m.localDisks:
 			why = "can't live migrate attached local disks without with-local-disks option"
-		case s.baseInUse(v.volid):
+		case refs[v.volid] && !v.cloudinit:
+			why = s.vmSnapshotProblem(m, g, v)
+		}
+		if why == "" && s.baseInUse(v.volid) {
 			why = "referenced by linked clone(s)"
 		}
 		if why != "" {
@@ -593,6 +597,49 @@ func (s *Sim) scanLocalVolumes(m *migration, g *guest, vols []migVolume, l taskL
 		}
 	}
 	return nil, nil
+}
+
+// snapshotRefs are the volumes the guest's snapshots reference (foreach_volid's referenced_in_snapshot).
+func (s *Sim) snapshotRefs(g *guest) map[string]bool {
+	refs := map[string]bool{}
+	for _, sec := range g.file.snapshots {
+		for _, kv := range s.snapshotVolumes(g.kind, sec.conf) {
+			refs[kv[1]] = true
+		}
+	}
+	return refs
+}
+
+// vmSnapshotProblem is scan_local_volumes' check of a local volume a snapshot references: a running VM's
+// live copy (NBD mirror) cannot take snapshots along, and offline only ZFS, raw Btrfs and qcow2 volumes
+// carry them (storage_migrate with_snapshots). Empty when the volume can move with its snapshots.
+func (s *Sim) vmSnapshotProblem(m *migration, g *guest, v migVolume) string {
+	if g.running && m.online {
+		return "online storage migration not possible if non-replicated snapshot exists"
+	}
+	format := formatFromName(volumeName(v.volid))
+	if vol := s.lookupVolume(g.node, v.volid); vol != nil && vol.format != "" {
+		format = vol.format
+	}
+	if v.storage.typ == "zfspool" || v.storage.typ == "btrfs" && format == "raw" || format == "qcow2" {
+		return ""
+	}
+	return "non-migratable snapshot exists"
+}
+
+// ctSnapshotProblems is LXC::Migrate phase1's check of the local volumes the container's snapshots
+// reference: only ZFS and Btrfs take snapshots along. It returns the warnings PVE logs, by volume.
+func (s *Sim) ctSnapshotProblems(g *guest, vols []migVolume) []string {
+	refs := s.snapshotRefs(g)
+	var out []string
+	for _, v := range vols {
+		if v.storage.shared || !refs[v.volid] || v.storage.typ == "zfspool" || v.storage.typ == "btrfs" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("can't migrate local volume '%s': non-migratable snapshot exists", v.volid))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // copyLocalVolumes is storage_migrate for every local volume (and the NBD mirror of a running VM's attached
@@ -739,6 +786,16 @@ func (s *Sim) migrateContainer(m *migration, g *guest, l taskLog) error {
 		if !v.storage.shared {
 			l.printf("%s INFO: found local volume '%s' (in current VM config)", stamp(), v.volid)
 		}
+	}
+	if problems := s.ctSnapshotProblems(g, vols); len(problems) > 0 {
+		for _, p := range problems {
+			l.printf("%s WARN: %s", stamp(), p)
+		}
+		if running {
+			l.printf("%s INFO: start container on source node", stamp())
+			g.running, g.startedAt = true, time.Now()
+		}
+		return fmt.Errorf("can't migrate CT - check log")
 	}
 	m.online = false
 	moved, err := s.copyLocalVolumes(m, g, vols, l)

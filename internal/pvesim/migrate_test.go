@@ -265,3 +265,72 @@ func TestMigrationDurationFollowsDiskSize(t *testing.T) {
 		t.Fatalf("a 64 GiB local disk took %v, a shared one %v", large, small)
 	}
 }
+
+// A snapshot holds a VM's local disk where PVE cannot copy snapshots: offline on LVM-thin the worker logs
+// "non-migratable snapshot exists" for the disk and fails, a running VM's live copy refuses any snapshot,
+// and the VM stays on its node unlocked. Once the snapshot is gone the same migration succeeds; a snapshot of
+// a disk on shared storage never blocks.
+func TestSnapshotsBlockTheMigrationOfLocalDisks(t *testing.T) {
+	c := migrationCluster(t, nil, pvesim.Faults{})
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "100", "scsi0", "local-lvm:4"))
+	c.mustTask("POST", "/nodes/pve1/qemu/100/snapshot", form("snapname", "before-upgrade"))
+	upid, st := c.taskOf("POST", "/nodes/pve1/qemu/100/migrate", form("target", "pve2"))
+	if st != "Problem found while scanning volumes - can't migrate VM - check log" ||
+		!strings.Contains(c.taskLog(upid), "can't migrate local disk 'local-lvm:vm-100-disk-0': non-migratable snapshot exists") {
+		t.Fatalf("offline with a snapshot: task %q\n%s", st, c.taskLog(upid))
+	}
+	if cf := c.config("pve1", "qemu", 100); cf["lock"] != nil {
+		t.Fatalf("a refused migration leaves the lock %v", cf["lock"])
+	}
+
+	c.mustTask("POST", "/nodes/pve1/qemu/100/status/start", nil)
+	upid, st = c.taskOf("POST", "/nodes/pve1/qemu/100/migrate", form("target", "pve2", "online", "1", "with-local-disks", "1"))
+	if !strings.Contains(st, "Problem found while scanning volumes") ||
+		!strings.Contains(c.taskLog(upid), "can't migrate local disk 'local-lvm:vm-100-disk-0': online storage migration not possible if non-replicated snapshot exists") {
+		t.Fatalf("online with a snapshot: task %q\n%s", st, c.taskLog(upid))
+	}
+	if g := c.guestList("pve1", "qemu")[100]; g == nil || g["status"] != "running" {
+		t.Fatalf("the refused VM: pve1 lists %v", g)
+	}
+
+	c.mustTask("DELETE", "/nodes/pve1/qemu/100/snapshot/before-upgrade", nil)
+	c.mustTask("POST", "/nodes/pve1/qemu/100/migrate", form("target", "pve2", "online", "1", "with-local-disks", "1"))
+	if g := c.guestList("pve2", "qemu")[100]; g == nil || g["status"] != "running" {
+		t.Fatalf("without the snapshot: pve2 lists %v", g)
+	}
+
+	c.mustTask("POST", "/nodes/pve1/qemu", form("vmid", "101", "scsi0", "ceph:4"))
+	c.mustTask("POST", "/nodes/pve1/qemu/101/snapshot", form("snapname", "kept"))
+	c.mustTask("POST", "/nodes/pve1/qemu/101/migrate", form("target", "pve3"))
+	if g := c.guestList("pve3", "qemu")[101]; g == nil {
+		t.Fatal("a VM on shared storage with a snapshot did not move")
+	}
+}
+
+// A container's snapshot holds its local volume: in restart mode the container is shut down, the worker
+// logs "non-migratable snapshot exists" for the volume, fails with "can't migrate CT - check log" and starts
+// the container again on its node.
+func TestSnapshotsBlockTheMigrationOfAContainersLocalVolumes(t *testing.T) {
+	c := migrationCluster(t, nil, pvesim.Faults{})
+	c.mustTask("POST", "/nodes/pve1/lxc", form("vmid", "200", "ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+		"rootfs", "local-lvm:4"))
+	c.mustTask("POST", "/nodes/pve1/lxc/200/snapshot", form("snapname", "clean"))
+	c.mustTask("POST", "/nodes/pve1/lxc/200/status/start", nil)
+	upid, st := c.taskOf("POST", "/nodes/pve1/lxc/200/migrate", form("target", "pve2", "restart", "1"))
+	log := c.taskLog(upid)
+	if st != "can't migrate CT - check log" || !strings.Contains(log, "can't migrate local volume 'local-lvm:vm-200-disk-0': non-migratable snapshot exists") ||
+		!strings.Contains(log, "start container on source node") {
+		t.Fatalf("task %q\n%s", st, log)
+	}
+	if g := c.guestList("pve1", "lxc")[200]; g == nil || g["status"] != "running" {
+		t.Fatalf("the refused container: pve1 lists %v", g)
+	}
+	if cf := c.config("pve1", "lxc", 200); cf["lock"] != nil {
+		t.Fatalf("lock %v", cf["lock"])
+	}
+	c.mustTask("DELETE", "/nodes/pve1/lxc/200/snapshot/clean", nil)
+	c.mustTask("POST", "/nodes/pve1/lxc/200/migrate", form("target", "pve2", "restart", "1"))
+	if g := c.guestList("pve2", "lxc")[200]; g == nil || g["status"] != "running" {
+		t.Fatalf("without the snapshot: pve2 lists %v", g)
+	}
+}

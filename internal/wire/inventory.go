@@ -204,6 +204,10 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 		}
 		n.Node.Pools = append(n.Node.Pools, pl)
 	}
+	for _, r := range p.GetHaRules() {
+		n.HARules = append(n.HARules, inventory.HARule{ID: r.GetId(), Type: r.GetType(), Resources: r.GetResources(),
+			Nodes: r.GetNodes(), Strict: r.GetStrict(), Affinity: r.GetAffinity(), Disable: r.GetDisable()})
+	}
 	for _, r := range p.GetHaResources() {
 		if n.HAResources == nil {
 			n.HAResources = map[string]string{}

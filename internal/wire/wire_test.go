@@ -171,7 +171,16 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 			TagsCaseSensitive: true,
 			ClusterFirewall: &inventory.ClusterFirewall{Groups: []inventory.FirewallGroup{{Name: "web", Rules: []map[string]string{{"type": "in", "action": "ACCEPT", "enable": "1"}}}},
 				IPSets: []string{"management"}, Aliases: []string{"lan"}},
+			PoolsObserved: true,
+			Pools:         []inventory.Pool{{ID: "web", Comment: "proxops", Members: []int{100}}},
 		},
+		ClusterNodes: []string{"pve1", "pve2"},
+		HARulesRead:  true,
+		HARules: []inventory.HARule{
+			{ID: "pin", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve1:2", "pve2"}, Strict: true},
+			{ID: "apart", Type: "resource-affinity", Resources: []string{"vm:100", "ct:200"}, Affinity: "negative", Disable: true},
+		},
+		HAResources: map[string]string{"vm:100": "started"},
 	}
 	m, err := wire.NodeInventoryToProto(n)
 	if err != nil {

@@ -201,3 +201,56 @@ func TestHAGuestMovesThroughHAOnceItsRulesAgree(t *testing.T) {
 		t.Fatalf("a plan without moves asked PVE about %d moves", asked()-before)
 	}
 }
+
+// PVE does not migrate a running VM's local disk that a snapshot holds. A VM on node-local storage carrying
+// ProxOps' own safety snapshot (from a restart) moves: the run removes the snapshot on the source first, then
+// migrates. A snapshot taken by hand blocks the next move: the plan names it, nothing is migrated, and the
+// snapshot stays.
+func TestOwnSnapshotIsRemovedBeforeALocalDiskMoveAndAHandTakenOneBlocksIt(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	files := repoFiles{"clusters/lab/config.yaml": e.lab(""), "vm/lab/app.yaml": movingVM("app", 300, "pve1", "local-lvm"),
+		"clusters/lab/resources.yaml": "resources:\n  - ../../vm/lab/app.yaml\n"}
+	e.apply(files)
+	files["vm/lab/app.yaml"] = strings.Replace(files["vm/lab/app.yaml"], "memory: 512MiB", "memory: 1GiB", 1)
+	restarted := e.apply(files)
+	own := plan.SnapshotName(restarted.planned[0].PlanID)
+	if raw, _ := e.sim.RawConfig(300); !strings.Contains(raw, "["+own+"]") {
+		t.Fatalf("setup: no safety snapshot %s:\n%s", own, raw)
+	}
+	migrations := func() int { return e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/migrate") }
+
+	files["vm/lab/app.yaml"] = strings.Replace(files["vm/lab/app.yaml"], "node: pve1", "node: pve2", 1)
+	moved := e.apply(files)
+	ops := moved.planned[0].Plan.Operations
+	if len(ops) != 2 || ops[0].Action != plan.ActionDeleteSnapshot || ops[1].Action != plan.ActionMigrate || ops[0].Node != "pve1" {
+		t.Fatalf("the move's plan: %+v", ops)
+	}
+	if n, _, _ := e.sim.NodeOf(300); n != "pve2" || !e.sim.Running(300) || migrations() != 1 {
+		t.Fatalf("after the move: on %s (running %v), %d migrations", n, e.sim.Running(300), migrations())
+	}
+	if raw, _ := e.sim.RawConfig(300); strings.Contains(raw, "["+own+"]") {
+		t.Fatalf("the own snapshot survived the move:\n%s", raw)
+	}
+
+	e.post("/nodes/pve2/qemu/300/snapshot", url.Values{"snapname": {"by-hand"}})
+	testkit.Eventually(t, 30*time.Second, "the snapshot taken by hand", func() bool {
+		raw, _ := e.sim.RawConfig(300)
+		cfg, _ := e.sim.Config(300)
+		return strings.Contains(raw, "[by-hand]") && cfg["lock"] == ""
+	})
+	files["vm/lab/app.yaml"] = strings.Replace(files["vm/lab/app.yaml"], "node: pve2", "node: pve3", 1)
+	blocked := e.apply(files).planned[0].Plan
+	if len(blocked.Operations) != 0 || !slices.ContainsFunc(blocked.Findings, func(f plan.Finding) bool {
+		return f.Kind == plan.FindingAnomaly && strings.Contains(f.Message, "snapshots ProxOps did not take (by-hand)")
+	}) {
+		t.Fatalf("the blocked move planned %+v with findings %+v", blocked.Operations, blocked.Findings)
+	}
+	if n, _, _ := e.sim.NodeOf(300); n != "pve2" || migrations() != 1 {
+		t.Fatalf("a blocked move moved the guest: on %s, %d migrations", n, migrations())
+	}
+	if raw, _ := e.sim.RawConfig(300); !strings.Contains(raw, "[by-hand]") {
+		t.Fatalf("the snapshot taken by hand is gone:\n%s", raw)
+	}
+}
