@@ -237,7 +237,7 @@ func (s *ClusterStatus) foldPlanned(e plan.Planned, at time.Time) {
 		s.settle(PhaseDrifted, fmt.Sprintf("dry run: %s not applied", plural(n, "operation")))
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
 	case notApplied:
-		s.settle(PhaseConverged, "")
+		s.settleDone()
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
 		s.succeeded(at)
 	case e.Plan.Held:
@@ -247,12 +247,53 @@ func (s *ClusterStatus) foldPlanned(e plan.Planned, at time.Time) {
 		s.settle(PhaseApplying, "")
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = true, false
 	default:
-		// Nothing to do: PVE already matches this commit.
-		s.settle(PhaseConverged, "")
+		// Nothing to do: PVE already matches this commit, but for the guests an operator rolled back.
+		s.settleDone()
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
 		s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = e.Commit, e.Tree, e.RequestedBy
 		s.succeeded(at)
 	}
+}
+
+// settleDone settles a plan or run that left nothing to do: converged, or drifted when guests an operator
+// rolled back are suspended from correction (they differ from git, and stay so until someone decides).
+func (s *ClusterStatus) settleDone() {
+	var refs []string
+	for _, f := range s.Findings {
+		if f.Kind == plan.FindingSuspended {
+			refs = append(refs, f.Ref)
+		}
+	}
+	if s.operatorRollback() {
+		for _, o := range s.Tracking.Operations {
+			if o.Action == plan.ActionRollback {
+				refs = append(refs, o.Ref)
+			}
+		}
+	}
+	if len(refs) == 0 {
+		s.settle(PhaseConverged, "")
+		return
+	}
+	slices.Sort(refs)
+	refs = slices.Compact(refs)
+	s.settle(PhaseDrifted, fmt.Sprintf("rolled back by an operator and suspended from correction: %s (drift from git reported, not corrected, "+
+		"until a commit changes the manifest or proxops resume %s/<guest>)", strings.Join(refs, ", "), s.Cluster))
+}
+
+// operatorRollback reports whether the last run is an operator's rollback: a rollback succeeded and nothing
+// failed (the run's own rollback follows a failure).
+func (s *ClusterStatus) operatorRollback() bool {
+	rolledBack := false
+	for _, o := range s.Tracking.Operations {
+		switch {
+		case o.State == plan.OpFailed:
+			return false
+		case o.Action == plan.ActionRollback && o.State == plan.OpSucceeded:
+			rolledBack = true
+		}
+	}
+	return rolledBack
 }
 
 func (s *ClusterStatus) succeeded(at time.Time) {
@@ -393,8 +434,11 @@ func (s *ClusterStatus) foldFinished(f plan.FinishedRun, at time.Time) {
 	failed := s.countOps(plan.OpFailed)
 	switch f.Outcome {
 	case plan.OutcomeSucceeded:
-		s.settle(PhaseConverged, "")
-		s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = f.Commit, f.Tree, f.RequestedBy
+		// An operator's rollback applies no commit: what was applied before stays the last applied.
+		if !s.operatorRollback() {
+			s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = f.Commit, f.Tree, f.RequestedBy
+		}
+		s.settleDone()
 		s.succeeded(at)
 	case plan.OutcomeFailed:
 		s.settle(PhaseFailed, fmt.Sprintf("%s failed; the next plan retries", plural(failed, "operation")))
