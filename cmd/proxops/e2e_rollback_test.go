@@ -144,9 +144,13 @@ func TestARollbackUndoesAFailedChangeAndSuspendsTheGuestUntilResumed(t *testing.
 	if got := memory(); got != before {
 		t.Fatalf("the reconcile after the rollback undid it: memory %s", got)
 	}
-	state, reason, _ := resourceOf(t, e.reportOf("demo"), "VM", "web-01")
+	report := e.reportOf("demo")
+	state, reason, _ := resourceOf(t, report, "VM", "web-01")
 	if state != "suspended" || !strings.Contains(reason, "rolled back to "+snapshot) || !strings.Contains(reason, "memory") {
 		t.Fatalf("status of web-01 after the rollback: %s: %s", state, reason)
+	}
+	if p := phaseOf(t, report); p != "drifted" || !strings.Contains(string(report), "rolled back by an operator and suspended from correction: VM/web-01") {
+		t.Fatalf("the cluster after the rollback: phase %s\n%s", p, report)
 	}
 
 	if out := e.mustRunPlain(0, "resume", "demo/web-01", "--data-dir", e.data); !strings.Contains(out, "resumed") {
