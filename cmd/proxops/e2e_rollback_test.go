@@ -266,6 +266,10 @@ func TestOnlyAnOperatorRollsBackOnADeployedSystem(t *testing.T) {
 	if st := d.as("cli", 0, "status"); !strings.Contains(st, "web-01 101 suspended") {
 		t.Fatalf("proxops status does not show web-01 suspended:\n%s", st)
 	}
+	if ev := d.as("cli", 0, "events"); !regexp.MustCompile(`rollback of demo/web-01 to proxops-[a-z0-9]{12} requested by operator operator`).MatchString(ev) ||
+		!regexp.MustCompile(`\(rollback of web-01 to proxops-[a-z0-9]{12} asked by operator\)`).MatchString(ev) {
+		t.Fatalf("proxops events does not show the operator's rollback:\n%s", ev)
+	}
 	d.as("operator", 0, "resume", "demo/web-01")
 	d.as("operator", 0, "apply")
 	if got := memory(); got != "3072" {
