@@ -276,3 +276,41 @@ func TestOnlyAnOperatorRollsBackOnADeployedSystem(t *testing.T) {
 		t.Fatalf("after resume the reconcile did not correct web-01: memory %s", got)
 	}
 }
+
+// With a proxops up running on the data directory, proxops rollback talks to it: the running system rolls the
+// guest back, and its next reconcile of the same commit leaves the guest alone until it is resumed.
+func TestARollbackThroughARunningUp(t *testing.T) {
+	e := newDemoEnv(t)
+	e.edit("proxops.yaml", func(s string) string { return strings.Replace(s, "reconcile:\n", "reconcile:\n  poll-interval: 200ms\n", 1) })
+	e.commit("poll often")
+	u := e.startUp()
+	addr := u.addr()
+	waitConverged(t, u, addr, "demo", e.head())
+	memory := func() string {
+		cfg, _ := e.sim.Config(101)
+		return cfg["memory"]
+	}
+	before := memory()
+	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
+	e.commit("more memory for web-01")
+	waitConverged(t, u, addr, "demo", e.head())
+
+	if out := e.mustRun(0, "rollback", "demo/web-01", "--yes"); !strings.Contains(out, "VM/web-01: rollback complete") {
+		t.Fatalf("rollback through the running up:\n%s", out)
+	}
+	if got := memory(); got != before {
+		t.Fatalf("after the rollback: memory %s, want %s", got, before)
+	}
+	e.mustRun(0, "apply")
+	if got := memory(); got != before {
+		t.Fatalf("the running up's reconcile undid the rollback: memory %s", got)
+	}
+	e.mustRunPlain(0, "resume", "demo/web-01", "--data-dir", e.data)
+	e.mustRun(0, "apply")
+	if got := memory(); got != "3072" {
+		t.Fatalf("after resume the reconcile did not correct web-01: memory %s", got)
+	}
+	if code := u.stop(); code != 0 {
+		t.Fatalf("stop: exit %d\n%s", code, u.errOut)
+	}
+}
