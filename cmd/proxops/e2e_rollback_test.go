@@ -281,7 +281,9 @@ func TestOnlyAnOperatorRollsBackOnADeployedSystem(t *testing.T) {
 // guest back, and its next reconcile of the same commit leaves the guest alone until it is resumed.
 func TestARollbackThroughARunningUp(t *testing.T) {
 	e := newDemoEnv(t)
-	e.edit("proxops.yaml", func(s string) string { return strings.Replace(s, "reconcile:\n", "reconcile:\n  poll-interval: 200ms\n", 1) })
+	e.edit("proxops.yaml", func(s string) string {
+		return strings.Replace(s, "reconcile:\n", "reconcile:\n  poll-interval: 200ms\n", 1)
+	})
 	e.commit("poll often")
 	u := e.startUp()
 	addr := u.addr()
