@@ -61,7 +61,7 @@ func TestUpWithAnExternalNATSServerKeepsTheRunThere(t *testing.T) {
 	}
 
 	out, errOut, code = e.run("up", "--once", "--listen", "127.0.0.1:0", "--nats", ci.URL, "--nats-user", ci.User)
-	if code != 0 || !strings.Contains(out, "demo: converged (16 operations applied)\n") || !strings.Contains(out, "(NATS "+ci.URL+")") {
+	if code != 0 || !strings.Contains(out, "demo: converged (17 operations applied)\n") || !strings.Contains(out, "(NATS "+ci.URL+")") {
 		t.Fatalf("up --once --nats: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	finished := logLines(errOut, "run finished")
@@ -82,8 +82,8 @@ func TestUpWithAnExternalNATSServerKeepsTheRunThere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.RunID != runID || run.Commit != e.head() || run.Outcome != plan.OutcomeSucceeded || run.Succeeded != 16 {
-		t.Errorf("finished run on the server: %+v, want run %s of %s with 14 operations succeeded", run.Finished, runID, e.head())
+	if run.RunID != runID || run.Commit != e.head() || run.Outcome != plan.OutcomeSucceeded || run.Succeeded != 17 {
+		t.Errorf("finished run on the server: %+v, want run %s of %s with 17 operations succeeded", run.Finished, runID, e.head())
 	}
 	results := 0
 	err = b.Follow(ctx, bus.StreamResults, []string{bus.FilterResults}, 1, func(m *bus.Message, _ time.Time) error {
@@ -99,8 +99,8 @@ func TestUpWithAnExternalNATSServerKeepsTheRunThere(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, errStopFollowing) || results != 16 {
-		t.Errorf("results of run %s on the server: %d succeeded (%v), want 16", runID, results, err)
+	if !errors.Is(err, errStopFollowing) || results != 17 {
+		t.Errorf("results of run %s on the server: %d succeeded (%v), want 17", runID, results, err)
 	}
 	statuses, err := readStatuses(ctx, b, nil)
 	if err != nil {

@@ -255,7 +255,7 @@ func logLines(s, msg string) []map[string]any {
 func TestUpOnceConvergesTheDemoRepository(t *testing.T) {
 	e := newDemoEnv(t)
 	out := e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
-	if !strings.Contains(out, "demo: converged (16 operations applied)\n") || !strings.Contains(out, "every cluster converged") {
+	if !strings.Contains(out, "demo: converged (17 operations applied)\n") || !strings.Contains(out, "every cluster converged") {
 		t.Fatalf("up --once:\n%s", out)
 	}
 	statusJSON := e.mustRunPlain(0, "status", "--output", "json", "--data-dir", e.data)
@@ -263,7 +263,7 @@ func TestUpOnceConvergesTheDemoRepository(t *testing.T) {
 	if err := json.Unmarshal([]byte(statusJSON), &doc); err != nil {
 		t.Fatalf("status json: %v\n%s", err, statusJSON)
 	}
-	if len(doc.Clusters) != 1 || doc.Clusters[0].Report.Phase != "converged" || len(doc.Clusters[0].Report.Resources) != 10 {
+	if len(doc.Clusters) != 1 || doc.Clusters[0].Report.Phase != "converged" || len(doc.Clusters[0].Report.Resources) != 11 {
 		t.Fatalf("status: %s", statusJSON)
 	}
 	for _, r := range doc.Clusters[0].Report.Resources {

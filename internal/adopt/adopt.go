@@ -192,6 +192,9 @@ func Adopt(in Input) (Result, error) {
 	if err := r.adoptGuests(); err != nil {
 		return Result{}, err
 	}
+	if err := r.adoptBackupJobs(); err != nil {
+		return Result{}, err
+	}
 	slices.SortFunc(r.res.Manifests, func(a, b Manifest) int { return cmp.Compare(a.Path, b.Path) })
 	written := map[string]bool{}
 	for _, m := range r.res.Manifests {

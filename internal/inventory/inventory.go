@@ -42,6 +42,10 @@ type Node struct {
 	// PoolsObserved says they were read.
 	Pools         []Pool
 	PoolsObserved bool
+	// BackupJobs are the cluster's backup jobs, sorted by id (cluster-wide), when BackupJobsObserved says
+	// they were read.
+	BackupJobs         []BackupJob
+	BackupJobsObserved bool
 	// ClusterFirewall is the cluster's firewall objects, when the observe asked for them (nil otherwise).
 	ClusterFirewall *ClusterFirewall
 }
@@ -52,6 +56,25 @@ type Pool struct {
 	ID      string
 	Comment string
 	Members []int
+}
+
+// BackupJob is one backup job (GET /cluster/backup): its id, its comment as PVE keeps it (ownership marker
+// included) and its other options as PVE lists them, every value a string (booleans 0/1).
+type BackupJob struct {
+	ID      string
+	Comment string
+	Options map[string]string
+}
+
+// BackupJobs returns the cluster's backup jobs as the first node that read them reports them, and whether
+// any node did.
+func (c Cluster) BackupJobs() ([]BackupJob, bool) {
+	for _, n := range c.Nodes {
+		if n.BackupJobsObserved {
+			return n.BackupJobs, true
+		}
+	}
+	return nil, false
 }
 
 // Pools returns the cluster's resource pools as the first node that read them reports them, and whether any
@@ -242,6 +265,7 @@ func (n *Node) Sort() {
 	slices.Sort(n.ListedStorages)
 	n.ListedStorages = slices.Compact(n.ListedStorages)
 	slices.SortFunc(n.Pools, func(a, b Pool) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(n.BackupJobs, func(a, b BackupJob) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // Cluster is the observed state of every allowed node of one cluster.

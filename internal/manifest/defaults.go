@@ -271,6 +271,19 @@ func Resolve(r *Resource) *Resource {
 		p := *s
 		p.ID = s.IDOrName(r.Metadata.Name)
 		out.Spec = &p
+	case *BackupJobSpec:
+		j := *s
+		j.ID = s.IDOrName(r.Metadata.Name)
+		j.Selection.Guests = slices.Clone(s.Selection.Guests)
+		j.Selection.Exclude = slices.Clone(s.Selection.Exclude)
+		if s.Retention != nil {
+			rt := s.Retention
+			j.Retention = &BackupRetention{KeepAll: clonePtr(rt.KeepAll), KeepLast: clonePtr(rt.KeepLast), KeepHourly: clonePtr(rt.KeepHourly),
+				KeepDaily: clonePtr(rt.KeepDaily), KeepWeekly: clonePtr(rt.KeepWeekly), KeepMonthly: clonePtr(rt.KeepMonthly),
+				KeepYearly: clonePtr(rt.KeepYearly)}
+		}
+		j.Protected, j.Enabled = clonePtr(s.Protected), clonePtr(s.Enabled)
+		out.Spec = &j
 	case *ArtifactSpec:
 		a := *s
 		a.Nodes = s.PlacementNodes()

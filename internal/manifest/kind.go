@@ -22,17 +22,19 @@ const (
 	KindDiskImage  Kind = "DiskImage"
 	// KindPool is a resource pool: a cluster object, on no node and without a vmid.
 	KindPool Kind = "Pool"
+	// KindBackupJob is a scheduled backup job of the cluster: a cluster object too.
+	KindBackupJob Kind = "BackupJob"
 )
 
 // Kinds lists every kind in documentation order.
-var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool}
+var Kinds = []Kind{KindVM, KindLXC, KindTemplateVM, KindTemplateCT, KindISO, KindCTTemplate, KindDiskImage, KindPool, KindBackupJob}
 
 // kindAliases maps the lower-cased spellings accepted in `kind:` to the canonical kind.
 var kindAliases = map[string]Kind{
 	"vm": KindVM, "lxc": KindLXC, "templatevm": KindTemplateVM, "templatect": KindTemplateCT,
 	"iso": KindISO, "cttemplate": KindCTTemplate, "diskimage": KindDiskImage,
 	"ctt": KindCTTemplate, "disk": KindDiskImage, "tvm": KindTemplateVM, "template": KindTemplateVM,
-	"tct": KindTemplateCT, "pool": KindPool,
+	"tct": KindTemplateCT, "pool": KindPool, "backupjob": KindBackupJob,
 }
 
 // ParseKind returns the canonical kind for a spelling: case-insensitive, with the aliases CTT, DISK, TVM,
@@ -61,13 +63,15 @@ func (k Kind) Root() string {
 		return "diskimage"
 	case KindPool:
 		return "pool"
+	case KindBackupJob:
+		return "backup"
 	default:
 		return ""
 	}
 }
 
 // KindRoots lists the kind root directories in sorted order.
-var KindRoots = []string{"ctt", "diskimage", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
+var KindRoots = []string{"backup", "ctt", "diskimage", "iso", "lxc", "pool", "templatect", "templatevm", "vm"}
 
 // KindOfRoot returns the kind whose manifests live under a kind root directory.
 func KindOfRoot(dir string) (Kind, bool) {
@@ -97,16 +101,20 @@ func (k Kind) IsTemplate() bool { return k == KindTemplateVM || k == KindTemplat
 func (k Kind) IsArtifact() bool { return k == KindISO || k == KindCTTemplate || k == KindDiskImage }
 
 // IsClusterObject reports whether the kind is a cluster object: one that belongs to no node, has no vmid and
-// that PVE cannot tag (Pool). Its operations run on the cluster's work queue, and ProxOps owns one only when
+// that PVE cannot tag (Pool, BackupJob). Its operations run on the cluster's work queue, and ProxOps owns one only when
 // its comment carries the ownership marker and the ownership inventory records it by kind and id.
-func (k Kind) IsClusterObject() bool { return k == KindPool }
+func (k Kind) IsClusterObject() bool { return k == KindPool || k == KindBackupJob }
 
-// ObjectKind is the ownership inventory's name of a cluster-object kind (pool); "" for other kinds.
+// ObjectKind is the ownership inventory's name of a cluster-object kind (pool, backupjob); "" for other kinds.
 func (k Kind) ObjectKind() string {
-	if k == KindPool {
+	switch k {
+	case KindPool:
 		return "pool"
+	case KindBackupJob:
+		return "backupjob"
+	default:
+		return ""
 	}
-	return ""
 }
 
 // Content is the PVE storage content type of an artifact kind (iso, vztmpl, import).

@@ -1,5 +1,5 @@
 // Package manifest holds the kinds of ProxOps manifests (VM, LXC, TemplateVM, TemplateCT, ISO,
-// CTTemplate, DiskImage, Pool): their types, parsing from multi-document YAML files with the position of every
+// CTTemplate, DiskImage, Pool, BackupJob): their types, parsing from multi-document YAML files with the position of every
 // field, per-kind validation that reports every problem at once, the default values ProxOps applies
 // (computed by functions that return them, never written into the parsed value) and the references between
 // resources. It is pure: no I/O beyond the bytes it is given.
@@ -13,7 +13,7 @@ import (
 )
 
 // kindList is the list of kinds named in messages.
-var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage, Pool"
+var kindList = "VM, LXC, TemplateVM, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob"
 
 var envelopeFields = []string{"apiVersion", "kind", "metadata", "spec"}
 
@@ -118,6 +118,8 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		r.Spec = &LXCSpec{}
 	case kind == KindPool:
 		r.Spec = &PoolSpec{}
+	case kind == KindBackupJob:
+		r.Spec = &BackupJobSpec{}
 	default:
 		r.Spec = &ArtifactSpec{}
 	}

@@ -143,7 +143,10 @@ type VMSpec struct {
 	PVEDescription string   `yaml:"pve-description,omitempty"`
 	Tags           []string `yaml:"tags,omitempty"`
 	// Pool is the id of the resource pool the VM belongs to; empty: ProxOps does not own its membership.
-	Pool          string            `yaml:"pool,omitempty"`
+	Pool string `yaml:"pool,omitempty"`
+	// Backup false leaves the VM out of every owned backup job that selects it by pool or all (their
+	// exclude list); absent or true: such jobs back it up.
+	Backup        *bool             `yaml:"backup,omitempty"`
 	CPU           VMCPU             `yaml:"cpu"`
 	Memory        Quantity          `yaml:"memory,omitempty"`
 	Disks         []Disk            `yaml:"disks,omitempty"`
@@ -319,7 +322,9 @@ type LXCSpec struct {
 	PVEDescription string   `yaml:"pve-description,omitempty"`
 	Tags           []string `yaml:"tags,omitempty"`
 	// Pool is the id of the resource pool the container belongs to; empty: ProxOps does not own its membership.
-	Pool        string            `yaml:"pool,omitempty"`
+	Pool string `yaml:"pool,omitempty"`
+	// Backup false leaves the container out of every owned backup job that selects it by pool or all.
+	Backup      *bool             `yaml:"backup,omitempty"`
 	Memory      Quantity          `yaml:"memory,omitempty"`
 	Swap        Quantity          `yaml:"swap,omitempty"`
 	CPU         LXCCPU            `yaml:"cpu,omitempty"`

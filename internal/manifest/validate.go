@@ -93,6 +93,12 @@ func Validate(r *Resource) diag.List {
 			break
 		}
 		c.pool(s)
+	case *BackupJobSpec:
+		if r.Kind != KindBackupJob {
+			c.errorf("spec", "%s %s needs a backup job spec", Article(r.Kind), r.Kind)
+			break
+		}
+		c.backupJob(s)
 	case *ArtifactSpec:
 		if !r.Kind.IsArtifact() {
 			c.errorf("spec", "%s %s needs an artifact spec", Article(r.Kind), r.Kind)

@@ -47,7 +47,13 @@ func Diff(in Input) (Plan, error) {
 	} else if len(diags) > 0 {
 		return Plan{}, reject(name, RejectParse, diags)
 	}
+	if diags, unobserved := d.checkBackupJobs(); unobserved {
+		return Plan{}, reject(name, RejectObserve, diags)
+	} else if len(diags) > 0 {
+		return Plan{}, reject(name, RejectParse, diags)
+	}
 	d.planPools()
+	d.planBackupJobs()
 	for _, r := range d.resources {
 		if r.Kind.IsArtifact() {
 			d.planArtifact(r)
@@ -68,6 +74,7 @@ func Diff(in Input) (Plan, error) {
 	d.planCreatedGuestPools()
 	d.planPrunes()
 	d.planObjectPrunes()
+	d.planBackupJobPrunes()
 	return d.finish(), nil
 }
 
@@ -151,7 +158,7 @@ func newDiffer(in Input) *differ {
 		n := &nodes[i]
 		n.Guests, n.Storages = slices.Clone(n.Guests), slices.Clone(n.Storages)
 		n.Volumes, n.ListedStorages = slices.Clone(n.Volumes), slices.Clone(n.ListedStorages)
-		n.Pools = slices.Clone(n.Pools)
+		n.Pools, n.BackupJobs = slices.Clone(n.Pools), slices.Clone(n.BackupJobs)
 		n.Sort()
 		for j := range n.Guests {
 			g := &n.Guests[j]

@@ -19,6 +19,7 @@ var actionRank = map[Action]int{
 	ActionStop: 6, ActionConfigure: 7, ActionResize: 8, ActionMarkTemplate: 9, ActionStart: 10, ActionDelete: 11,
 	ActionRegenerateCloudInit: 12, ActionCreatePool: 13, ActionClaimPool: 14, ActionConfigurePool: 15,
 	ActionSetPoolMembers: 16, ActionDeletePool: 17, ActionMigrate: 18, ActionHAMigrate: 18, ActionApplyGuestFirewall: 19,
+	ActionCreateBackupJob: 20, ActionClaimClusterObject: 21, ActionConfigureBackupJob: 22, ActionDeleteBackupJob: 23,
 }
 
 // findingRank orders findings by kind.

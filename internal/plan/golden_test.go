@@ -36,6 +36,8 @@ type observedJSON struct {
 	Nodes   []nodeJSON `json:"nodes"`
 	// Pools are the cluster's resource pools, which every node reports.
 	Pools []poolJSON `json:"pools"`
+	// BackupJobs are the cluster's backup jobs, which every node reports.
+	BackupJobs []backupJobJSON `json:"backup-jobs"`
 	// HARules are the cluster's HA rules as the planner reads them before it plans a move through HA.
 	HARules []haRuleJSON `json:"ha-rules"`
 	// MigrationChecks are PVE's answers to GET …/migrate?target= for the moves of the plan.
@@ -47,6 +49,13 @@ type poolJSON struct {
 	ID      string `json:"id"`
 	Comment string `json:"comment"`
 	Members []int  `json:"members"`
+}
+
+// backupJobJSON is a backup job: its id, its comment as PVE keeps it, its other options.
+type backupJobJSON struct {
+	ID      string            `json:"id"`
+	Comment string            `json:"comment"`
+	Options map[string]string `json:"options"`
 }
 
 type haRuleJSON struct {
@@ -346,10 +355,13 @@ func (o observedJSON) cluster(name string) (inventory.Cluster, error) {
 			Mapped: m.Mapped, Known: m.Known, Allowed: m.Allowed, UnavailableStorages: m.UnavailableStorages})
 	}
 	for _, n := range o.Nodes {
-		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1", PoolsObserved: true,
+		node := inventory.Node{Cluster: name, Node: n.Node, PVEVersion: "9.1.1", PoolsObserved: true, BackupJobsObserved: true,
 			ClusterFirewall: n.ClusterFirewall.cluster()}
 		for _, p := range o.Pools {
 			node.Pools = append(node.Pools, inventory.Pool{ID: p.ID, Comment: p.Comment, Members: p.Members})
+		}
+		for _, j := range o.BackupJobs {
+			node.BackupJobs = append(node.BackupJobs, inventory.BackupJob{ID: j.ID, Comment: j.Comment, Options: j.Options})
 		}
 		sts := n.Storages
 		if sts == nil {

@@ -52,6 +52,15 @@ func ObjectOf(op Operation) (kind, id string, ok bool) {
 	case ActionCreatePool, ActionConfigurePool, ActionClaimPool, ActionDeletePool:
 		id, _ := op.Param("poolid")
 		return manifest.KindPool.ObjectKind(), id, id != ""
+	case ActionCreateBackupJob, ActionConfigureBackupJob, ActionDeleteBackupJob:
+		id, _ := op.Param("id")
+		return manifest.KindBackupJob.ObjectKind(), id, id != ""
+	case ActionClaimClusterObject:
+		id, _ := op.Param("id")
+		if object, _ := op.Param("object"); object == backupObject {
+			return manifest.KindBackupJob.ObjectKind(), id, id != ""
+		}
+		return "", "", false
 	default:
 		// A guest's or an artifact's action, and a pool's membership (which writes to the guest's pool,
 		// named by the operation's guest), name no cluster object of their own.
@@ -80,6 +89,12 @@ type objects struct {
 	// pruned counts the deletions of this plan, guests and objects alike (the prune budget).
 	pruned int
 	write  []ObjectRecord
+
+	// jobsObserved says the backup jobs were read; jobs are the live ones and declaredJobs the resolved
+	// manifests, by id.
+	jobsObserved bool
+	jobs         map[string]inventory.BackupJob
+	declaredJobs map[string]*manifest.Resource
 }
 
 func (d *differ) initObjects() {
@@ -109,6 +124,7 @@ func (d *differ) initObjects() {
 			o.declared[p.ID] = r
 		}
 	}
+	o.initBackupJobs(d.in.Observed, d.resources)
 }
 
 func (o *objects) recorded(kind, id string) bool {
@@ -455,6 +471,7 @@ func (d *differ) objectRecords() []ObjectRecord {
 // hashObjects writes what the plan's cluster objects are computed from into its content id.
 func (d *differ) hashObjects(w func(...string)) {
 	o := &d.objs
+	o.hashBackupJobs(w)
 	if len(o.pools) == 0 && len(o.records) == 0 && len(o.declared) == 0 {
 		return
 	}

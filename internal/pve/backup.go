@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/proxops/proxops/internal/inventory"
 )
 
 // BackupJob is a backup job (GET /cluster/backup): its id and options, every value as a string (booleans
@@ -57,3 +59,16 @@ func (c *Client) ListBackupJobs(ctx context.Context) ([]BackupJob, error) {
 
 var backupJobObject = restObject(ObjectKindBackupJob, "backup job", "id", "/cluster/backup", (*Client).ListBackupJobs,
 	func(j BackupJob, id string) (string, bool) { return j.Comment, j.ID == id })
+
+// observeBackupJobs reads the cluster's backup jobs for the inventory.
+func (c *Client) observeBackupJobs(ctx context.Context) ([]inventory.BackupJob, error) {
+	jobs, err := c.ListBackupJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]inventory.BackupJob, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, inventory.BackupJob{ID: j.ID, Comment: j.Comment, Options: j.Options})
+	}
+	return out, nil
+}

@@ -25,6 +25,8 @@ type ObserveRequest struct {
 	AllContent bool
 	// Pools reads the cluster's resource pools too (cluster-wide: one node of a cluster is asked).
 	Pools bool
+	// BackupJobs reads the cluster's backup jobs too (cluster-wide: one node of a cluster is asked).
+	BackupJobs bool
 	// FirewallVMIDs are the guests whose firewall to read, where they are on this node.
 	FirewallVMIDs []int
 	// AllFirewalls reads the firewall of every guest of the node (adoption).
@@ -38,7 +40,7 @@ var artifactContent = []string{"iso", "vztmpl", "import"}
 
 // Observe reads one node with the fewest requests: the qemu listing (full=1, for qmpstatus), the lxc
 // listing, the storage list, the cluster options (for the tag-style), when asked the pools (GET /pools and
-// the cluster resources for their members), one GET …/pending per guest (current
+// the cluster resources for their members) and the backup jobs (GET /cluster/backup), one GET …/pending per guest (current
 // value, pending value and pending delete of every key, and the digest; bounded concurrency), for a
 // container also GET …/config for its raw lxc.* keys (which …/pending leaves out), for a VM with a
 // cloud-init drive also GET …/cloudinit (what the drive was generated with), and one content listing per
@@ -72,6 +74,12 @@ func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Nod
 			return n, err
 		}
 		n.PoolsObserved = true
+	}
+	if req.BackupJobs {
+		if n.BackupJobs, err = c.observeBackupJobs(ctx); err != nil {
+			return n, err
+		}
+		n.BackupJobsObserved = true
 	}
 	if err := c.readPending(ctx, req.Node, n.Guests); err != nil {
 		return n, err

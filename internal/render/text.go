@@ -150,15 +150,16 @@ func PlanText(p plan.Plan) string {
 		case o.Action == plan.ActionSnapshot || o.Action == plan.ActionDeleteSnapshot || o.Action == plan.ActionRollback:
 			snaps.lines = append(snaps.lines, opLine(o, false))
 		case o.Action == plan.ActionCreate || o.Action == plan.ActionClone || o.Action == plan.ActionDownload ||
-			o.Action == plan.ActionCreatePool || (o.Action == plan.ActionMarkTemplate && created[o.VMID] && o.VMID != 0):
+			o.Action == plan.ActionCreatePool || o.Action == plan.ActionCreateBackupJob || (o.Action == plan.ActionMarkTemplate && created[o.VMID] && o.VMID != 0):
 			create.lines = append(create.lines, opLine(o, false))
-		case o.Action == plan.ActionDelete || o.Action == plan.ActionDeletePool || (o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
+		case o.Action == plan.ActionDelete || o.Action == plan.ActionDeletePool || o.Action == plan.ActionDeleteBackupJob || (o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
 			del.lines = append(del.lines, opLine(o, false))
 		case o.Action.Moves():
 			move.lines = append(move.lines, opLine(o, false))
 		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
 			o.Action == plan.ActionRegenerateCloudInit || o.Action == plan.ActionClaimPool || o.Action == plan.ActionConfigurePool ||
-			o.Action == plan.ActionSetPoolMembers || o.Action == plan.ActionApplyGuestFirewall:
+			o.Action == plan.ActionSetPoolMembers || o.Action == plan.ActionApplyGuestFirewall ||
+			o.Action == plan.ActionClaimClusterObject || o.Action == plan.ActionConfigureBackupJob:
 			update.lines = append(update.lines, opLine(o, true))
 		default:
 			power.lines = append(power.lines, opLine(o, false))

@@ -532,6 +532,7 @@ func (l *loader) assemble(c *Cluster, results map[string]*parsed) {
 	}
 	l.checkVMIDs(c)
 	l.checkPoolIDs(c)
+	l.checkBackupJobs(c)
 	l.checkNodes(c)
 	l.checkReferences(c, byRef)
 	slices.SortFunc(c.Resources, func(a, b *manifest.Resource) int { return manifest.CompareRefs(a.Ref(), b.Ref()) })

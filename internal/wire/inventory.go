@@ -58,6 +58,8 @@ type ObserveRequest struct {
 	BaseURL string
 	// Pools asks for the cluster's resource pools as well (cluster-wide: one node is asked).
 	Pools bool
+	// BackupJobs asks for the cluster's backup jobs as well (cluster-wide: one node is asked).
+	BackupJobs bool
 	// FirewallVMIDs are the guests whose firewall to read where they are on the node.
 	FirewallVMIDs []int
 	// AllFirewalls reads the firewall of every guest (adoption).
@@ -140,7 +142,7 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 	p := &inventoryv1.NodeInventory{
 		Cluster: n.Node.Cluster, Node: n.Node.Node, RequestId: n.RequestID, ObservedAt: timeToProto(n.ObservedAt),
 		PveVersion: n.Node.PVEVersion, ListedStorages: n.Node.ListedStorages, Error: n.Error, ErrorClass: n.ErrorClass, ClusterNodes: n.ClusterNodes,
-		TagsCaseSensitive: n.Node.TagsCaseSensitive, PoolsObserved: n.Node.PoolsObserved,
+		TagsCaseSensitive: n.Node.TagsCaseSensitive, PoolsObserved: n.Node.PoolsObserved, BackupJobsObserved: n.Node.BackupJobsObserved,
 		ClusterFirewall: clusterFirewallToProto(n.Node.ClusterFirewall), HaRulesRead: n.HARulesRead,
 	}
 	for _, pl := range n.Node.Pools {
@@ -149,6 +151,9 @@ func nodeInventoryToProto(n NodeInventory) (*inventoryv1.NodeInventory, error) {
 			pp.Vmids = append(pp.Vmids, int64(v))
 		}
 		p.Pools = append(p.Pools, pp)
+	}
+	for _, j := range n.Node.BackupJobs {
+		p.BackupJobs = append(p.BackupJobs, &inventoryv1.BackupJob{Id: j.ID, Comment: j.Comment, Options: maps.Clone(j.Options)})
 	}
 	for _, r := range n.HARules {
 		p.HaRules = append(p.HaRules, &inventoryv1.HARule{Id: r.ID, Type: r.Type, Resources: r.Resources, Nodes: r.Nodes,
@@ -194,7 +199,7 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 	}
 	n := NodeInventory{RequestID: p.GetRequestId(), ObservedAt: at, Error: p.GetError(), ErrorClass: p.GetErrorClass(), ClusterNodes: p.GetClusterNodes(), Node: inventory.Node{
 		Cluster: p.GetCluster(), Node: p.GetNode(), PVEVersion: p.GetPveVersion(), ListedStorages: p.GetListedStorages(),
-		TagsCaseSensitive: p.GetTagsCaseSensitive(), PoolsObserved: p.GetPoolsObserved(),
+		TagsCaseSensitive: p.GetTagsCaseSensitive(), PoolsObserved: p.GetPoolsObserved(), BackupJobsObserved: p.GetBackupJobsObserved(),
 		ClusterFirewall: clusterFirewallFromProto(p.GetClusterFirewall()),
 	}, HARulesRead: p.GetHaRulesRead()}
 	for _, pp := range p.GetPools() {
@@ -203,6 +208,9 @@ func nodeInventoryFromProto(p *inventoryv1.NodeInventory) (NodeInventory, error)
 			pl.Members = append(pl.Members, int(v))
 		}
 		n.Node.Pools = append(n.Node.Pools, pl)
+	}
+	for _, j := range p.GetBackupJobs() {
+		n.Node.BackupJobs = append(n.Node.BackupJobs, inventory.BackupJob{ID: j.GetId(), Comment: j.GetComment(), Options: maps.Clone(j.GetOptions())})
 	}
 	for _, r := range p.GetHaRules() {
 		n.HARules = append(n.HARules, inventory.HARule{ID: r.GetId(), Type: r.GetType(), Resources: r.GetResources(),
@@ -277,7 +285,8 @@ func ObserveRequestToProto(r ObserveRequest) proto.Message {
 	p := &inventoryv1.ObserveRequest{Cluster: r.Cluster, Node: r.Node, RequestId: r.RequestID,
 		ContentStorages: r.ContentStorages, AllContent: r.AllContent, ListNodes: r.ListNodes, BaseUrl: r.BaseURL,
 		HaRules: r.HARules, ChecksOnly: r.ChecksOnly,
-		FirewallVmids: vmidsToProto(r.FirewallVMIDs), AllFirewalls: r.AllFirewalls, ClusterFirewall: r.ClusterFirewall, Pools: r.Pools}
+		FirewallVmids: vmidsToProto(r.FirewallVMIDs), AllFirewalls: r.AllFirewalls, ClusterFirewall: r.ClusterFirewall, Pools: r.Pools,
+		BackupJobs: r.BackupJobs}
 	for _, q := range r.MigrationChecks {
 		t, _ := inventoryGuestTypeEnum.toProto(q.Type)
 		p.MigrationChecks = append(p.MigrationChecks, &inventoryv1.MigrationQuery{Vmid: int64(q.VMID), Type: t, Target: q.Target})
@@ -295,7 +304,7 @@ func ObserveRequestFromProto(m proto.Message) (ObserveRequest, error) {
 		ContentStorages: p.GetContentStorages(), AllContent: p.GetAllContent(), ListNodes: p.GetListNodes(),
 		BaseURL: p.GetBaseUrl(), HARules: p.GetHaRules(), ChecksOnly: p.GetChecksOnly(),
 		FirewallVMIDs: vmidsFromProto(p.GetFirewallVmids()), AllFirewalls: p.GetAllFirewalls(),
-		ClusterFirewall: p.GetClusterFirewall(), Pools: p.GetPools()}
+		ClusterFirewall: p.GetClusterFirewall(), Pools: p.GetPools(), BackupJobs: p.GetBackupJobs()}
 	for _, q := range p.GetMigrationChecks() {
 		t, err := inventoryGuestTypeEnum.fromProto(q.GetType())
 		if err != nil {

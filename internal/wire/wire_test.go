@@ -169,6 +169,9 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 			Volumes:           []inventory.Volume{{Storage: "local", Volid: "local:iso/debian.iso", Content: "iso", Format: "iso", Size: 123, Parent: ""}, {Storage: "local", Volid: "local:100/vm-100-disk-0.qcow2", Content: "images", VMID: 100}},
 			ListedStorages:    []string{"local"},
 			TagsCaseSensitive: true,
+			BackupJobs: []inventory.BackupJob{{ID: "nightly", Comment: "Nightly [proxops]",
+				Options: map[string]string{"schedule": "21:00", "all": "1", "exclude": "100,101"}}},
+			BackupJobsObserved: true,
 			ClusterFirewall: &inventory.ClusterFirewall{Groups: []inventory.FirewallGroup{{Name: "web", Rules: []map[string]string{{"type": "in", "action": "ACCEPT", "enable": "1"}}}},
 				IPSets: []string{"management"}, Aliases: []string{"lan"}},
 			PoolsObserved: true,
@@ -204,7 +207,8 @@ func TestNodeInventoryRoundTrips(t *testing.T) {
 
 func TestObserveRequestRoundTrips(t *testing.T) {
 	r := wire.ObserveRequest{Cluster: "lab", Node: "pve1", RequestID: "r1", ContentStorages: []string{"local", "nfs"}, AllContent: true,
-		ListNodes: true, BaseURL: "https://pve.example.invalid:8006", FirewallVMIDs: []int{100, 101}, AllFirewalls: true, ClusterFirewall: true}
+		ListNodes: true, BaseURL: "https://pve.example.invalid:8006", FirewallVMIDs: []int{100, 101}, AllFirewalls: true, ClusterFirewall: true,
+		Pools: true, BackupJobs: true}
 	var back inventoryv1.ObserveRequest
 	roundTrip(t, wire.ObserveRequestToProto(r), &back)
 	got, err := wire.ObserveRequestFromProto(&back)

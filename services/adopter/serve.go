@@ -155,7 +155,7 @@ func (a *adopter) observer() observe.Client {
 // firewall, and the cluster's pools.
 func observeRequest(cluster, node string, listNodes bool) wire.ObserveRequest {
 	return wire.ObserveRequest{Cluster: cluster, Node: node, RequestID: newID("adopt-obs"), AllContent: true, AllFirewalls: true,
-		ListNodes: listNodes, Pools: true}
+		ListNodes: listNodes, Pools: true, BackupJobs: true}
 }
 
 // decrypt reads and decrypts a cluster's secrets file: from the snapshot, or (LocalSecrets) from this host

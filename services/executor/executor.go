@@ -216,7 +216,8 @@ func (e *executor) observe(ctx context.Context, r *bus.Request) (proto.Message, 
 	if err == nil && !req.ChecksOnly {
 		n, err = client.Observe(ctx, pve.ObserveRequest{Cluster: req.Cluster, Node: req.Node,
 			ContentStorages: req.ContentStorages, AllContent: req.AllContent, FirewallVMIDs: req.FirewallVMIDs,
-			AllFirewalls: req.AllFirewalls, ClusterFirewall: req.ClusterFirewall, Pools: req.Pools})
+			AllFirewalls: req.AllFirewalls, ClusterFirewall: req.ClusterFirewall, Pools: req.Pools,
+			BackupJobs: req.BackupJobs})
 	}
 	n.Cluster, n.Node = req.Cluster, req.Node
 	inv := wire.NodeInventory{Node: n, RequestID: req.RequestID, ObservedAt: time.Now().UTC()}

@@ -441,14 +441,14 @@ func (p *planner) observer() observe.Client {
 
 // observeRequest asks one node for its inventory. It names the cluster's base-url, which an executor with its
 // own endpoint checks against it, and the guests whose declared firewall it reads; clusterFW asks for the
-// cluster's firewall objects too (when a guest declares a firewall). The cluster's pools are asked of one node:
+// cluster's firewall objects too (when a guest declares a firewall). The cluster's pools and backup jobs are asked of one node:
 // the one asked for the cluster's nodes, or the first of the allowlist.
 func (p *planner) observeRequest(c *repo.Cluster, node string, content []string, listNodes, clusterFW bool) wire.ObserveRequest {
 	fw := plan.FirewallVMIDs(c)
 	pools := listNodes || (len(c.Config.Nodes) > 0 && node == slices.Min(c.Config.Nodes))
 	return wire.ObserveRequest{Cluster: c.Name, Node: node, RequestID: newID("obs"), ContentStorages: content,
 		ListNodes: listNodes, BaseURL: c.Config.BaseURL, FirewallVMIDs: fw, ClusterFirewall: clusterFW && len(fw) > 0,
-		Pools: pools}
+		Pools: pools, BackupJobs: pools}
 }
 
 // multiNode returns, sorted, the nodes asked to list a storage that other nodes are asked to list too (a

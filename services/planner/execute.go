@@ -189,7 +189,7 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
 	}
-	if op, ok := pl.Operation(res.OpID); ok && op.Action == plan.ActionDeletePool {
+	if op, ok := pl.Operation(res.OpID); ok && (op.Action == plan.ActionDeletePool || op.Action == plan.ActionDeleteBackupJob) {
 		if kind, id, ok := plan.ObjectOf(op); ok {
 			d.forgetObject(ctx, kind, id, l)
 		}

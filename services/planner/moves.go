@@ -25,7 +25,7 @@ func (p *planner) askAboutMoves(ctx context.Context, c *repo.Cluster, observed *
 	for _, n := range slices.Sorted(maps.Keys(queries)) {
 		req := p.observeRequest(c, n, nil, false, false)
 		req.ChecksOnly, req.MigrationChecks, req.HARules = true, queries[n], rules
-		req.FirewallVMIDs, req.Pools = nil, false // a checks-only answer reads nothing else
+		req.FirewallVMIDs, req.Pools, req.BackupJobs = nil, false, false // a checks-only answer reads nothing else
 		inv, err := p.observer().Node(ctx, req)
 		if err != nil {
 			p.log.Warn("migration preconditions not read; the planner's own checks stand in", "cluster", c.Name, "node", n, "err", err)

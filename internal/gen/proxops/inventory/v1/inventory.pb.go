@@ -101,6 +101,9 @@ type ObserveRequest struct {
 	// Also read the cluster's resource pools (NodeInventory.pools): cluster-wide, so one node of a cluster is
 	// asked.
 	Pools bool `protobuf:"varint,30,opt,name=pools,proto3" json:"pools,omitempty"`
+	// Also read the cluster's backup jobs (NodeInventory.backup_jobs): cluster-wide, so one node of a cluster is
+	// asked, the one asked for the pools.
+	BackupJobs bool `protobuf:"varint,40,opt,name=backup_jobs,json=backupJobs,proto3" json:"backup_jobs,omitempty"`
 	// Also report the cluster's HA rules and HA resources (ha_rules, ha_resources): asked of one node, for a
 	// plan that moves guests.
 	HaRules bool `protobuf:"varint,11,opt,name=ha_rules,json=haRules,proto3" json:"ha_rules,omitempty"`
@@ -216,6 +219,13 @@ func (x *ObserveRequest) GetClusterFirewall() bool {
 func (x *ObserveRequest) GetPools() bool {
 	if x != nil {
 		return x.Pools
+	}
+	return false
+}
+
+func (x *ObserveRequest) GetBackupJobs() bool {
+	if x != nil {
+		return x.BackupJobs
 	}
 	return false
 }
@@ -573,6 +583,12 @@ type NodeInventory struct {
 	// The pools were read (an executor that does not read them leaves it unset, and the planner then plans no
 	// pool).
 	PoolsObserved bool `protobuf:"varint,31,opt,name=pools_observed,json=poolsObserved,proto3" json:"pools_observed,omitempty"`
+	// The cluster's backup jobs (GET /cluster/backup), sorted by id: cluster-wide. Meaningful only when
+	// backup_jobs_observed is set.
+	BackupJobs []*BackupJob `protobuf:"bytes,40,rep,name=backup_jobs,json=backupJobs,proto3" json:"backup_jobs,omitempty"`
+	// The backup jobs were read (an executor that does not read them leaves it unset, and the planner then
+	// plans no backup job).
+	BackupJobsObserved bool `protobuf:"varint,41,opt,name=backup_jobs_observed,json=backupJobsObserved,proto3" json:"backup_jobs_observed,omitempty"`
 	// The cluster's HA rules, when the request asked for ha_rules; ha_rules_read says they were read (a PVE
 	// 8 cluster has none).
 	HaRules     []*HARule `protobuf:"bytes,18,rep,name=ha_rules,json=haRules,proto3" json:"ha_rules,omitempty"`
@@ -727,6 +743,20 @@ func (x *NodeInventory) GetPoolsObserved() bool {
 	return false
 }
 
+func (x *NodeInventory) GetBackupJobs() []*BackupJob {
+	if x != nil {
+		return x.BackupJobs
+	}
+	return nil
+}
+
+func (x *NodeInventory) GetBackupJobsObserved() bool {
+	if x != nil {
+		return x.BackupJobsObserved
+	}
+	return false
+}
+
 func (x *NodeInventory) GetHaRules() []*HARule {
 	if x != nil {
 		return x.HaRules
@@ -818,6 +848,69 @@ func (x *Pool) GetVmids() []int64 {
 	return nil
 }
 
+// BackupJob is one backup job of the cluster (GET /cluster/backup).
+type BackupJob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,40,opt,name=id,proto3" json:"id,omitempty"`
+	// The comment as PVE keeps it, ownership marker included.
+	Comment string `protobuf:"bytes,41,opt,name=comment,proto3" json:"comment,omitempty"`
+	// The job's other options as PVE lists them (booleans 0/1), id, type and comment apart.
+	Options       map[string]string `protobuf:"bytes,42,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupJob) Reset() {
+	*x = BackupJob{}
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupJob) ProtoMessage() {}
+
+func (x *BackupJob) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupJob.ProtoReflect.Descriptor instead.
+func (*BackupJob) Descriptor() ([]byte, []int) {
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BackupJob) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BackupJob) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *BackupJob) GetOptions() map[string]string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
 // HAResourceState is one HA resource (GET /cluster/ha/resources): vm:100 or ct:101, and its requested state
 // (started, stopped, disabled, ignored).
 type HAResourceState struct {
@@ -830,7 +923,7 @@ type HAResourceState struct {
 
 func (x *HAResourceState) Reset() {
 	*x = HAResourceState{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +935,7 @@ func (x *HAResourceState) String() string {
 func (*HAResourceState) ProtoMessage() {}
 
 func (x *HAResourceState) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[6]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +948,7 @@ func (x *HAResourceState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HAResourceState.ProtoReflect.Descriptor instead.
 func (*HAResourceState) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{6}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HAResourceState) GetSid() string {
@@ -909,7 +1002,7 @@ type Guest struct {
 
 func (x *Guest) Reset() {
 	*x = Guest{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1014,7 @@ func (x *Guest) String() string {
 func (*Guest) ProtoMessage() {}
 
 func (x *Guest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[7]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1027,7 @@ func (x *Guest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guest.ProtoReflect.Descriptor instead.
 func (*Guest) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{7}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Guest) GetVmid() int64 {
@@ -1067,7 +1160,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1172,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[8]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1185,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{8}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Snapshot) GetName() string {
@@ -1155,7 +1248,7 @@ type GuestFirewall struct {
 
 func (x *GuestFirewall) Reset() {
 	*x = GuestFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1260,7 @@ func (x *GuestFirewall) String() string {
 func (*GuestFirewall) ProtoMessage() {}
 
 func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[9]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1273,7 @@ func (x *GuestFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuestFirewall.ProtoReflect.Descriptor instead.
 func (*GuestFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{9}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GuestFirewall) GetOptions() map[string]string {
@@ -1228,7 +1321,7 @@ type FirewallRule struct {
 
 func (x *FirewallRule) Reset() {
 	*x = FirewallRule{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1333,7 @@ func (x *FirewallRule) String() string {
 func (*FirewallRule) ProtoMessage() {}
 
 func (x *FirewallRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[10]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1346,7 @@ func (x *FirewallRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallRule.ProtoReflect.Descriptor instead.
 func (*FirewallRule) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{10}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FirewallRule) GetFields() map[string]string {
@@ -1275,7 +1368,7 @@ type FirewallIPSet struct {
 
 func (x *FirewallIPSet) Reset() {
 	*x = FirewallIPSet{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1380,7 @@ func (x *FirewallIPSet) String() string {
 func (*FirewallIPSet) ProtoMessage() {}
 
 func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[11]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1393,7 @@ func (x *FirewallIPSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSet.ProtoReflect.Descriptor instead.
 func (*FirewallIPSet) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{11}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FirewallIPSet) GetName() string {
@@ -1336,7 +1429,7 @@ type FirewallIPSetEntry struct {
 
 func (x *FirewallIPSetEntry) Reset() {
 	*x = FirewallIPSetEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1441,7 @@ func (x *FirewallIPSetEntry) String() string {
 func (*FirewallIPSetEntry) ProtoMessage() {}
 
 func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[12]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1454,7 @@ func (x *FirewallIPSetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallIPSetEntry.ProtoReflect.Descriptor instead.
 func (*FirewallIPSetEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{12}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FirewallIPSetEntry) GetCidr() string {
@@ -1397,7 +1490,7 @@ type FirewallAlias struct {
 
 func (x *FirewallAlias) Reset() {
 	*x = FirewallAlias{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1502,7 @@ func (x *FirewallAlias) String() string {
 func (*FirewallAlias) ProtoMessage() {}
 
 func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[13]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1515,7 @@ func (x *FirewallAlias) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallAlias.ProtoReflect.Descriptor instead.
 func (*FirewallAlias) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{13}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FirewallAlias) GetName() string {
@@ -1460,7 +1553,7 @@ type ClusterFirewall struct {
 
 func (x *ClusterFirewall) Reset() {
 	*x = ClusterFirewall{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1565,7 @@ func (x *ClusterFirewall) String() string {
 func (*ClusterFirewall) ProtoMessage() {}
 
 func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[14]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1578,7 @@ func (x *ClusterFirewall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterFirewall.ProtoReflect.Descriptor instead.
 func (*ClusterFirewall) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{14}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClusterFirewall) GetGroups() []*FirewallGroup {
@@ -1520,7 +1613,7 @@ type FirewallGroup struct {
 
 func (x *FirewallGroup) Reset() {
 	*x = FirewallGroup{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1625,7 @@ func (x *FirewallGroup) String() string {
 func (*FirewallGroup) ProtoMessage() {}
 
 func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[15]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1638,7 @@ func (x *FirewallGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FirewallGroup.ProtoReflect.Descriptor instead.
 func (*FirewallGroup) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{15}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FirewallGroup) GetName() string {
@@ -1579,7 +1672,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1684,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[16]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1697,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{16}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -1667,7 +1760,7 @@ type Storage struct {
 
 func (x *Storage) Reset() {
 	*x = Storage{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1772,7 @@ func (x *Storage) String() string {
 func (*Storage) ProtoMessage() {}
 
 func (x *Storage) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[17]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1785,7 @@ func (x *Storage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Storage.ProtoReflect.Descriptor instead.
 func (*Storage) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{17}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Storage) GetStorage() string {
@@ -1768,7 +1861,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1873,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[18]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1886,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{18}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Volume) GetStorage() string {
@@ -1860,7 +1953,7 @@ type GapReport struct {
 
 func (x *GapReport) Reset() {
 	*x = GapReport{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1965,7 @@ func (x *GapReport) String() string {
 func (*GapReport) ProtoMessage() {}
 
 func (x *GapReport) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[19]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1978,7 @@ func (x *GapReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GapReport.ProtoReflect.Descriptor instead.
 func (*GapReport) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{19}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GapReport) GetCluster() string {
@@ -1930,7 +2023,7 @@ type SecurityWarning struct {
 
 func (x *SecurityWarning) Reset() {
 	*x = SecurityWarning{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2035,7 @@ func (x *SecurityWarning) String() string {
 func (*SecurityWarning) ProtoMessage() {}
 
 func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[20]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2048,7 @@ func (x *SecurityWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityWarning.ProtoReflect.Descriptor instead.
 func (*SecurityWarning) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{20}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SecurityWarning) GetKind() string {
@@ -2033,7 +2126,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2138,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[21]
+	mi := &file_proxops_inventory_v1_inventory_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2151,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{21}
+	return file_proxops_inventory_v1_inventory_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Gap) GetKind() string {
@@ -2121,7 +2214,7 @@ var File_proxops_inventory_v1_inventory_proto protoreflect.FileDescriptor
 
 const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\n" +
-	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x03\n" +
+	"$proxops/inventory/v1/inventory.proto\x12\x14proxops.inventory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x04\n" +
 	"\x0eObserveRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -2137,7 +2230,9 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\rall_firewalls\x18\t \x01(\bR\fallFirewalls\x12)\n" +
 	"\x10cluster_firewall\x18\n" +
 	" \x01(\bR\x0fclusterFirewall\x12\x14\n" +
-	"\x05pools\x18\x1e \x01(\bR\x05pools\x12\x19\n" +
+	"\x05pools\x18\x1e \x01(\bR\x05pools\x12\x1f\n" +
+	"\vbackup_jobs\x18( \x01(\bR\n" +
+	"backupJobs\x12\x19\n" +
 	"\bha_rules\x18\v \x01(\bR\ahaRules\x12O\n" +
 	"\x10migration_checks\x18\f \x03(\v2$.proxops.inventory.v1.MigrationQueryR\x0fmigrationChecks\x12\x1f\n" +
 	"\vchecks_only\x18\r \x01(\bR\n" +
@@ -2168,7 +2263,7 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\tR\x05nodes\x12\x16\n" +
 	"\x06strict\x18\x05 \x01(\bR\x06strict\x12\x1a\n" +
 	"\baffinity\x18\x06 \x01(\tR\baffinity\x12\x18\n" +
-	"\adisable\x18\a \x01(\bR\adisable\"\xba\a\n" +
+	"\adisable\x18\a \x01(\bR\adisable\"\xae\b\n" +
 	"\rNodeInventory\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
@@ -2190,7 +2285,10 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x13tags_case_sensitive\x18\r \x01(\bR\x11tagsCaseSensitive\x12P\n" +
 	"\x10cluster_firewall\x18\x0e \x01(\v2%.proxops.inventory.v1.ClusterFirewallR\x0fclusterFirewall\x120\n" +
 	"\x05pools\x18\x1e \x03(\v2\x1a.proxops.inventory.v1.PoolR\x05pools\x12%\n" +
-	"\x0epools_observed\x18\x1f \x01(\bR\rpoolsObserved\x127\n" +
+	"\x0epools_observed\x18\x1f \x01(\bR\rpoolsObserved\x12@\n" +
+	"\vbackup_jobs\x18( \x03(\v2\x1f.proxops.inventory.v1.BackupJobR\n" +
+	"backupJobs\x120\n" +
+	"\x14backup_jobs_observed\x18) \x01(\bR\x12backupJobsObserved\x127\n" +
 	"\bha_rules\x18\x12 \x03(\v2\x1c.proxops.inventory.v1.HARuleR\ahaRules\x12\"\n" +
 	"\rha_rules_read\x18\x0f \x01(\bR\vhaRulesRead\x12O\n" +
 	"\x10migration_checks\x18\x10 \x03(\v2$.proxops.inventory.v1.MigrationCheckR\x0fmigrationChecks\x12H\n" +
@@ -2198,7 +2296,14 @@ const file_proxops_inventory_v1_inventory_proto_rawDesc = "" +
 	"\x04Pool\x12\x16\n" +
 	"\x06poolid\x18\x01 \x01(\tR\x06poolid\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12\x14\n" +
-	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"9\n" +
+	"\x05vmids\x18\x03 \x03(\x03R\x05vmids\"\xb9\x01\n" +
+	"\tBackupJob\x12\x0e\n" +
+	"\x02id\x18( \x01(\tR\x02id\x12\x18\n" +
+	"\acomment\x18) \x01(\tR\acomment\x12F\n" +
+	"\aoptions\x18* \x03(\v2,.proxops.inventory.v1.BackupJob.OptionsEntryR\aoptions\x1a:\n" +
+	"\fOptionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
 	"\x0fHAResourceState\x12\x10\n" +
 	"\x03sid\x18\x01 \x01(\tR\x03sid\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"\xd4\x04\n" +
@@ -2326,7 +2431,7 @@ func file_proxops_inventory_v1_inventory_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_inventory_v1_inventory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_proxops_inventory_v1_inventory_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(GuestType)(0),                // 0: proxops.inventory.v1.GuestType
 	(*ObserveRequest)(nil),        // 1: proxops.inventory.v1.ObserveRequest
@@ -2335,59 +2440,63 @@ var file_proxops_inventory_v1_inventory_proto_goTypes = []any{
 	(*HARule)(nil),                // 4: proxops.inventory.v1.HARule
 	(*NodeInventory)(nil),         // 5: proxops.inventory.v1.NodeInventory
 	(*Pool)(nil),                  // 6: proxops.inventory.v1.Pool
-	(*HAResourceState)(nil),       // 7: proxops.inventory.v1.HAResourceState
-	(*Guest)(nil),                 // 8: proxops.inventory.v1.Guest
-	(*Snapshot)(nil),              // 9: proxops.inventory.v1.Snapshot
-	(*GuestFirewall)(nil),         // 10: proxops.inventory.v1.GuestFirewall
-	(*FirewallRule)(nil),          // 11: proxops.inventory.v1.FirewallRule
-	(*FirewallIPSet)(nil),         // 12: proxops.inventory.v1.FirewallIPSet
-	(*FirewallIPSetEntry)(nil),    // 13: proxops.inventory.v1.FirewallIPSetEntry
-	(*FirewallAlias)(nil),         // 14: proxops.inventory.v1.FirewallAlias
-	(*ClusterFirewall)(nil),       // 15: proxops.inventory.v1.ClusterFirewall
-	(*FirewallGroup)(nil),         // 16: proxops.inventory.v1.FirewallGroup
-	(*ConfigEntry)(nil),           // 17: proxops.inventory.v1.ConfigEntry
-	(*Storage)(nil),               // 18: proxops.inventory.v1.Storage
-	(*Volume)(nil),                // 19: proxops.inventory.v1.Volume
-	(*GapReport)(nil),             // 20: proxops.inventory.v1.GapReport
-	(*SecurityWarning)(nil),       // 21: proxops.inventory.v1.SecurityWarning
-	(*Gap)(nil),                   // 22: proxops.inventory.v1.Gap
-	nil,                           // 23: proxops.inventory.v1.GuestFirewall.OptionsEntry
-	nil,                           // 24: proxops.inventory.v1.FirewallRule.FieldsEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*BackupJob)(nil),             // 7: proxops.inventory.v1.BackupJob
+	(*HAResourceState)(nil),       // 8: proxops.inventory.v1.HAResourceState
+	(*Guest)(nil),                 // 9: proxops.inventory.v1.Guest
+	(*Snapshot)(nil),              // 10: proxops.inventory.v1.Snapshot
+	(*GuestFirewall)(nil),         // 11: proxops.inventory.v1.GuestFirewall
+	(*FirewallRule)(nil),          // 12: proxops.inventory.v1.FirewallRule
+	(*FirewallIPSet)(nil),         // 13: proxops.inventory.v1.FirewallIPSet
+	(*FirewallIPSetEntry)(nil),    // 14: proxops.inventory.v1.FirewallIPSetEntry
+	(*FirewallAlias)(nil),         // 15: proxops.inventory.v1.FirewallAlias
+	(*ClusterFirewall)(nil),       // 16: proxops.inventory.v1.ClusterFirewall
+	(*FirewallGroup)(nil),         // 17: proxops.inventory.v1.FirewallGroup
+	(*ConfigEntry)(nil),           // 18: proxops.inventory.v1.ConfigEntry
+	(*Storage)(nil),               // 19: proxops.inventory.v1.Storage
+	(*Volume)(nil),                // 20: proxops.inventory.v1.Volume
+	(*GapReport)(nil),             // 21: proxops.inventory.v1.GapReport
+	(*SecurityWarning)(nil),       // 22: proxops.inventory.v1.SecurityWarning
+	(*Gap)(nil),                   // 23: proxops.inventory.v1.Gap
+	nil,                           // 24: proxops.inventory.v1.BackupJob.OptionsEntry
+	nil,                           // 25: proxops.inventory.v1.GuestFirewall.OptionsEntry
+	nil,                           // 26: proxops.inventory.v1.FirewallRule.FieldsEntry
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_proxops_inventory_v1_inventory_proto_depIdxs = []int32{
 	2,  // 0: proxops.inventory.v1.ObserveRequest.migration_checks:type_name -> proxops.inventory.v1.MigrationQuery
 	0,  // 1: proxops.inventory.v1.MigrationQuery.type:type_name -> proxops.inventory.v1.GuestType
 	0,  // 2: proxops.inventory.v1.MigrationCheck.type:type_name -> proxops.inventory.v1.GuestType
-	25, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
-	8,  // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
-	18, // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
-	19, // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
-	15, // 7: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
+	27, // 3: proxops.inventory.v1.NodeInventory.observed_at:type_name -> google.protobuf.Timestamp
+	9,  // 4: proxops.inventory.v1.NodeInventory.guests:type_name -> proxops.inventory.v1.Guest
+	19, // 5: proxops.inventory.v1.NodeInventory.storages:type_name -> proxops.inventory.v1.Storage
+	20, // 6: proxops.inventory.v1.NodeInventory.volumes:type_name -> proxops.inventory.v1.Volume
+	16, // 7: proxops.inventory.v1.NodeInventory.cluster_firewall:type_name -> proxops.inventory.v1.ClusterFirewall
 	6,  // 8: proxops.inventory.v1.NodeInventory.pools:type_name -> proxops.inventory.v1.Pool
-	4,  // 9: proxops.inventory.v1.NodeInventory.ha_rules:type_name -> proxops.inventory.v1.HARule
-	3,  // 10: proxops.inventory.v1.NodeInventory.migration_checks:type_name -> proxops.inventory.v1.MigrationCheck
-	7,  // 11: proxops.inventory.v1.NodeInventory.ha_resources:type_name -> proxops.inventory.v1.HAResourceState
-	0,  // 12: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
-	17, // 13: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
-	17, // 14: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
-	9,  // 15: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
-	10, // 16: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
-	23, // 17: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
-	11, // 18: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
-	12, // 19: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
-	14, // 20: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
-	24, // 21: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
-	13, // 22: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
-	16, // 23: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
-	11, // 24: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
-	22, // 25: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
-	21, // 26: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	7,  // 9: proxops.inventory.v1.NodeInventory.backup_jobs:type_name -> proxops.inventory.v1.BackupJob
+	4,  // 10: proxops.inventory.v1.NodeInventory.ha_rules:type_name -> proxops.inventory.v1.HARule
+	3,  // 11: proxops.inventory.v1.NodeInventory.migration_checks:type_name -> proxops.inventory.v1.MigrationCheck
+	8,  // 12: proxops.inventory.v1.NodeInventory.ha_resources:type_name -> proxops.inventory.v1.HAResourceState
+	24, // 13: proxops.inventory.v1.BackupJob.options:type_name -> proxops.inventory.v1.BackupJob.OptionsEntry
+	0,  // 14: proxops.inventory.v1.Guest.type:type_name -> proxops.inventory.v1.GuestType
+	18, // 15: proxops.inventory.v1.Guest.config:type_name -> proxops.inventory.v1.ConfigEntry
+	18, // 16: proxops.inventory.v1.Guest.cloudinit:type_name -> proxops.inventory.v1.ConfigEntry
+	10, // 17: proxops.inventory.v1.Guest.snapshots:type_name -> proxops.inventory.v1.Snapshot
+	11, // 18: proxops.inventory.v1.Guest.firewall:type_name -> proxops.inventory.v1.GuestFirewall
+	25, // 19: proxops.inventory.v1.GuestFirewall.options:type_name -> proxops.inventory.v1.GuestFirewall.OptionsEntry
+	12, // 20: proxops.inventory.v1.GuestFirewall.rules:type_name -> proxops.inventory.v1.FirewallRule
+	13, // 21: proxops.inventory.v1.GuestFirewall.ipsets:type_name -> proxops.inventory.v1.FirewallIPSet
+	15, // 22: proxops.inventory.v1.GuestFirewall.aliases:type_name -> proxops.inventory.v1.FirewallAlias
+	26, // 23: proxops.inventory.v1.FirewallRule.fields:type_name -> proxops.inventory.v1.FirewallRule.FieldsEntry
+	14, // 24: proxops.inventory.v1.FirewallIPSet.entries:type_name -> proxops.inventory.v1.FirewallIPSetEntry
+	17, // 25: proxops.inventory.v1.ClusterFirewall.groups:type_name -> proxops.inventory.v1.FirewallGroup
+	12, // 26: proxops.inventory.v1.FirewallGroup.rules:type_name -> proxops.inventory.v1.FirewallRule
+	23, // 27: proxops.inventory.v1.GapReport.gaps:type_name -> proxops.inventory.v1.Gap
+	22, // 28: proxops.inventory.v1.GapReport.security_warnings:type_name -> proxops.inventory.v1.SecurityWarning
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_proxops_inventory_v1_inventory_proto_init() }
@@ -2401,7 +2510,7 @@ func file_proxops_inventory_v1_inventory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_inventory_v1_inventory_proto_rawDesc), len(file_proxops_inventory_v1_inventory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
