@@ -316,3 +316,37 @@ func TestARollbackThroughARunningUp(t *testing.T) {
 		t.Fatalf("stop: exit %d\n%s", code, u.errOut)
 	}
 }
+
+// With reconcile.rollback: on-failure, a change whose start fails leaves the guest as it was before the plan,
+// running, and the status says the run rolled it back to its safety snapshot.
+func TestAFailedStartWithRollbackOnFailureLeavesTheGuestAsBeforeAndTheStatusSaysSo(t *testing.T) {
+	e := newDemoEnv(t)
+	e.edit("proxops.yaml", func(s string) string {
+		return strings.Replace(s, "reconcile:\n", "reconcile:\n  rollback: on-failure\n", 1)
+	})
+	e.commit("roll back failed changes")
+	e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
+	before, _ := e.sim.Config(101)
+	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
+	e.commit("more memory for web-01")
+	if err := e.sim.SetFaults(pvesim.Faults{TaskFailureRate: 1, TaskTypes: []string{"qmstart"}, TaskFailureMessage: "start failed: injected"}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := e.run("up", "--once", "--listen", "127.0.0.1:0")
+	e.sim.ClearFaults()
+	if code != 1 {
+		t.Fatalf("up --once with a failing start: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	after, _ := e.sim.Config(101)
+	if after["memory"] != before["memory"] || !e.sim.Running(101) {
+		t.Fatalf("after the failed change: memory %s (before %s), running %v", after["memory"], before["memory"], e.sim.Running(101))
+	}
+	report := e.reportOf("demo")
+	state, reason, lastError := resourceOf(t, report, "VM", "web-01")
+	if state != "failed" || !regexp.MustCompile(`start failed: injected.*rolling back to the safety snapshot proxops-[a-z0-9]{12}`).MatchString(lastError) || !strings.Contains(reason, "rolled back to its safety snapshot: it is as it was before the plan") {
+		t.Fatalf("status of web-01: %s: %s: %q", state, reason, lastError)
+	}
+	if p := phaseOf(t, report); p != "failed" {
+		t.Fatalf("phase %s, want failed: the change did not happen", p)
+	}
+}

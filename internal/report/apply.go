@@ -711,13 +711,19 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 	}
 	r.State, r.Reason, r.PruneReason = StateConverged, "", ""
 
-	// The last operation that finished decides last action and error.
+	// The last operation that finished decides last action and error; but the rollback a run makes after a
+	// failure undoes the change, it does not make it: the failure's message (which says it rolls back) stays.
+	failedBefore := false
 	for _, o := range ops {
 		switch o.State {
 		case plan.OpSucceeded:
-			r.LastAction, r.LastError = o.Action, ""
+			r.LastAction = o.Action
+			if o.Action != plan.ActionRollback || !failedBefore {
+				r.LastError = ""
+			}
 		case plan.OpFailed:
 			r.LastAction, r.LastError = o.Action, o.Message
+			failedBefore = true
 		case plan.OpWaiting, plan.OpDispatched, plan.OpSkipped, plan.OpSuperseded:
 			// Did not run to an end: no action taken.
 		}
@@ -766,6 +772,26 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 	}
 }
 
+// rollbackOutcome says how the rollback a run made after a failure ended ("" when it made none).
+func rollbackOutcome(ops []OpTrack, failure OpTrack) string {
+	for _, o := range ops {
+		if o.Action != plan.ActionRollback || o.ID == failure.ID {
+			continue
+		}
+		switch o.State {
+		case plan.OpSucceeded:
+			return "; rolled back to its safety snapshot: it is as it was before the plan"
+		case plan.OpFailed:
+			return "; the rollback to its safety snapshot failed too: " + o.Message
+		case plan.OpWaiting, plan.OpDispatched:
+			return "; rolling back to its safety snapshot"
+		case plan.OpSkipped, plan.OpSuperseded:
+			// Not run: nothing to say.
+		}
+	}
+	return ""
+}
+
 // leadOp is the operation that says what is done to a resource: the first one, but a safety snapshot, which is
 // how a change is made, not what it is.
 func leadOp(ops []OpTrack) OpTrack {
@@ -804,7 +830,7 @@ func opsState(ops []OpTrack) (ResourceState, string) {
 	}
 	switch {
 	case len(failed) > 0:
-		return StateFailed, failed[0].Reason
+		return StateFailed, failed[0].Reason + rollbackOutcome(ops, failed[0])
 	case len(running) > 0:
 		return StateInProgress, running[0].Reason
 	case len(notRun) == 0:
