@@ -195,6 +195,11 @@ func (d *differ) suspendGuests() {
 		return true
 	})
 	d.records = slices.DeleteFunc(d.records, func(r Record) bool { return r.After != "" && dropped[r.After] })
+	// What the latches would hold of them is gone with them.
+	d.migrations = slices.DeleteFunc(d.migrations, func(id string) bool { return dropped[id] })
+	d.fwHeld = slices.DeleteFunc(d.fwHeld, func(ref string) bool {
+		return slices.ContainsFunc(d.in.Suspended, func(s SuspendedGuest) bool { return s.Ref == ref })
+	})
 	for _, vmid := range sortedInts(byVMID) {
 		s := byVMID[vmid]
 		lg, live := d.live[vmid]

@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,31 @@ func TestASuspendedGuestIsReportedNotCorrected(t *testing.T) {
 	}
 	if len(p.Operations) != 0 || len(p.Findings) == 0 || !strings.Contains(p.Findings[len(p.Findings)-1].Message, "no drift from git") {
 		t.Fatalf("a suspended converged guest: operations %v, findings %+v", ids(p.Operations), p.Findings)
+	}
+}
+
+// A suspended guest holds no plan back: the firewall lock-out check and the migration latch count only what
+// the plan does.
+func TestASuspendedGuestHoldsNoPlanBack(t *testing.T) {
+	in := loadCase(t, "testdata/cases/firewall-lockout-held").input
+	in.Suspended = []plan.SuspendedGuest{{VMID: 100, Ref: "VM/web", Snapshot: "proxops-abc", By: "alice"}}
+	p, err := plan.Diff(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Held || len(p.Operations) != 0 {
+		t.Fatalf("held %v (%s), operations %v", p.Held, p.HeldReason, ids(p.Operations))
+	}
+
+	in = loadCase(t, "testdata/cases/migrate-mass-held").input
+	for vmid := 100; vmid <= 103; vmid++ {
+		in.Suspended = append(in.Suspended, plan.SuspendedGuest{VMID: vmid, Ref: fmt.Sprintf("VM/app%d", vmid-100), Snapshot: "proxops-abc"})
+	}
+	p, err = plan.Diff(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Held {
+		t.Fatalf("the migration latch holds moves of suspended guests: %s (operations %v)", p.HeldReason, ids(p.Operations))
 	}
 }
