@@ -307,7 +307,9 @@ func TestARollbackThroughARunningUp(t *testing.T) {
 	if got := memory(); got != before {
 		t.Fatalf("after the rollback: memory %s, want %s", got, before)
 	}
-	e.mustRun(0, "apply")
+	if out := e.mustRun(0, "apply"); !strings.Contains(out, "VM/web-01: suspended from correction: rolled back to proxops-") {
+		t.Fatalf("apply does not say web-01 is suspended:\n%s", out)
+	}
 	if got := memory(); got != before {
 		t.Fatalf("the running up's reconcile undid the rollback: memory %s", got)
 	}

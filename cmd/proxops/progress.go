@@ -114,6 +114,11 @@ func (r *reporter) planned(p plan.Planned) {
 	default:
 		r.line("%s: plan %s: %d operation%s", p.Cluster, p.PlanID, len(p.Plan.Operations), pluralS(len(p.Plan.Operations)))
 	}
+	for _, f := range p.Plan.Findings {
+		if f.Kind == plan.FindingSuspended && !r.showDiff {
+			r.line("%s: %s", f.Ref, f.Message)
+		}
+	}
 	if p.Suspended && len(p.Plan.Operations) > 0 {
 		r.line("%s: the cluster is suspended: nothing is applied (proxops resume --cluster %s)", p.Cluster, p.Cluster)
 	}
