@@ -61,6 +61,9 @@ var words = map[plan.Action][2]string{
 	plan.ActionRegenerateCloudInit: {"Regenerating cloud-init", "cloud-init regeneration"},
 	plan.ActionMigrate:             {"Migrating", "migration"},
 	plan.ActionHAMigrate:           {"Migrating through HA", "HA migration"},
+	plan.ActionSnapshot:            {"Taking a safety snapshot of", "safety snapshot"},
+	plan.ActionDeleteSnapshot:      {"Removing a safety snapshot of", "snapshot removal"},
+	plan.ActionRollback:            {"Rolling back", "rollback"},
 }
 
 func actionWords(a plan.Action) (ing, noun string) {
@@ -110,6 +113,11 @@ func (r *reporter) planned(p plan.Planned) {
 		r.line("%s: %s", p.Cluster, render.NoDriftCluster)
 	default:
 		r.line("%s: plan %s: %d operation%s", p.Cluster, p.PlanID, len(p.Plan.Operations), pluralS(len(p.Plan.Operations)))
+	}
+	for _, f := range p.Plan.Findings {
+		if f.Kind == plan.FindingSuspended && !r.showDiff {
+			r.line("%s: %s", f.Ref, f.Message)
+		}
 	}
 	if p.Suspended && len(p.Plan.Operations) > 0 {
 		r.line("%s: the cluster is suspended: nothing is applied (proxops resume --cluster %s)", p.Cluster, p.Cluster)

@@ -95,3 +95,32 @@ func TestApplyWithDiffPrintsThePlanBeforeApplying(t *testing.T) {
 		t.Errorf("apply --diff does not print the plan:\n%s", withDiff.String())
 	}
 }
+
+// apply says what a safety snapshot operation does, and how a failed protected change ended.
+func TestApplyProgressNamesSnapshotsAndRollbacks(t *testing.T) {
+	var out bytes.Buffer
+	r := newReporter(&out, &out, reconcileOptions{output: "text"}, true)
+	op := func(action plan.Action, status plan.ResultStatus, msg string) plan.Result {
+		return plan.Result{RunID: "r1", OpID: "vm-101-" + string(action), Cluster: "lab", Node: "pve1", VMID: 101,
+			Ref: "VM/web-01", Action: action, Status: status, Elapsed: time.Second, Message: msg}
+	}
+	for _, res := range []plan.Result{
+		op(plan.ActionSnapshot, plan.StatusStarted, ""),
+		op(plan.ActionSnapshot, plan.StatusSucceeded, ""),
+		op(plan.ActionStart, plan.StatusFailed, "start failed; rolling back to the safety snapshot proxops-0123456789ab"),
+		op(plan.ActionRollback, plan.StatusStarted, ""),
+		op(plan.ActionRollback, plan.StatusSucceeded, ""),
+		op(plan.ActionDeleteSnapshot, plan.StatusSucceeded, ""),
+	} {
+		r.result(res)
+	}
+	want := "Taking a safety snapshot of VM/web-01 on pve1…\n" +
+		"VM/web-01: safety snapshot complete after 1s [vmid 101]\n" +
+		"VM/web-01: start failed after 1s [vmid 101]: start failed; rolling back to the safety snapshot proxops-0123456789ab\n" +
+		"Rolling back VM/web-01 on pve1…\n" +
+		"VM/web-01: rollback complete after 1s [vmid 101]\n" +
+		"VM/web-01: snapshot removal complete after 1s [vmid 101]\n"
+	if out.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -53,6 +54,9 @@ type reconcileOptions struct {
 	dryRun   bool
 	// diff and apply
 	moveMisplaced bool
+	// rollback: the guest to roll back, and how to confirm it (nil: confirmed by --yes)
+	rollback *event.Rollback
+	confirm  func(what string) bool
 }
 
 func (o *reconcileOptions) flags(cmd *cobra.Command) {
@@ -136,6 +140,11 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	remoteApply := apply && opts.nats.url != "" && !opts.worktree
 	operator := ""
 	switch {
+	case opts.rollback != nil && opts.nats.url != "":
+		if opts.nats.user == "" {
+			return errors.New("rollback --nats needs --nats-user: a rollback is asked on the operator user's own subject, and the deployed system records that user")
+		}
+		operator = opts.nats.user
 	case apply && opts.nats.url != "" && opts.worktree:
 		if opts.nats.user == "" {
 			return errors.New("apply --nats --worktree needs --nats-user: a work tree is applied on the operator user's own subject, and the deployed system records that user")
@@ -201,12 +210,15 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		b = sys.bus
 	}
 	req := reconcileRequest{bus: b, sys: sys, apply: apply, yes: opts.yes, moveMisplaced: opts.moveMisplaced, clusters: opts.clusters, timeout: opts.timeout,
-		process: src.Process, operator: operator}
+		process: src.Process, operator: operator, rollback: opts.rollback}
 	if !remoteApply {
 		req.tree, req.loaded = snap.Tree, r
 		if _, err := treestore.PutPreview(ctx, b, snap); err != nil {
 			return fmt.Errorf("store the repository snapshot: %w", err)
 		}
+	}
+	if opts.rollback != nil {
+		return runRollback(ctx, out, errOut, opts, req)
 	}
 	res, err := req.run(ctx, newReporter(out, errOut, opts, apply))
 	if err != nil {
@@ -272,6 +284,10 @@ func reconcileURLMode(ctx context.Context, out, errOut io.Writer, opts reconcile
 	}
 	defer func() { _ = b.Close() }()
 	req := reconcileRequest{bus: b, apply: apply, yes: opts.yes, moveMisplaced: opts.moveMisplaced, clusters: opts.clusters, timeout: opts.timeout, process: src.Process}
+	if opts.rollback != nil {
+		req.rollback, req.operator = opts.rollback, cmp.Or(opts.nats.user, localOperator)
+		return runRollback(ctx, out, errOut, opts, req)
+	}
 	res, err := req.run(ctx, newReporter(out, errOut, opts, apply))
 	if err != nil {
 		return err
@@ -310,7 +326,9 @@ type reconcileRequest struct {
 	operator string
 	// moveMisplaced asks the plans to move misplaced guests back to their manifest's node.
 	moveMisplaced bool
-	timeout       time.Duration
+	// rollback asks for an operator's rollback of one guest instead of a reconcile.
+	rollback *event.Rollback
+	timeout  time.Duration
 	// process is laid over the announced tree's proxops.yaml to find its clusters (--config, flags).
 	process *repo.Config
 	// loaded is tree as this command loaded it with process, when it did: its clusters are not read again.
@@ -468,9 +486,9 @@ const localOperator = "local"
 // else on the reconcile subject.
 func (f *reconcileFollow) ask(ctx context.Context) error {
 	msg := wire.ReconcileRequestToProto(event.ReconcileRequest{RequestID: f.requestID, Clusters: f.q.clusters, DryRun: !f.q.apply,
-		Tree: f.q.tree, RequestedBy: requestedBy(), MoveMisplaced: f.q.moveMisplaced})
+		Tree: f.q.tree, RequestedBy: requestedBy(), MoveMisplaced: f.q.moveMisplaced, Rollback: f.q.rollback})
 	subject := bus.SubjectReconcileRequest
-	if f.q.apply && f.q.tree != "" && f.q.operator != "" {
+	if f.q.apply && f.q.operator != "" && (f.q.tree != "" || f.q.rollback != nil) {
 		var err error
 		if subject, err = bus.WorktreeApplySubject(f.q.operator); err != nil {
 			return fmt.Errorf("ask for a work-tree apply: %w", err)

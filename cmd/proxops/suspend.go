@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,9 +28,12 @@ func suspendCommand(on bool) *cobra.Command {
 		opts     natsOptions
 		clusters []string
 	)
-	use, short, long := "resume", "Let plans of a suspended cluster be applied again",
-		`resume lifts a run-time suspension set by proxops suspend: the cluster's next plan is applied. A cluster
-with suspend: true in its config.yaml stays suspended until the repository says otherwise.`
+	use, short, long := "resume [CLUSTER/GUEST]...", "Let plans of a suspended cluster, or correct a rolled-back guest, again",
+		`resume --cluster C lifts a run-time suspension set by proxops suspend: the cluster's next plan is applied. A
+cluster with suspend: true in its config.yaml stays suspended until the repository says otherwise.
+
+resume CLUSTER/GUEST lifts the suspension of a guest that proxops rollback rolled back: the cluster's next
+plan corrects it to what git declares again (GUEST is its name, Kind/name or vmid).`
 	if on {
 		use, short, long = "suspend", "Stop applying plans to a cluster; plans are still computed and shown",
 			`suspend stops ProxOps from applying anything to a cluster, at run time and without a commit: its plans
@@ -42,9 +46,14 @@ proxops resume lifts it.`
 		Use:   use,
 		Short: short,
 		Long:  long,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(clusters) == 0 {
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 0 && on:
+				return fmt.Errorf("suspend takes no arguments (%s): it suspends whole clusters (--cluster)", strings.Join(args, " "))
+			case len(args) > 0 && len(clusters) > 0:
+				return errors.New("resume takes either --cluster (a suspended cluster) or CLUSTER/GUEST arguments (rolled-back guests), not both")
+			case len(args) == 0 && len(clusters) == 0:
 				return errors.New("--cluster is required")
 			}
 			if opts.url == "" {
@@ -53,6 +62,9 @@ proxops resume lifts it.`
 					return err
 				}
 				opts.dataDir = dir
+			}
+			if len(args) > 0 {
+				return runResumeGuests(cmd.Context(), cmd.OutOrStdout(), opts, args)
 			}
 			return runSuspend(cmd.Context(), cmd.OutOrStdout(), opts, clusters, on)
 		},

@@ -535,13 +535,16 @@ func startupReconcile(ctx context.Context, sys *system, pub *upPublisher, log *s
 			return first, err
 		}
 		open := ctl.RunID != ""
+		// The event a run served is handled once the run's end is published, even when the command that
+		// ran it stopped before the planner recorded that: nothing else waits then.
+		served := open && ctl.WantSeq == ctl.RunWantSeq
 		if open {
 			// A run whose end was published just before the last stop is closed, not open.
 			if open, err = runOpen(ctx, sys.bus, ctl); err != nil {
 				return first, err
 			}
 		}
-		if !open && !ctl.Pending() {
+		if !open && (!ctl.Pending() || served) {
 			idle = append(idle, n)
 		}
 	}
@@ -641,11 +644,19 @@ func followFirstReconcile(ctx context.Context, sys *system, first firstReconcile
 			}
 		}
 	}()
+	// suspended are, per cluster, the guests its plan left alone after an operator's rollback: the cluster
+	// does not match git, whatever its run did.
+	suspended := map[string][]string{}
 	settle := func(cluster, outcome string, ok bool) {
 		if !pending[cluster] {
 			return
 		}
 		delete(pending, cluster)
+		if refs := suspended[cluster]; ok && len(refs) > 0 {
+			outcome = fmt.Sprintf("%s; rolled back by an operator and suspended from correction: %s (drift from git reported, not corrected)",
+				outcome, strings.Join(refs, ", "))
+			ok = false
+		}
 		res.outcome[cluster], res.ok[cluster] = outcome, ok
 	}
 	tick := time.NewTicker(time.Second)
@@ -662,6 +673,13 @@ func followFirstReconcile(ctx context.Context, sys *system, first firstReconcile
 			switch {
 			case it.err != nil:
 				return res, it.err
+			case it.planned != nil && !it.planned.DryRun:
+				suspended[it.planned.Cluster] = nil
+				for _, f := range it.planned.Plan.Findings {
+					if f.Kind == plan.FindingSuspended {
+						suspended[it.planned.Cluster] = append(suspended[it.planned.Cluster], f.Ref)
+					}
+				}
 			case it.rejected != nil && !it.rejected.DryRun:
 				settle(it.rejected.Cluster, "rejected ("+it.rejected.Rejection.Reason+"): nothing applied", false)
 			case it.held != nil && !it.held.DryRun:

@@ -15,14 +15,22 @@ import (
 	"github.com/proxops/proxops/services/watcher"
 )
 
-// On a deployed system with the deploy/ users, the cli user previews a work tree but cannot apply it: its
-// apply on the operator subject is denied, and a reconcile request naming its tree with dry_run false is
-// planned as a dry run that writes nothing to PVE. The operator user applies the work tree, and the status
-// records that user and the tree's hash.
-func TestOnlyAnOperatorAppliesAWorkTreeOnADeployedSystem(t *testing.T) {
-	e := newDemoEnv(t)
+// deployedSystem is the demo on a deployed system with the deploy/ users: a NATS server, the services of a
+// proxops up joined to it, and the committed HEAD applied.
+type deployedSystem struct {
+	ctx context.Context
+	url string
+	up  *upRun
+	t   *testing.T
+	e   *demoEnv
+}
+
+// deployed starts the deployed system and waits for the committed HEAD to be applied.
+func (e *demoEnv) deployed() *deployedSystem {
+	t := e.t
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	services, err := bus.ServiceUsers(bus.ExampleDeploy().Topology)
 	if err != nil {
 		t.Fatal(err)
@@ -36,50 +44,67 @@ func TestOnlyAnOperatorAppliesAWorkTreeOnADeployedSystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	url := srv.ClientInfo().URL
-	connect := func(user string) *bus.Bus {
-		t.Helper()
-		b, err := bus.Connect(ctx, bus.ConnectConfig{URL: url, User: user, Password: "pw-" + user}, bus.Options{APITimeout: 2 * time.Second})
-		if err != nil {
-			t.Fatalf("connect as %s: %v", user, err)
-		}
-		t.Cleanup(func() { _ = b.Close() })
-		return b
-	}
-	as := func(user string, want int, args ...string) string {
-		t.Helper()
-		t.Setenv("PROXOPS_NATS_PASSWORD", "pw-"+user)
-		args = append(args, "--nats", url, "--nats-user", user)
-		if args[0] == "diff" || args[0] == "apply" {
-			args = append(args, "--repo", e.repo, "--data-dir", e.data)
-		}
-		out, errOut, code := runCommand(t, args...)
-		if code != want {
-			t.Fatalf("proxops %s as %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), user, code, want, out, errOut)
-		}
-		return out + errOut
-	}
-	as("admin", 0, "provision")
-
+	d := &deployedSystem{ctx: ctx, url: srv.ClientInfo().URL, t: t, e: e}
+	d.as("admin", 0, "provision")
 	// The services join as the server's own user, as a deployment's would each as theirs; they follow the
 	// committed HEAD and apply it.
 	t.Setenv("PROXOPS_NATS_PASSWORD", srv.ClientInfo().Password)
-	up := e.startUp("--nats", url, "--nats-user", srv.ClientInfo().User)
-	cli := connect("cli")
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s after 2 minutes; proxops up's log:\n%s", what, up.errOut)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	waitFor("the committed HEAD applied", func() bool {
+	d.up = e.startUp("--nats", d.url, "--nats-user", srv.ClientInfo().User)
+	cli := d.connect("cli")
+	d.waitFor("the committed HEAD applied", func() bool {
 		st, err := readStatuses(ctx, cli, nil)
 		return err == nil && len(st) == 1 && st[0].Phase == report.PhaseConverged && st[0].LastCommitApplied == e.head()
 	})
+	return d
+}
+
+// connect connects to the deployed system as a user of deploy/.
+func (d *deployedSystem) connect(user string) *bus.Bus {
+	d.t.Helper()
+	b, err := bus.Connect(d.ctx, bus.ConnectConfig{URL: d.url, User: user, Password: "pw-" + user}, bus.Options{APITimeout: 2 * time.Second})
+	if err != nil {
+		d.t.Fatalf("connect as %s: %v", user, err)
+	}
+	d.t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// as runs proxops against the deployed system as a user of deploy/ and fails the test unless it exits with
+// want; diff, apply and rollback also get the repository and the data directory.
+func (d *deployedSystem) as(user string, want int, args ...string) string {
+	d.t.Helper()
+	d.t.Setenv("PROXOPS_NATS_PASSWORD", "pw-"+user)
+	args = append(args, "--nats", d.url, "--nats-user", user)
+	if args[0] == "diff" || args[0] == "apply" || args[0] == "rollback" {
+		args = append(args, "--repo", d.e.repo, "--data-dir", d.e.data)
+	}
+	out, errOut, code := runCommand(d.t, args...)
+	if code != want {
+		d.t.Fatalf("proxops %s as %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), user, code, want, out, errOut)
+	}
+	return out + errOut
+}
+
+// waitFor polls cond for up to two minutes.
+func (d *deployedSystem) waitFor(what string, cond func() bool) {
+	d.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("no %s after 2 minutes; proxops up's log:\n%s", what, d.up.errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// On a deployed system with the deploy/ users, the cli user previews a work tree but cannot apply it: its
+// apply on the operator subject is denied, and a reconcile request naming its tree with dry_run false is
+// planned as a dry run that writes nothing to PVE. The operator user applies the work tree, and the status
+// records that user and the tree's hash.
+func TestOnlyAnOperatorAppliesAWorkTreeOnADeployedSystem(t *testing.T) {
+	e := newDemoEnv(t)
+	d := e.deployed()
+	ctx, as, cli, waitFor := d.ctx, d.as, d.connect("cli"), d.waitFor
 	memory := func() string {
 		cfg, _ := e.sim.Config(101)
 		return cfg["memory"]

@@ -296,9 +296,9 @@ func CLIPermissions() Permissions {
 	return s.permissions()
 }
 
-// OperatorPermissions: the cli's permissions plus applying a work tree on the user's own subject
-// (WorktreeApplySubject(user)), so the watcher knows who asked, and suspending or resuming clusters (the
-// planners' control state).
+// OperatorPermissions: the cli's permissions plus applying a work tree or rolling a guest back to a ProxOps
+// snapshot on the user's own subject (WorktreeApplySubject(user)), so the watcher knows who asked, and
+// suspending or resuming clusters and rolled-back guests (the planners' control state).
 func OperatorPermissions(user string) (Permissions, error) {
 	subject, err := WorktreeApplySubject(user)
 	if err != nil {

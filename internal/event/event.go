@@ -55,6 +55,25 @@ type RepoChanged struct {
 	// MoveMisplaced asks the plans to move guests found on another node than their manifest's back to it (an
 	// operator's explicit request; a commit, the drift schedule and webhooks never set it).
 	MoveMisplaced bool
+	// Rollback is an operator's explicit rollback of one guest (proxops rollback): the plan is that rollback
+	// and nothing else. Only an operator's request on its own subject sets it.
+	Rollback *Rollback
+}
+
+// Rollback asks for one guest to be rolled back to one of ProxOps' own safety snapshots.
+type Rollback struct {
+	// Guest names the guest: Kind/name, its name, or its vmid.
+	Guest string
+	// Snapshot is the snapshot's name; empty means the newest of ProxOps' own snapshots of the guest.
+	Snapshot string
+}
+
+// SameRollback reports whether two events ask for the same rollback (or both for none).
+func SameRollback(a, b *Rollback) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // ReconcileRequest asks the watcher to announce the current commit again, or a snapshot the requester
@@ -77,6 +96,9 @@ type ReconcileRequest struct {
 	// MoveMisplaced asks the plans to move misplaced guests back to their manifest's node
 	// (RepoChanged.MoveMisplaced).
 	MoveMisplaced bool
+	// Rollback asks for an operator's rollback of one guest (RepoChanged.Rollback); honoured only with
+	// Operator set.
+	Rollback *Rollback
 }
 
 // TreeSnapshot is the manifest files of one tree, sorted by path.

@@ -79,6 +79,7 @@ func Diff(in Input) (Plan, error) {
 			}
 		}
 	}
+	d.suspendGuests()
 	if len(d.cannotCreate) > 0 {
 		return Plan{}, reject(name, RejectCreate, d.cannotCreate.Sorted())
 	}

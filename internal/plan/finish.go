@@ -26,7 +26,7 @@ var actionRank = map[Action]int{
 
 // findingRank orders findings by kind.
 var findingRank = map[FindingKind]int{
-	FindingAnomaly: 0, FindingMisplaced: 1, FindingPending: 2, FindingDeferredPrune: 3, FindingSkipped: 4, FindingWarning: 5,
+	FindingAnomaly: 0, FindingMisplaced: 1, FindingPending: 2, FindingDeferredPrune: 3, FindingSkipped: 4, FindingWarning: 5, FindingSuspended: 6,
 }
 
 func (d *differ) dependencies(ref manifest.Ref) []manifest.Ref {

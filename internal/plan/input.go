@@ -130,6 +130,9 @@ type Input struct {
 	// MoveMisplaced moves guests found on another node than their manifest's back to it (an operator's
 	// explicit request: apply --move-misplaced); without it they are only reported.
 	MoveMisplaced bool
+	// Suspended are the guests suspended from correction after an operator's rollback: Diff reports their
+	// drift and plans nothing for them.
+	Suspended []SuspendedGuest
 }
 
 // RejectedError is returned by Diff when the cluster cannot be planned; nothing may be written.

@@ -23,6 +23,9 @@ const (
 	FindingPending FindingKind = "pending"
 	// FindingWarning does not block the plan.
 	FindingWarning FindingKind = "warning"
+	// FindingSuspended is a guest suspended from correction after an operator's rollback: its drift from git
+	// is reported, not corrected.
+	FindingSuspended FindingKind = "suspended"
 )
 
 // Finding is one reported, not acted upon, item of a plan.

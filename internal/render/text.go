@@ -37,6 +37,7 @@ var findingVerb = map[plan.FindingKind]string{
 	plan.FindingDeferredPrune: "deferred",
 	plan.FindingPending:       "pending",
 	plan.FindingWarning:       "warning",
+	plan.FindingSuspended:     "suspended",
 }
 
 // Text renders every cluster's plan, sorted by cluster, then the rejections: what `proxops diff` prints.
@@ -215,6 +216,7 @@ func PlanText(p plan.Plan) string {
 		snaps, create, move, update, power, del,
 		{title: "deferred prunes (budget)", lines: byKind[plan.FindingDeferredPrune]},
 		held,
+		{title: "suspended from correction (rolled back by an operator; drift reported, not corrected)", lines: byKind[plan.FindingSuspended]},
 		{title: "pending until restart", lines: byKind[plan.FindingPending]},
 		{title: "misplaced (on another node)", lines: byKind[plan.FindingMisplaced]},
 		{title: "anomalies (never written; fix by hand or in git)", lines: byKind[plan.FindingAnomaly]},
@@ -260,6 +262,7 @@ var rejectionPrefix = map[string]string{
 	plan.RejectSecrets:  "cloud-init secret resolution",
 	plan.RejectObserve:  "pve inventory read failed",
 	plan.RejectInternal: "plan error",
+	plan.RejectRollback: "rollback refused",
 }
 
 // RejectionText renders a rejected cluster: the ABORTED line and every diagnostic as path:line:col: Kind/name:

@@ -237,7 +237,7 @@ func (s *ClusterStatus) foldPlanned(e plan.Planned, at time.Time) {
 		s.settle(PhaseDrifted, fmt.Sprintf("dry run: %s not applied", plural(n, "operation")))
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
 	case notApplied:
-		s.settle(PhaseConverged, "")
+		s.settleDone()
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
 		s.succeeded(at)
 	case e.Plan.Held:
@@ -247,12 +247,53 @@ func (s *ClusterStatus) foldPlanned(e plan.Planned, at time.Time) {
 		s.settle(PhaseApplying, "")
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = true, false
 	default:
-		// Nothing to do: PVE already matches this commit.
-		s.settle(PhaseConverged, "")
+		// Nothing to do: PVE already matches this commit, but for the guests an operator rolled back.
+		s.settleDone()
 		s.Tracking.RunOpen, s.Tracking.RunCompleted = false, true
 		s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = e.Commit, e.Tree, e.RequestedBy
 		s.succeeded(at)
 	}
+}
+
+// settleDone settles a plan or run that left nothing to do: converged, or drifted when guests an operator
+// rolled back are suspended from correction (they differ from git, and stay so until someone decides).
+func (s *ClusterStatus) settleDone() {
+	var refs []string
+	for _, f := range s.Findings {
+		if f.Kind == plan.FindingSuspended {
+			refs = append(refs, f.Ref)
+		}
+	}
+	if s.operatorRollback() {
+		for _, o := range s.Tracking.Operations {
+			if o.Action == plan.ActionRollback {
+				refs = append(refs, o.Ref)
+			}
+		}
+	}
+	if len(refs) == 0 {
+		s.settle(PhaseConverged, "")
+		return
+	}
+	slices.Sort(refs)
+	refs = slices.Compact(refs)
+	s.settle(PhaseDrifted, fmt.Sprintf("rolled back by an operator and suspended from correction: %s (drift from git reported, not corrected, "+
+		"until a commit changes the manifest or proxops resume %s/<guest>)", strings.Join(refs, ", "), s.Cluster))
+}
+
+// operatorRollback reports whether the last run is an operator's rollback: a rollback succeeded and nothing
+// failed (the run's own rollback follows a failure).
+func (s *ClusterStatus) operatorRollback() bool {
+	rolledBack := false
+	for _, o := range s.Tracking.Operations {
+		switch {
+		case o.State == plan.OpFailed:
+			return false
+		case o.Action == plan.ActionRollback && o.State == plan.OpSucceeded:
+			rolledBack = true
+		}
+	}
+	return rolledBack
 }
 
 func (s *ClusterStatus) succeeded(at time.Time) {
@@ -393,8 +434,11 @@ func (s *ClusterStatus) foldFinished(f plan.FinishedRun, at time.Time) {
 	failed := s.countOps(plan.OpFailed)
 	switch f.Outcome {
 	case plan.OutcomeSucceeded:
-		s.settle(PhaseConverged, "")
-		s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = f.Commit, f.Tree, f.RequestedBy
+		// An operator's rollback applies no commit: what was applied before stays the last applied.
+		if !s.operatorRollback() {
+			s.LastCommitApplied, s.LastTreeApplied, s.LastAppliedBy = f.Commit, f.Tree, f.RequestedBy
+		}
+		s.settleDone()
 		s.succeeded(at)
 	case plan.OutcomeFailed:
 		s.settle(PhaseFailed, fmt.Sprintf("%s failed; the next plan retries", plural(failed, "operation")))
@@ -513,7 +557,7 @@ func (s *ClusterStatus) derive(refs ...string) {
 			c.Skipped++
 		case plan.FindingAnomaly, plan.FindingMisplaced:
 			c.Anomalies++
-		case plan.FindingPending, plan.FindingWarning:
+		case plan.FindingPending, plan.FindingWarning, plan.FindingSuspended:
 			// No counter of their own.
 		}
 	}
@@ -667,13 +711,19 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 	}
 	r.State, r.Reason, r.PruneReason = StateConverged, "", ""
 
-	// The last operation that finished decides last action and error.
+	// The last operation that finished decides last action and error; but the rollback a run makes after a
+	// failure undoes the change, it does not make it: the failure's message (which says it rolls back) stays.
+	failedBefore := false
 	for _, o := range ops {
 		switch o.State {
 		case plan.OpSucceeded:
-			r.LastAction, r.LastError = o.Action, ""
+			r.LastAction = o.Action
+			if o.Action != plan.ActionRollback || !failedBefore {
+				r.LastError = ""
+			}
 		case plan.OpFailed:
 			r.LastAction, r.LastError = o.Action, o.Message
+			failedBefore = true
 		case plan.OpWaiting, plan.OpDispatched, plan.OpSkipped, plan.OpSuperseded:
 			// Did not run to an end: no action taken.
 		}
@@ -713,10 +763,33 @@ func (s *ClusterStatus) resolve(r *Resource, ops []OpTrack, findings []plan.Find
 		case plan.FindingPending:
 			r.State, r.Reason = StateDrift, f.Message
 			return
+		case plan.FindingSuspended:
+			r.State, r.Reason = StateSuspended, f.Message
+			return
 		case plan.FindingAnomaly, plan.FindingMisplaced, plan.FindingWarning:
 			// Anomalies were decided above; a warning leaves the state as it is.
 		}
 	}
+}
+
+// rollbackOutcome says how the rollback a run made after a failure ended ("" when it made none).
+func rollbackOutcome(ops []OpTrack, failure OpTrack) string {
+	for _, o := range ops {
+		if o.Action != plan.ActionRollback || o.ID == failure.ID {
+			continue
+		}
+		switch o.State {
+		case plan.OpSucceeded:
+			return "; rolled back to its safety snapshot: it is as it was before the plan"
+		case plan.OpFailed:
+			return "; the rollback to its safety snapshot failed too: " + o.Message
+		case plan.OpWaiting, plan.OpDispatched:
+			return "; rolling back to its safety snapshot"
+		case plan.OpSkipped, plan.OpSuperseded:
+			// Not run: nothing to say.
+		}
+	}
+	return ""
 }
 
 // leadOp is the operation that says what is done to a resource: the first one, but a safety snapshot, which is
@@ -757,12 +830,17 @@ func opsState(ops []OpTrack) (ResourceState, string) {
 	}
 	switch {
 	case len(failed) > 0:
-		return StateFailed, failed[0].Reason
+		return StateFailed, failed[0].Reason + rollbackOutcome(ops, failed[0])
 	case len(running) > 0:
 		return StateInProgress, running[0].Reason
 	case len(notRun) == 0:
 		if slices.ContainsFunc(succeeded, func(o OpTrack) bool { return o.Action == plan.ActionDelete }) {
 			return StatePruned, ""
+		}
+		// A rollback that succeeded in a run where nothing failed is an operator's (the run's own rollback
+		// follows a failure): the guest is rolled back and suspended from correction.
+		if i := slices.IndexFunc(succeeded, func(o OpTrack) bool { return o.Action == plan.ActionRollback }); i >= 0 {
+			return StateSuspended, "rolled back: " + succeeded[i].Reason + "; suspended from correction until a commit changes its manifest or an operator resumes it"
 		}
 		return StateConverged, ""
 	}

@@ -752,3 +752,47 @@ func TestAPermanentRejectionStaysTheNewsThroughTheTicksThePlannersSkip(t *testin
 		t.Fatalf("a drift tick after a rejection that may pass: %s, want %s", s.Report.Phase, report.PhasePlanning)
 	}
 }
+
+// An operator's rollback leaves the cluster drifted, not converged: the rolled-back guest is suspended, the
+// reason names it and how the suspension ends, and the last applied commit stays the one applied before. The
+// next plan, which reports the guest suspended and does nothing, keeps the cluster drifted for that guest.
+func TestAnOperatorsRollbackLeavesTheClusterDriftedWithTheGuestSuspended(t *testing.T) {
+	h := newHistory()
+	e := h.repo("c1", event.TriggerWebhook)
+	r := runInfo("alpha", "c1", "run-1", e)
+	base := fold("alpha", e, h.planned(r, plan.Plan{Resources: declared}), h.finished(r, plan.OutcomeSucceeded))
+
+	rollback := plan.Operation{ID: "vm-102-rollback", Node: "pve2", VMID: 102, Ref: "VM/db-01", Action: plan.ActionRollback,
+		Reason: "VM/db-01: roll back to the snapshot proxops-0123456789ab taken 2026-01-02T03:04:05Z, as alice asked"}
+	rb := h.repo("c2", event.TriggerManual)
+	rr := runInfo("alpha", "c2", "run-2", rb)
+	rr.RequestedBy = "alice"
+	s := base
+	for _, ev := range []report.Event{rb, h.planned(rr, plan.Plan{Resources: declared, Operations: []plan.Operation{rollback}}),
+		h.result(rr, rollback, plan.StatusSucceeded, "TASK OK"),
+		h.finished(rr, plan.OutcomeSucceeded, plan.OpOutcome{ID: rollback.ID, Ref: rollback.Ref, Action: rollback.Action, State: plan.OpSucceeded})} {
+		s, _ = report.Apply(s, ev)
+	}
+	if s.Report.Phase != report.PhaseDrifted || !strings.Contains(s.Report.Reason, "rolled back by an operator and suspended from correction: VM/db-01") {
+		t.Fatalf("after the rollback: %s: %s", s.Report.Phase, s.Report.Reason)
+	}
+	if s.Report.LastCommitApplied != "c1" || s.Report.LastAppliedBy != "" {
+		t.Errorf("the rollback counts as applying %s by %q", s.Report.LastCommitApplied, s.Report.LastAppliedBy)
+	}
+	for _, res := range s.Report.Resources {
+		if res.Ref() == "VM/db-01" && (res.State != report.StateSuspended || !strings.Contains(res.Reason, "as alice asked") || res.LastAction != plan.ActionRollback) {
+			t.Errorf("VM/db-01 after the rollback: %+v", res)
+		}
+	}
+
+	d := h.repo("c2", event.TriggerDrift)
+	dr := runInfo("alpha", "c2", "run-3", d)
+	suspended := plan.Finding{Kind: plan.FindingSuspended, Ref: "VM/db-01", Node: "pve2", VMID: 102,
+		Message: "suspended from correction: rolled back to proxops-0123456789ab by alice; drift from git, not corrected: memory: 2048 → 4096"}
+	for _, ev := range []report.Event{d, h.planned(dr, plan.Plan{Resources: declared, Findings: []plan.Finding{suspended}})} {
+		s, _ = report.Apply(s, ev)
+	}
+	if s.Report.Phase != report.PhaseDrifted || !strings.Contains(s.Report.Reason, "VM/db-01") || s.Report.LastCommitApplied != "c2" {
+		t.Fatalf("after the drift plan: %s: %s (applied %s)", s.Report.Phase, s.Report.Reason, s.Report.LastCommitApplied)
+	}
+}

@@ -97,11 +97,14 @@ const (
 	StateInProgress ResourceState = "in_progress"
 	// StateFailed: an operation on it failed.
 	StateFailed ResourceState = "failed"
+	// StateSuspended: rolled back by an operator and suspended from correction; Reason says its drift from
+	// git, which is reported and not corrected.
+	StateSuspended ResourceState = "suspended"
 )
 
 // ResourceStates lists every resource state in a fixed order.
 var ResourceStates = []ResourceState{StateDesired, StateDrift, StateConverged, StateOrphan, StatePruned,
-	StateSkipped, StateAnomalous, StateInProgress, StateFailed}
+	StateSkipped, StateAnomalous, StateInProgress, StateFailed, StateSuspended}
 
 // Differs reports whether the state means PVE does not match git yet.
 func (s ResourceState) Differs() bool {

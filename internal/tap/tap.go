@@ -4,6 +4,7 @@
 package tap
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -136,7 +137,10 @@ func describe(ctx context.Context, e *Entry, m *bus.Message) error {
 		if ev.DryRun {
 			mode = " (dry run)"
 		}
-		if ev.RequestedBy != "" {
+		switch {
+		case ev.Rollback != nil:
+			mode += fmt.Sprintf(" (rollback of %s to %s asked by %s)", ev.Rollback.Guest, snapshotOrNewest(ev.Rollback.Snapshot), cmp.Or(ev.RequestedBy, "nobody (a preview)"))
+		case ev.RequestedBy != "":
 			mode += fmt.Sprintf(" (work tree %s applied by %s)", ev.Tree, ev.RequestedBy)
 		}
 		e.Text = fmt.Sprintf("%s commit %s%s (%s) for %s%s", ev.Repo, short(ev.Commit), quoted(ev.Subject), ev.Trigger, scope, mode)
@@ -162,6 +166,9 @@ func describe(ctx context.Context, e *Entry, m *bus.Message) error {
 			scope = strings.Join(r.Clusters, ", ")
 		}
 		e.Text = fmt.Sprintf("reconcile %s requested by %s", scope, r.RequestedBy)
+		if r.Rollback != nil {
+			e.Text = fmt.Sprintf("preview of a rollback of %s/%s to %s requested by %s", scope, r.Rollback.Guest, snapshotOrNewest(r.Rollback.Snapshot), r.RequestedBy)
+		}
 	case worktreeApplier(e.Subject) != "":
 		r, err := wire.DecodeReconcileRequest(ctx, dec)
 		if err != nil {
@@ -174,6 +181,10 @@ func describe(ctx context.Context, e *Entry, m *bus.Message) error {
 			scope = strings.Join(r.Clusters, ", ")
 		}
 		e.Text = fmt.Sprintf("work tree %s for %s: apply requested by operator %s", r.Tree, scope, user)
+		if r.Rollback != nil {
+			e.Kind = "apply.rollback"
+			e.Text = fmt.Sprintf("rollback of %s/%s to %s requested by operator %s", scope, r.Rollback.Guest, snapshotOrNewest(r.Rollback.Snapshot), user)
+		}
 	case strings.HasPrefix(e.Type, "proxops.plan.v1.") && e.Stream == bus.StreamPlans:
 		return describePlanEvent(ctx, e, dec)
 	case e.Stream == bus.StreamResults:
@@ -295,4 +306,12 @@ func quoted(subject string) string {
 		return ""
 	}
 	return fmt.Sprintf(" %q", subject)
+}
+
+// snapshotOrNewest names a rollback's snapshot, or says it is the newest of ProxOps' own.
+func snapshotOrNewest(name string) string {
+	if name == "" {
+		return "the newest ProxOps snapshot"
+	}
+	return name
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -103,6 +104,18 @@ type ClusterControl struct {
 	RetryReason  string
 	// Blocked is set while a plan rejected for a permanent cause waits for a change (zero: nothing waits).
 	Blocked Blocked
+	// SuspendedGuests are the guests suspended from correction after an operator's rollback, by vmid.
+	SuspendedGuests []plan.SuspendedGuest
+}
+
+// SuspendedGuest returns the suspension of a guest, if it has one.
+func (c ClusterControl) SuspendedGuest(vmid int) (plan.SuspendedGuest, bool) {
+	for _, s := range c.SuspendedGuests {
+		if s.VMID == vmid {
+			return s, true
+		}
+	}
+	return plan.SuspendedGuest{}, false
 }
 
 // Blocked is what a plan rejected for a permanent cause was rejected against: triggers nobody waits on for
@@ -160,6 +173,16 @@ func ClusterControlToProto(c ClusterControl) (proto.Message, error) {
 	if !c.SuspendedAt.IsZero() {
 		p.SuspendedAt = timeToProto(c.SuspendedAt)
 	}
+	for _, s := range c.SuspendedGuests {
+		if s.VMID <= 0 || s.VMID > math.MaxInt32 {
+			return nil, fmt.Errorf("cluster control %s: suspended guest: vmid %d out of range", c.Cluster, s.VMID)
+		}
+		g := &planv1.GuestSuspension{Vmid: int32(s.VMID), Ref: s.Ref, Snapshot: s.Snapshot, By: s.By, Manifest: s.Manifest, RunId: s.RunID}
+		if !s.At.IsZero() {
+			g.At = timeToProto(s.At)
+		}
+		p.SuspendedGuests = append(p.SuspendedGuests, g)
+	}
 	return p, nil
 }
 
@@ -195,6 +218,16 @@ func ClusterControlFromProto(m proto.Message) (ClusterControl, error) {
 		if c.SuspendedAt, err = timeFromProto(p.GetSuspendedAt()); err != nil {
 			return ClusterControl{}, fmt.Errorf("cluster control %s: suspended at: %w", c.Cluster, err)
 		}
+	}
+	for _, g := range p.GetSuspendedGuests() {
+		s := plan.SuspendedGuest{VMID: int(g.GetVmid()), Ref: g.GetRef(), Snapshot: g.GetSnapshot(), By: g.GetBy(),
+			Manifest: g.GetManifest(), RunID: g.GetRunId()}
+		if g.GetAt() != nil {
+			if s.At, err = timeFromProto(g.GetAt()); err != nil {
+				return ClusterControl{}, fmt.Errorf("cluster control %s: suspended guest %d: %w", c.Cluster, s.VMID, err)
+			}
+		}
+		c.SuspendedGuests = append(c.SuspendedGuests, s)
 	}
 	return c, nil
 }

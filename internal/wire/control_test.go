@@ -62,6 +62,10 @@ func TestClusterControlRoundTrips(t *testing.T) {
 			Want: event.RepoChanged{Repo: "/srv/ops", Commit: "beef", Tree: "7ree2", Trigger: event.TriggerPoll, EventID: "p1"},
 			Blocked: wire.Blocked{Tree: "7ree2", Commit: "beef", Inputs: "sha256:1234", Reason: "observe_failed: node pve1: 401",
 				At: time.Date(2026, 1, 2, 3, 4, 7, 0, time.UTC), Nodes: []string{"pve1"}, InventorySeq: 41}},
+		{Cluster: "lab", SuspendedGuests: []plan.SuspendedGuest{
+			{VMID: 100, Ref: "VM/web", Snapshot: "proxops-0123456789ab", By: "alice", At: time.Date(2026, 1, 2, 3, 4, 8, 0, time.UTC),
+				RunID: "r11", Manifest: "vm/lab/web.yaml:1:00ff"},
+			{VMID: 101, Ref: "LXC/cache", Snapshot: "proxops-ba9876543210", By: "local"}}},
 	} {
 		m, err := wire.ClusterControlToProto(in)
 		if err != nil {

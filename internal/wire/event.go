@@ -26,7 +26,21 @@ func RepoChangedToProto(e event.RepoChanged) (proto.Message, error) {
 	}
 	return &repov1.RepoChanged{Repo: e.Repo, Branch: e.Branch, Commit: e.Commit, Tree: e.Tree, Trigger: t,
 		EventId: e.EventID, RequestId: e.RequestID, Clusters: e.Clusters, DryRun: e.DryRun, Subject: e.Subject,
-		RequestedBy: e.RequestedBy, MoveMisplaced: e.MoveMisplaced}, nil
+		RequestedBy: e.RequestedBy, MoveMisplaced: e.MoveMisplaced, Rollback: rollbackToProto(e.Rollback)}, nil
+}
+
+func rollbackToProto(r *event.Rollback) *repov1.GuestRollback {
+	if r == nil {
+		return nil
+	}
+	return &repov1.GuestRollback{Guest: r.Guest, Snapshot: r.Snapshot}
+}
+
+func rollbackFromProto(p *repov1.GuestRollback) *event.Rollback {
+	if p == nil {
+		return nil
+	}
+	return &event.Rollback{Guest: p.GetGuest(), Snapshot: p.GetSnapshot()}
 }
 
 // RepoChangedFromProto converts a proxops.repo.v1.RepoChanged.
@@ -41,7 +55,8 @@ func RepoChangedFromProto(m proto.Message) (event.RepoChanged, error) {
 	}
 	return event.RepoChanged{Repo: p.GetRepo(), Branch: p.GetBranch(), Commit: p.GetCommit(), Tree: p.GetTree(),
 		Trigger: t, EventID: p.GetEventId(), RequestID: p.GetRequestId(), Clusters: p.GetClusters(),
-		DryRun: p.GetDryRun(), Subject: p.GetSubject(), RequestedBy: p.GetRequestedBy(), MoveMisplaced: p.GetMoveMisplaced()}, nil
+		DryRun: p.GetDryRun(), Subject: p.GetSubject(), RequestedBy: p.GetRequestedBy(), MoveMisplaced: p.GetMoveMisplaced(),
+		Rollback: rollbackFromProto(p.GetRollback())}, nil
 }
 
 // DecodeRepoChanged decodes a received proxops.repo.v1.RepoChanged.
@@ -52,7 +67,7 @@ func DecodeRepoChanged(ctx context.Context, decode DecodeFunc) (event.RepoChange
 // ReconcileRequestToProto converts a ReconcileRequest into a proxops.repo.v1.ReconcileRequest.
 func ReconcileRequestToProto(r event.ReconcileRequest) proto.Message {
 	return &repov1.ReconcileRequest{RequestId: r.RequestID, Clusters: r.Clusters, DryRun: r.DryRun, Tree: r.Tree,
-		RequestedBy: r.RequestedBy, MoveMisplaced: r.MoveMisplaced}
+		RequestedBy: r.RequestedBy, MoveMisplaced: r.MoveMisplaced, Rollback: rollbackToProto(r.Rollback)}
 }
 
 // ReconcileRequestFromProto converts a proxops.repo.v1.ReconcileRequest.
@@ -62,7 +77,8 @@ func ReconcileRequestFromProto(m proto.Message) (event.ReconcileRequest, error) 
 		return event.ReconcileRequest{}, fmt.Errorf("reconcile request: %w", err)
 	}
 	return event.ReconcileRequest{RequestID: p.GetRequestId(), Clusters: p.GetClusters(), DryRun: p.GetDryRun(),
-		Tree: p.GetTree(), RequestedBy: p.GetRequestedBy(), MoveMisplaced: p.GetMoveMisplaced()}, nil
+		Tree: p.GetTree(), RequestedBy: p.GetRequestedBy(), MoveMisplaced: p.GetMoveMisplaced(),
+		Rollback: rollbackFromProto(p.GetRollback())}, nil
 }
 
 // DecodeReconcileRequest decodes a received proxops.repo.v1.ReconcileRequest.

@@ -16,6 +16,7 @@ var findingKindEnum = enumMap[plan.FindingKind, planv1.FindingKind]{field: "find
 	{plan.FindingSkipped, planv1.FindingKind_FINDING_KIND_SKIPPED},
 	{plan.FindingDeferredPrune, planv1.FindingKind_FINDING_KIND_DEFERRED_PRUNE},
 	{plan.FindingPending, planv1.FindingKind_FINDING_KIND_PENDING},
+	{plan.FindingSuspended, planv1.FindingKind_FINDING_KIND_SUSPENDED},
 	{plan.FindingWarning, planv1.FindingKind_FINDING_KIND_WARNING},
 }}
 

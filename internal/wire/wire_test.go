@@ -227,7 +227,8 @@ func TestObserveRequestRoundTrips(t *testing.T) {
 func TestRepoEventsRoundTrip(t *testing.T) {
 	rc := event.RepoChanged{Repo: "https://git.example/infra.git", Branch: "main", Commit: "abc", Tree: "t1",
 		Trigger: event.TriggerDrift, EventID: event.DriftEventID("https://git.example/infra.git", "abc", 7),
-		RequestID: "r1", Clusters: []string{"lab"}, DryRun: true, Subject: "Bump memory", MoveMisplaced: true}
+		RequestID: "r1", Clusters: []string{"lab"}, DryRun: true, Subject: "Bump memory", MoveMisplaced: true,
+		Rollback: &event.Rollback{Guest: "VM/web", Snapshot: "proxops-0123456789ab"}}
 	m, err := wire.RepoChangedToProto(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,8 @@ func TestRepoEventsRoundTrip(t *testing.T) {
 		t.Fatalf("RepoChanged (-sent +received):\n%s", diff)
 	}
 
-	rr := event.ReconcileRequest{RequestID: "r1", Clusters: []string{"lab", "prod"}, DryRun: true, Tree: "t2", RequestedBy: "cli:alice@host", MoveMisplaced: true}
+	rr := event.ReconcileRequest{RequestID: "r1", Clusters: []string{"lab", "prod"}, DryRun: true, Tree: "t2", RequestedBy: "cli:alice@host", MoveMisplaced: true,
+		Rollback: &event.Rollback{Guest: "web"}}
 	var backRR repov1.ReconcileRequest
 	roundTrip(t, wire.ReconcileRequestToProto(rr), &backRR)
 	gotRR, err := wire.ReconcileRequestFromProto(&backRR)

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,9 @@ type computed struct {
 	suspended bool
 	// refused are the nodes whose executors could not observe for a permanent cause.
 	refused []string
+	// lifted are the suspensions after an operator's rollback that the tree lifts (it changes the guest's
+	// manifest): forgotten once the plan is applied.
+	lifted []plan.SuspendedGuest
 }
 
 // errTransient marks a failure of the infrastructure (NATS, the object store) rather than of the cluster:
@@ -105,10 +109,32 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	in := plan.Input{Cluster: c, Observed: observed, Owned: owned, OwnedObjects: ownedObjects, Secrets: resolver,
 		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced,
 		SnapshotRecords: snaps, Now: time.Now()}
-	pl, err := plan.Diff(in)
-	if err == nil && p.askAboutMoves(ctx, c, &in.Observed, pl) {
-		// What PVE says about the moves (and HA's rules) may turn some into diagnostics.
+	var pl plan.Plan
+	switch {
+	case ev.Rollback != nil && !ev.DryRun && ev.RequestedBy == "":
+		// The watcher announces a rollback to apply only for an operator's request on its own subject.
+		return rejected(cluster, plan.RejectRollback, diag.List{{Severity: diag.Error, Ref: ev.Rollback.Guest,
+			Message: "a rollback is an operator's request, on the operator's own subject; this event names no operator"}}), nil
+	case ev.Rollback != nil:
+		pl, err = plan.RollbackPlan(in, plan.RollbackRequest{Guest: ev.Rollback.Guest, Snapshot: ev.Rollback.Snapshot,
+			RequestedBy: cmp.Or(ev.RequestedBy, "an operator")})
+	default:
+		ctl, _, cerr := p.readControl(ctx, cluster)
+		if cerr != nil {
+			return computed{}, transient(cerr)
+		}
+		if len(ctl.SuspendedGuests) > 0 {
+			fsys, ferr := p.treeFS(ctx, ev.Tree)
+			if ferr != nil {
+				return computed{}, transient(ferr)
+			}
+			in.Suspended, out.lifted = suspensions(ctl, fsys, c)
+		}
 		pl, err = plan.Diff(in)
+		if err == nil && p.askAboutMoves(ctx, c, &in.Observed, pl) {
+			// What PVE says about the moves (and HA's rules) may turn some into diagnostics.
+			pl, err = plan.Diff(in)
+		}
 	}
 	var rej *plan.RejectedError
 	switch {

@@ -16,49 +16,20 @@ import (
 // suspension applies from the next plan. by says who asked, for status. It reports whether the state
 // changed.
 func SetSuspended(ctx context.Context, b *bus.Bus, cluster string, suspended bool, by string) (bool, error) {
-	key, err := bus.ClusterKey(cluster)
-	if err != nil {
-		return false, err
-	}
-	for range 20 {
-		m := wire.NewClusterControl()
-		rev, err := b.GetProto(ctx, bus.BucketClusters, key, m)
-		ctl := wire.ClusterControl{Cluster: cluster}
-		switch {
-		case errors.Is(err, bus.ErrNotFound):
-			rev = 0
-		case err != nil:
-			return false, err
-		default:
-			if ctl, err = wire.ClusterControlFromProto(m); err != nil {
-				return false, err
-			}
-			ctl.Cluster = cluster
-		}
+	changed, err := updateControl(ctx, b, cluster, func(ctl *wire.ClusterControl) bool {
 		if ctl.Suspended == suspended {
-			return false, nil
+			return false
 		}
 		ctl.Suspended, ctl.SuspendedBy, ctl.SuspendedAt = suspended, "", time.Time{}
 		if suspended {
 			ctl.SuspendedBy, ctl.SuspendedAt = by, time.Now().UTC()
 		}
-		out, err := wire.ClusterControlToProto(ctl)
-		if err != nil {
-			return false, err
-		}
-		if rev == 0 {
-			_, err = b.CreateProto(ctx, bus.BucketClusters, key, out)
-		} else {
-			_, err = b.UpdateProto(ctx, bus.BucketClusters, key, out, rev)
-		}
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, bus.ErrRevisionMismatch) && !errors.Is(err, bus.ErrExists) {
-			return false, err
-		}
+		return true
+	})
+	if err != nil {
+		return false, fmt.Errorf("suspend %s: %w", cluster, err)
 	}
-	return false, fmt.Errorf("suspend %s: too many concurrent updates", cluster)
+	return changed, nil
 }
 
 // Control reads a cluster's control state (the zero state when the cluster has none yet).

@@ -28,6 +28,8 @@ type driver struct {
 	lastSeq uint64
 	// recordsAfter indexes the ownership records of the plan being run by the operation they wait for.
 	recordsAfter map[string][]int
+	// planned is the plan being run.
+	planned *plan.Planned
 
 	cancel   context.CancelFunc
 	lostOnce sync.Once
@@ -273,7 +275,8 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 			return err
 		}
 		var blocked *wire.Blocked
-		if !rej.Transient {
+		// A refused rollback says nothing about the cluster's own plans: they go on as before.
+		if !rej.Transient && ev.Rollback == nil {
 			blocked = &wire.Blocked{Tree: ev.Tree, Commit: ev.Commit, Inputs: inputs, Reason: rejectionCause(rej),
 				At: time.Now().UTC(), Nodes: out.refused, InventorySeq: invSeq}
 			log.Info("the cluster waits for a change before it is planned again: a new commit, the secrets, the "+
@@ -282,8 +285,13 @@ func (d *driver) start(ctx context.Context, ctl wire.ClusterControl, rev uint64)
 		return d.close(ctx, runID, &rej, blocked)
 	}
 	info.PlanID = out.plan.ID
-	info.Suspended = out.suspended || now.Suspended
+	// An operator's rollback is applied on a suspended cluster too: suspending a cluster is how an operator
+	// stops ProxOps' own corrections, not their own explicit request.
+	info.Suspended = (out.suspended || now.Suspended) && ev.Rollback == nil
 	planned := plan.Planned{RunInfo: info, Plan: out.plan}
+	if !info.Suspended {
+		d.liftSuspensions(ctx, out.lifted, log)
+	}
 	d.p.countPlan(out.plan)
 	if err := d.publish(ctx, runID, bus.PlanPlanned, planned); err != nil {
 		return err

@@ -37,6 +37,7 @@ func (d *driver) execute(ctx context.Context, planned plan.Planned, ctl wire.Clu
 		return d.finish(ctx, planned, f, log)
 	}
 	d.recordsAfter = recordsAfter(pl)
+	d.planned = &planned
 	for _, rec := range pl.ObjectRecords {
 		if err := d.recordObject(ctx, runID, rec, log); err != nil {
 			// The executors refuse to write to the object until it is recorded: its operations fail visibly.
@@ -195,6 +196,11 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 		}
 	}
 	d.tookSnapshot(ctx, pl, res, l)
+	if op, ok := pl.Operation(res.OpID); ok && op.Action == plan.ActionRollback {
+		if by, _ := op.Param(plan.RequestedByParam); by != "" && d.planned != nil {
+			d.suspendAfterRollback(ctx, *d.planned, op, l)
+		}
+	}
 }
 
 // unsettled reports whether an operation of the run still waits for its final result.

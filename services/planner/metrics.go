@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "proxops_planner_operation_results_total",
 			Help: "Final operation results taken into runs, by status."}, []string{"status"}),
 		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "proxops_planner_snapshots_total",
-			Help: "Safety snapshots, by event: taken, rolled_back (after a failed protected change), pruned (deleted by retention or before a template conversion)."}, []string{"event"}),
+			Help: "Safety snapshots, by event: taken, rolled_back (after a failed protected change, or by an operator's proxops rollback), pruned (deleted by retention, before a template conversion or before a move of local disks)."}, []string{"event"}),
 		driving: prometheus.NewGauge(prometheus.GaugeOpts{Name: "proxops_planner_clusters_driving",
 			Help: "Clusters whose lease this planner holds."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "proxops_planner_takeovers_total",

@@ -267,14 +267,19 @@ func (p *planner) want(ctx context.Context, cluster string, ev event.RepoChanged
 				ctl.WantSeq, ctl.WantRequests = ctl.WantSeq+1, addRequests(nil, ev.RequestID)
 				ctl.Want.RequestID, how = "", recordedCoalesced
 			}
-		case queued(ctl) && equalEvent(ctl.Want.Repo, ctl.Want.Tree, ctl.Want.Commit, ev):
+		case queued(ctl) && ctl.Want.Rollback != nil && ev.Rollback == nil && ev.RequestID == "" &&
+			equalEvent(ctl.Want.Repo, ctl.Want.Tree, ctl.Want.Commit, ev):
+			// An operator's rollback waits: a trigger nobody waits on for the same tree leaves it wanted.
+			how = recordedAbsorbed
+		case queued(ctl) && equalEvent(ctl.Want.Repo, ctl.Want.Tree, ctl.Want.Commit, ev) && event.SameRollback(ctl.Want.Rollback, ev.Rollback):
 			ctl.WantRequests, how = addRequests(ctl.WantRequests, ev.RequestID), recordedCoalesced
 			if ev.RequestID != "" {
 				ctl.RetryAt = time.Time{}
 			}
-		case !queued(ctl) && ctl.RunID != "" && equalEvent(ctl.Want.Repo, ctl.RunTree, ctl.RunCommit, ev) && ev.RequestID == "":
+		case !queued(ctl) && ctl.RunID != "" && equalEvent(ctl.Want.Repo, ctl.RunTree, ctl.RunCommit, ev) && ev.RequestID == "" && ev.Rollback == nil:
 			how = recordedAbsorbed
-		case !queued(ctl) && ctl.RunID != "" && equalEvent(ctl.Want.Repo, ctl.RunTree, ctl.RunCommit, ev) && !ctl.RunPublished:
+		case !queued(ctl) && ctl.RunID != "" && equalEvent(ctl.Want.Repo, ctl.RunTree, ctl.RunCommit, ev) && !ctl.RunPublished &&
+			event.SameRollback(ctl.Want.Rollback, ev.Rollback):
 			ctl.RunRequests, how = addRequests(ctl.RunRequests, ev.RequestID), recordedJoined
 		default:
 			var carried []string
@@ -335,7 +340,7 @@ func (p *planner) dryRun(ctx context.Context, ev event.RepoChanged, cluster stri
 		return err
 	}
 	info.PlanID = out.plan.ID
-	info.Suspended = out.suspended || ctl.Suspended
+	info.Suspended = (out.suspended || ctl.Suspended) && ev.Rollback == nil
 	planned := plan.Planned{RunInfo: info, Plan: out.plan}
 	p.countPlan(out.plan)
 	log.Info("dry run planned", "plan_id", out.plan.ID, "operations", len(out.plan.Operations))

@@ -111,8 +111,10 @@ func ago(d time.Duration) string {
 	}
 }
 
+// problem reports whether a resource's state needs a person: a failure, an anomaly, or a guest an operator
+// rolled back, which stays as it is (suspended from correction) until someone decides.
 func problem(state report.ResourceState) bool {
-	return state == report.StateFailed || state == report.StateAnomalous
+	return state == report.StateFailed || state == report.StateAnomalous || state == report.StateSuspended
 }
 
 func (s *service) pageData() pageData {

@@ -148,3 +148,70 @@ func TestStatusPageNeedsNoScriptAndRefreshesItself(t *testing.T) {
 		t.Errorf("Content-Security-Policy = %q", csp)
 	}
 }
+
+// Snapshots on the page, as an on-call engineer needs them after a change went wrong: alpha's failed change
+// names the safety snapshot it kept, in the resource's error and in the Needs attention box; beta's guest,
+// rolled back by an operator, is shown suspended, with the snapshot and who asked, then with its drift from
+// git once the next plan reports it, and needs attention too.
+func TestStatusPageShowsKeptSnapshotsAndRolledBackGuestsInABrowser(t *testing.T) {
+	t.Parallel()
+	sys := startSystem(t)
+	p := sys.publisher()
+	e := p.repoChanged("5e0c3a1b2d4f6e8a0b1c2d3e4f5a6b7c8d9e0f1a", event.TriggerWebhook)
+	snapDB := plan.Operation{ID: "op-010", Node: "pve2", VMID: 102, GuestType: inventory.QEMU, Ref: "VM/db-01",
+		Action: plan.ActionSnapshot, Reason: "VM/db-01: safety snapshot before restart"}
+	kept := "start failed: injected; the safety snapshot proxops-0123456789ab taken before it is kept (roll back to it in PVE if the guest needs it)"
+	r := runOf("alpha", uniqueRun("a"), e)
+	p.planned(r, plan.Plan{Resources: []string{"VM/db-01"}, Operations: []plan.Operation{snapDB, configureDB}})
+	p.result(r, snapDB, plan.StatusSucceeded, "TASK OK")
+	p.result(r, configureDB, plan.StatusFailed, kept)
+	p.finished(r, plan.OutcomeFailed, done(snapDB, plan.OpSucceeded, "TASK OK"), done(configureDB, plan.OpFailed, kept))
+
+	rollbackDB := plan.Operation{ID: "vm-102-rollback", Node: "pve2", VMID: 102, GuestType: inventory.QEMU, Ref: "VM/db-01",
+		Action: plan.ActionRollback, Reason: "VM/db-01: roll back to the snapshot proxops-0123456789ab taken 2026-01-02T03:04:05Z, as alice asked",
+		Params: []plan.KV{{Key: plan.SnapshotNameParam, Value: "proxops-0123456789ab"}, {Key: plan.RequestedByParam, Value: "alice"}}}
+	r = runOf("beta", uniqueRun("b"), e)
+	p.planned(r, plan.Plan{Resources: []string{"VM/db-01"}, Operations: []plan.Operation{rollbackDB}})
+	p.result(r, rollbackDB, plan.StatusSucceeded, "TASK OK")
+	p.finished(r, plan.OutcomeSucceeded, done(rollbackDB, plan.OpSucceeded, "TASK OK"))
+	sys.settle()
+
+	sys.mu.Lock()
+	url := sys.url + "/"
+	sys.mu.Unlock()
+	dom := string(chromium(t, "--dump-dom", url))
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`data-cluster="alpha" data-phase="failed"`),
+		regexp.MustCompile(`data-resource="VM/db-01" data-state="failed"`),
+		regexp.MustCompile(`the safety snapshot proxops-0123456789ab taken before it is kept`),
+		regexp.MustCompile(`data-resource="VM/db-01" data-state="suspended"`),
+		regexp.MustCompile(`rolled back: VM/db-01: roll back to the snapshot proxops-0123456789ab taken 2026-01-02T03:04:05Z, as alice asked`),
+		regexp.MustCompile(`<li><strong>beta</strong> VM/db-01: <span class="badge state-suspended phase-suspended">suspended</span> rolled back: `),
+		regexp.MustCompile(`<li><strong>alpha</strong> VM/db-01: <span class="badge state-failed phase-failed">failed</span> [^<]*proxops-0123456789ab taken before it is kept`),
+	} {
+		if !want.MatchString(dom) {
+			t.Errorf("after the failure and the rollback, the page lacks %s", want)
+		}
+	}
+
+	// The next plan of beta reports the suspended guest's drift and changes nothing.
+	e = p.repoChanged("5e0c3a1b2d4f6e8a0b1c2d3e4f5a6b7c8d9e0f1a", event.TriggerDrift)
+	r = runOf("beta", uniqueRun("b"), e)
+	p.planned(r, plan.Plan{Resources: []string{"VM/db-01"}, Findings: []plan.Finding{{Kind: plan.FindingSuspended, Ref: "VM/db-01",
+		Node: "pve2", VMID: 102, Message: "suspended from correction: rolled back to proxops-0123456789ab by alice; drift from git, not corrected: memory: 2048 → 4096"}}})
+	p.finished(r, plan.OutcomeSucceeded)
+	sys.settle()
+	dom = string(chromium(t, "--dump-dom", url))
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`data-resource="VM/db-01" data-state="suspended"`),
+		regexp.MustCompile(`data-finding="suspended"`),
+		regexp.MustCompile(`drift from git, not corrected: memory: 2048 → 4096`),
+	} {
+		if !want.MatchString(dom) {
+			t.Errorf("after the drift plan, the page lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("page:\n%s", dom)
+	}
+}

@@ -540,7 +540,7 @@ func (s *service) observe(ch report.Change, e report.Event) {
 				m.PruneDeferred.WithLabelValues(kind).Inc()
 			case plan.FindingAnomaly, plan.FindingMisplaced:
 				m.Anomalies.WithLabelValues(string(f.Kind)).Inc()
-			case plan.FindingSkipped, plan.FindingPending, plan.FindingWarning:
+			case plan.FindingSkipped, plan.FindingPending, plan.FindingWarning, plan.FindingSuspended:
 				// No metric of their own.
 			}
 		}

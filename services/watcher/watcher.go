@@ -765,8 +765,19 @@ func validateRequest(req ReconcileRequest) error {
 		return fmt.Errorf("%w: request %s: tree %q: not a tree name (%s and 64 hex digits)", ErrInvalidRequest, req.RequestID,
 			truncate(req.Tree, 140), event.TreePrefix)
 	}
-	if req.Operator != "" && req.Tree == "" {
+	if req.Operator != "" && req.Tree == "" && req.Rollback == nil {
 		return fmt.Errorf("%w: request %s: a work-tree apply by %s names no tree", ErrInvalidRequest, req.RequestID, req.Operator)
+	}
+	if req.Rollback != nil {
+		switch {
+		case req.Operator == "" && !req.DryRun:
+			return fmt.Errorf("%w: request %s: a rollback is an operator's request, on the operator's own subject (proxops.v1.apply.worktree.<user>)",
+				ErrInvalidRequest, req.RequestID)
+		case len(req.Clusters) != 1:
+			return fmt.Errorf("%w: request %s: a rollback names exactly one cluster", ErrInvalidRequest, req.RequestID)
+		case req.Rollback.Guest == "" || len(req.Rollback.Guest) > 200 || len(req.Rollback.Snapshot) > 200:
+			return fmt.Errorf("%w: request %s: a rollback names a guest (and at most a snapshot)", ErrInvalidRequest, req.RequestID)
+		}
 	}
 	for _, c := range req.Clusters {
 		if !clusterPattern.MatchString(c) {
@@ -823,6 +834,13 @@ func (w *Watcher) manualEvent(ctx context.Context, req ReconcileRequest) error {
 	ev.RequestID = req.RequestID
 	ev.Clusters = append([]string(nil), req.Clusters...)
 	ev.MoveMisplaced = req.MoveMisplaced
+	if req.Rollback != nil {
+		rb := *req.Rollback
+		ev.Rollback = &rb
+		if !ev.DryRun {
+			ev.RequestedBy = req.Operator
+		}
+	}
 	w.log.Info("reconcile requested", "request_id", req.RequestID, "requested_by", req.RequestedBy, "operator", req.Operator,
 		"tree", req.Tree, "dry_run", ev.DryRun, "move_misplaced", ev.MoveMisplaced)
 	return w.publish(ctx, ev)

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	natsbus "github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/event"
 	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/internal/wire"
 	"github.com/proxops/proxops/services/watcher"
@@ -917,4 +918,40 @@ func TestRequestForATamperedTreeIsRefused(t *testing.T) {
 	if all := bus.pub.all(); len(all) != 0 {
 		t.Fatalf("published %+v for a tampered tree", all)
 	}
+}
+
+// A rollback is an operator's request: on an operator's subject it is announced for the current commit (no
+// tree needed) with the operator as who asked; on the ordinary subject it may only be previewed (a dry run),
+// and one that asks to apply is refused. A rollback names one cluster and a guest.
+func TestARollbackIsAnnouncedOnlyForAnOperator(t *testing.T) {
+	s := newRemoteSetup(t)
+	bus := newTestBus(t)
+	r := startWatcher(t, s.cfg, bus)
+	r.waitCommit(s.first, watcher.TriggerStartup)
+	rb := &event.Rollback{Guest: "web", Snapshot: "proxops-0123456789ab"}
+
+	if err := bus.sendAs("operator-alice", watcher.ReconcileRequest{RequestID: "rb-1", Clusters: []string{"lab"}, Rollback: rb}); err != nil {
+		t.Fatal(err)
+	}
+	ev := r.waitEvent("the operator's rollback", func(ev watcher.RepoChanged) bool { return ev.RequestID == "rb-1" })
+	if ev.Commit != s.first || ev.DryRun || ev.RequestedBy != "operator-alice" || ev.Rollback == nil || *ev.Rollback != *rb {
+		t.Fatalf("event %+v, want a rollback of %+v at %s asked by operator-alice", ev, rb, s.first)
+	}
+	if err := bus.send(watcher.ReconcileRequest{RequestID: "rb-2", Clusters: []string{"lab"}, DryRun: true, Rollback: rb}); err != nil {
+		t.Fatal(err)
+	}
+	ev = r.waitEvent("the rollback preview", func(ev watcher.RepoChanged) bool { return ev.RequestID == "rb-2" })
+	if !ev.DryRun || ev.RequestedBy != "" || ev.Rollback == nil {
+		t.Fatalf("preview event %+v, want a dry run of the rollback", ev)
+	}
+	for _, req := range []watcher.ReconcileRequest{
+		{RequestID: "rb-3", Clusters: []string{"lab"}, Rollback: rb},
+		{RequestID: "rb-4", DryRun: true, Rollback: rb},
+		{RequestID: "rb-5", Clusters: []string{"lab"}, DryRun: true, Rollback: &event.Rollback{}},
+	} {
+		if err := bus.send(req); !errors.Is(err, watcher.ErrInvalidRequest) {
+			t.Errorf("request %+v: error %v, want ErrInvalidRequest", req, err)
+		}
+	}
+	testkit.Eventually(t, waitTimeout, "every request settled", bus.requestsSettled)
 }

@@ -318,18 +318,22 @@ const (
 	FindingKind_FINDING_KIND_PENDING FindingKind = 5
 	// A warning that does not block the plan.
 	FindingKind_FINDING_KIND_WARNING FindingKind = 6
+	// A guest suspended from correction after an operator's rollback: its drift from git is reported, not
+	// corrected.
+	FindingKind_FINDING_KIND_SUSPENDED FindingKind = 70
 )
 
 // Enum value maps for FindingKind.
 var (
 	FindingKind_name = map[int32]string{
-		0: "FINDING_KIND_UNSPECIFIED",
-		1: "FINDING_KIND_ANOMALY",
-		2: "FINDING_KIND_MISPLACED",
-		3: "FINDING_KIND_SKIPPED",
-		4: "FINDING_KIND_DEFERRED_PRUNE",
-		5: "FINDING_KIND_PENDING",
-		6: "FINDING_KIND_WARNING",
+		0:  "FINDING_KIND_UNSPECIFIED",
+		1:  "FINDING_KIND_ANOMALY",
+		2:  "FINDING_KIND_MISPLACED",
+		3:  "FINDING_KIND_SKIPPED",
+		4:  "FINDING_KIND_DEFERRED_PRUNE",
+		5:  "FINDING_KIND_PENDING",
+		6:  "FINDING_KIND_WARNING",
+		70: "FINDING_KIND_SUSPENDED",
 	}
 	FindingKind_value = map[string]int32{
 		"FINDING_KIND_UNSPECIFIED":    0,
@@ -339,6 +343,7 @@ var (
 		"FINDING_KIND_DEFERRED_PRUNE": 4,
 		"FINDING_KIND_PENDING":        5,
 		"FINDING_KIND_WARNING":        6,
+		"FINDING_KIND_SUSPENDED":      70,
 	}
 )
 
@@ -1920,8 +1925,11 @@ type ClusterControl struct {
 	// executor reads PVE again, e.g. with rotated credentials) is a change.
 	BlockedNodes        []string `protobuf:"bytes,26,rep,name=blocked_nodes,json=blockedNodes,proto3" json:"blocked_nodes,omitempty"`
 	BlockedInventorySeq uint64   `protobuf:"varint,27,opt,name=blocked_inventory_seq,json=blockedInventorySeq,proto3" json:"blocked_inventory_seq,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The guests suspended from correction after an operator's rollback, by vmid: plans leave them alone until
+	// a tree changes their manifest or an operator resumes them (proxops resume <cluster>/<guest>).
+	SuspendedGuests []*GuestSuspension `protobuf:"bytes,70,rep,name=suspended_guests,json=suspendedGuests,proto3" json:"suspended_guests,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterControl) Reset() {
@@ -2143,6 +2151,112 @@ func (x *ClusterControl) GetBlockedInventorySeq() uint64 {
 	return 0
 }
 
+func (x *ClusterControl) GetSuspendedGuests() []*GuestSuspension {
+	if x != nil {
+		return x.SuspendedGuests
+	}
+	return nil
+}
+
+// GuestSuspension is one guest suspended from correction after an operator's rollback.
+type GuestSuspension struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vmid  int32                  `protobuf:"varint,70,opt,name=vmid,proto3" json:"vmid,omitempty"`
+	// The guest's Kind/name.
+	Ref string `protobuf:"bytes,71,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The snapshot it was rolled back to.
+	Snapshot string `protobuf:"bytes,72,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Who asked for the rollback, and when it was done.
+	By string                 `protobuf:"bytes,73,opt,name=by,proto3" json:"by,omitempty"`
+	At *timestamppb.Timestamp `protobuf:"bytes,74,opt,name=at,proto3" json:"at,omitempty"`
+	// The digest of the guest's manifest in the tree the rollback was planned with: a tree whose manifest of
+	// the guest differs lifts the suspension.
+	Manifest string `protobuf:"bytes,75,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	// The run that rolled it back.
+	RunId         string `protobuf:"bytes,76,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuestSuspension) Reset() {
+	*x = GuestSuspension{}
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuestSuspension) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuestSuspension) ProtoMessage() {}
+
+func (x *GuestSuspension) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuestSuspension.ProtoReflect.Descriptor instead.
+func (*GuestSuspension) Descriptor() ([]byte, []int) {
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GuestSuspension) GetVmid() int32 {
+	if x != nil {
+		return x.Vmid
+	}
+	return 0
+}
+
+func (x *GuestSuspension) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *GuestSuspension) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *GuestSuspension) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *GuestSuspension) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *GuestSuspension) GetManifest() string {
+	if x != nil {
+		return x.Manifest
+	}
+	return ""
+}
+
+func (x *GuestSuspension) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 // PlanRejected says a cluster's plan could not be computed; nothing was written.
 type PlanRejected struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2168,7 +2282,7 @@ type PlanRejected struct {
 
 func (x *PlanRejected) Reset() {
 	*x = PlanRejected{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2294,7 @@ func (x *PlanRejected) String() string {
 func (*PlanRejected) ProtoMessage() {}
 
 func (x *PlanRejected) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[13]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2307,7 @@ func (x *PlanRejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRejected.ProtoReflect.Descriptor instead.
 func (*PlanRejected) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{13}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanRejected) GetCluster() string {
@@ -2296,7 +2410,7 @@ type PlanHeld struct {
 
 func (x *PlanHeld) Reset() {
 	*x = PlanHeld{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2422,7 @@ func (x *PlanHeld) String() string {
 func (*PlanHeld) ProtoMessage() {}
 
 func (x *PlanHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[14]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2435,7 @@ func (x *PlanHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanHeld.ProtoReflect.Descriptor instead.
 func (*PlanHeld) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{14}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanHeld) GetCluster() string {
@@ -2379,7 +2493,7 @@ type PlanConfirmation struct {
 
 func (x *PlanConfirmation) Reset() {
 	*x = PlanConfirmation{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2505,7 @@ func (x *PlanConfirmation) String() string {
 func (*PlanConfirmation) ProtoMessage() {}
 
 func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[15]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2518,7 @@ func (x *PlanConfirmation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanConfirmation.ProtoReflect.Descriptor instead.
 func (*PlanConfirmation) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{15}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanConfirmation) GetCluster() string {
@@ -2455,7 +2569,7 @@ type PlanFinished struct {
 
 func (x *PlanFinished) Reset() {
 	*x = PlanFinished{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2581,7 @@ func (x *PlanFinished) String() string {
 func (*PlanFinished) ProtoMessage() {}
 
 func (x *PlanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[16]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2594,7 @@ func (x *PlanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanFinished.ProtoReflect.Descriptor instead.
 func (*PlanFinished) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{16}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanFinished) GetCluster() string {
@@ -2609,7 +2723,7 @@ type OperationOutcome struct {
 
 func (x *OperationOutcome) Reset() {
 	*x = OperationOutcome{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2735,7 @@ func (x *OperationOutcome) String() string {
 func (*OperationOutcome) ProtoMessage() {}
 
 func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[17]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2748,7 @@ func (x *OperationOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationOutcome.ProtoReflect.Descriptor instead.
 func (*OperationOutcome) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{17}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OperationOutcome) GetOpId() string {
@@ -2707,7 +2821,7 @@ type OperationResult struct {
 
 func (x *OperationResult) Reset() {
 	*x = OperationResult{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2833,7 @@ func (x *OperationResult) String() string {
 func (*OperationResult) ProtoMessage() {}
 
 func (x *OperationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[18]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2846,7 @@ func (x *OperationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationResult.ProtoReflect.Descriptor instead.
 func (*OperationResult) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{18}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OperationResult) GetRunId() string {
@@ -2907,7 +3021,7 @@ type OperationRecord struct {
 
 func (x *OperationRecord) Reset() {
 	*x = OperationRecord{}
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[19]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3033,7 @@ func (x *OperationRecord) String() string {
 func (*OperationRecord) ProtoMessage() {}
 
 func (x *OperationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_plan_v1_plan_proto_msgTypes[19]
+	mi := &file_proxops_plan_v1_plan_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3046,7 @@ func (x *OperationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationRecord.ProtoReflect.Descriptor instead.
 func (*OperationRecord) Descriptor() ([]byte, []int) {
-	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{19}
+	return file_proxops_plan_v1_plan_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OperationRecord) GetRunId() string {
@@ -3167,7 +3281,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x06commit\x18\a \x01(\tR\x06commit\x12\x16\n" +
 	"\x06change\x18\b \x01(\tR\x06change\x12;\n" +
 	"\vrecorded_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"recordedAt\"\x8e\b\n" +
+	"recordedAt\"\xdb\b\n" +
 	"\x0eClusterControl\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x120\n" +
 	"\x04want\x18\x02 \x01(\v2\x1c.proxops.repo.v1.RepoChangedR\x04want\x12\x19\n" +
@@ -3199,7 +3313,16 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\n" +
 	"blocked_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\tblockedAt\x12#\n" +
 	"\rblocked_nodes\x18\x1a \x03(\tR\fblockedNodes\x122\n" +
-	"\x15blocked_inventory_seq\x18\x1b \x01(\x04R\x13blockedInventorySeq\"\x86\x03\n" +
+	"\x15blocked_inventory_seq\x18\x1b \x01(\x04R\x13blockedInventorySeq\x12K\n" +
+	"\x10suspended_guests\x18F \x03(\v2 .proxops.plan.v1.GuestSuspensionR\x0fsuspendedGuests\"\xc2\x01\n" +
+	"\x0fGuestSuspension\x12\x12\n" +
+	"\x04vmid\x18F \x01(\x05R\x04vmid\x12\x10\n" +
+	"\x03ref\x18G \x01(\tR\x03ref\x12\x1a\n" +
+	"\bsnapshot\x18H \x01(\tR\bsnapshot\x12\x0e\n" +
+	"\x02by\x18I \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18J \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1a\n" +
+	"\bmanifest\x18K \x01(\tR\bmanifest\x12\x15\n" +
+	"\x06run_id\x18L \x01(\tR\x05runId\"\x86\x03\n" +
 	"\fPlanRejected\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x16\n" +
@@ -3348,7 +3471,7 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
-	"\x10SEVERITY_WARNING\x10\x02*\xd0\x01\n" +
+	"\x10SEVERITY_WARNING\x10\x02*\xec\x01\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FINDING_KIND_ANOMALY\x10\x01\x12\x1a\n" +
@@ -3356,7 +3479,8 @@ const file_proxops_plan_v1_plan_proto_rawDesc = "" +
 	"\x14FINDING_KIND_SKIPPED\x10\x03\x12\x1f\n" +
 	"\x1bFINDING_KIND_DEFERRED_PRUNE\x10\x04\x12\x18\n" +
 	"\x14FINDING_KIND_PENDING\x10\x05\x12\x18\n" +
-	"\x14FINDING_KIND_WARNING\x10\x06*~\n" +
+	"\x14FINDING_KIND_WARNING\x10\x06\x12\x1a\n" +
+	"\x16FINDING_KIND_SUSPENDED\x10F*~\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_SUCCEEDED\x10\x01\x12\x12\n" +
@@ -3390,7 +3514,7 @@ func file_proxops_plan_v1_plan_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_plan_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_proxops_plan_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(Action)(0),                   // 0: proxops.plan.v1.Action
 	(GuestType)(0),                // 1: proxops.plan.v1.GuestType
@@ -3412,16 +3536,17 @@ var file_proxops_plan_v1_plan_proto_goTypes = []any{
 	(*OwnedGuest)(nil),            // 17: proxops.plan.v1.OwnedGuest
 	(*OwnedSnapshot)(nil),         // 18: proxops.plan.v1.OwnedSnapshot
 	(*ClusterControl)(nil),        // 19: proxops.plan.v1.ClusterControl
-	(*PlanRejected)(nil),          // 20: proxops.plan.v1.PlanRejected
-	(*PlanHeld)(nil),              // 21: proxops.plan.v1.PlanHeld
-	(*PlanConfirmation)(nil),      // 22: proxops.plan.v1.PlanConfirmation
-	(*PlanFinished)(nil),          // 23: proxops.plan.v1.PlanFinished
-	(*OperationOutcome)(nil),      // 24: proxops.plan.v1.OperationOutcome
-	(*OperationResult)(nil),       // 25: proxops.plan.v1.OperationResult
-	(*OperationRecord)(nil),       // 26: proxops.plan.v1.OperationRecord
-	(*v1.Gap)(nil),                // 27: proxops.inventory.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
-	(*v11.RepoChanged)(nil),       // 29: proxops.repo.v1.RepoChanged
+	(*GuestSuspension)(nil),       // 20: proxops.plan.v1.GuestSuspension
+	(*PlanRejected)(nil),          // 21: proxops.plan.v1.PlanRejected
+	(*PlanHeld)(nil),              // 22: proxops.plan.v1.PlanHeld
+	(*PlanConfirmation)(nil),      // 23: proxops.plan.v1.PlanConfirmation
+	(*PlanFinished)(nil),          // 24: proxops.plan.v1.PlanFinished
+	(*OperationOutcome)(nil),      // 25: proxops.plan.v1.OperationOutcome
+	(*OperationResult)(nil),       // 26: proxops.plan.v1.OperationResult
+	(*OperationRecord)(nil),       // 27: proxops.plan.v1.OperationRecord
+	(*v1.Gap)(nil),                // 28: proxops.inventory.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*v11.RepoChanged)(nil),       // 30: proxops.repo.v1.RepoChanged
 }
 var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	2,  // 0: proxops.plan.v1.Diagnostic.severity:type_name -> proxops.plan.v1.Severity
@@ -3436,35 +3561,37 @@ var file_proxops_plan_v1_plan_proto_depIdxs = []int32{
 	11, // 9: proxops.plan.v1.Plan.operations:type_name -> proxops.plan.v1.Operation
 	12, // 10: proxops.plan.v1.Plan.findings:type_name -> proxops.plan.v1.Finding
 	16, // 11: proxops.plan.v1.Plan.record:type_name -> proxops.plan.v1.OwnedRecord
-	27, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
+	28, // 12: proxops.plan.v1.Plan.gaps:type_name -> proxops.inventory.v1.Gap
 	14, // 13: proxops.plan.v1.Plan.object_records:type_name -> proxops.plan.v1.ObjectRecord
-	28, // 14: proxops.plan.v1.OwnedObject.recorded_at:type_name -> google.protobuf.Timestamp
-	28, // 15: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
-	28, // 16: proxops.plan.v1.OwnedSnapshot.recorded_at:type_name -> google.protobuf.Timestamp
-	29, // 17: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
-	28, // 18: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
-	28, // 19: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
-	28, // 20: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
-	7,  // 21: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
-	28, // 22: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
-	4,  // 23: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
-	24, // 24: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
-	28, // 25: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 26: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
-	5,  // 27: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
-	0,  // 28: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
-	5,  // 29: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
-	6,  // 30: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
-	28, // 31: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
-	1,  // 32: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
-	0,  // 33: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
-	28, // 34: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
-	5,  // 35: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	29, // 14: proxops.plan.v1.OwnedObject.recorded_at:type_name -> google.protobuf.Timestamp
+	29, // 15: proxops.plan.v1.OwnedGuest.recorded_at:type_name -> google.protobuf.Timestamp
+	29, // 16: proxops.plan.v1.OwnedSnapshot.recorded_at:type_name -> google.protobuf.Timestamp
+	30, // 17: proxops.plan.v1.ClusterControl.want:type_name -> proxops.repo.v1.RepoChanged
+	29, // 18: proxops.plan.v1.ClusterControl.suspended_at:type_name -> google.protobuf.Timestamp
+	29, // 19: proxops.plan.v1.ClusterControl.retry_at:type_name -> google.protobuf.Timestamp
+	29, // 20: proxops.plan.v1.ClusterControl.blocked_at:type_name -> google.protobuf.Timestamp
+	20, // 21: proxops.plan.v1.ClusterControl.suspended_guests:type_name -> proxops.plan.v1.GuestSuspension
+	29, // 22: proxops.plan.v1.GuestSuspension.at:type_name -> google.protobuf.Timestamp
+	7,  // 23: proxops.plan.v1.PlanRejected.diagnostics:type_name -> proxops.plan.v1.Diagnostic
+	29, // 24: proxops.plan.v1.PlanRejected.retry_at:type_name -> google.protobuf.Timestamp
+	4,  // 25: proxops.plan.v1.PlanFinished.outcome:type_name -> proxops.plan.v1.Outcome
+	25, // 26: proxops.plan.v1.PlanFinished.operations:type_name -> proxops.plan.v1.OperationOutcome
+	29, // 27: proxops.plan.v1.PlanFinished.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 28: proxops.plan.v1.OperationOutcome.action:type_name -> proxops.plan.v1.Action
+	5,  // 29: proxops.plan.v1.OperationOutcome.status:type_name -> proxops.plan.v1.ResultStatus
+	0,  // 30: proxops.plan.v1.OperationResult.action:type_name -> proxops.plan.v1.Action
+	5,  // 31: proxops.plan.v1.OperationResult.status:type_name -> proxops.plan.v1.ResultStatus
+	6,  // 32: proxops.plan.v1.OperationResult.error_class:type_name -> proxops.plan.v1.ErrorClass
+	29, // 33: proxops.plan.v1.OperationResult.at:type_name -> google.protobuf.Timestamp
+	1,  // 34: proxops.plan.v1.OperationResult.guest_type:type_name -> proxops.plan.v1.GuestType
+	0,  // 35: proxops.plan.v1.OperationRecord.action:type_name -> proxops.plan.v1.Action
+	29, // 36: proxops.plan.v1.OperationRecord.intent_at:type_name -> google.protobuf.Timestamp
+	5,  // 37: proxops.plan.v1.OperationRecord.status:type_name -> proxops.plan.v1.ResultStatus
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_proxops_plan_v1_plan_proto_init() }
@@ -3478,7 +3605,7 @@ func file_proxops_plan_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_plan_v1_plan_proto_rawDesc), len(file_proxops_plan_v1_plan_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

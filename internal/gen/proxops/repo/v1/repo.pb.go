@@ -116,6 +116,9 @@ type RepoChanged struct {
 	RequestedBy string `protobuf:"bytes,11,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	// Move guests found on another node than their manifest's back to it (an operator's explicit request).
 	MoveMisplaced bool `protobuf:"varint,12,opt,name=move_misplaced,json=moveMisplaced,proto3" json:"move_misplaced,omitempty"`
+	// An operator's explicit rollback of one guest to a ProxOps snapshot (proxops rollback): the plan is that
+	// rollback and nothing else. Only announced for a request on an operator's own subject.
+	Rollback      *GuestRollback `protobuf:"bytes,70,opt,name=rollback,proto3" json:"rollback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +237,68 @@ func (x *RepoChanged) GetMoveMisplaced() bool {
 	return false
 }
 
+func (x *RepoChanged) GetRollback() *GuestRollback {
+	if x != nil {
+		return x.Rollback
+	}
+	return nil
+}
+
+// GuestRollback asks for one guest to be rolled back to one of ProxOps' own safety snapshots.
+type GuestRollback struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The guest as Kind/name (VM/web), or its name, or its vmid.
+	Guest string `protobuf:"bytes,70,opt,name=guest,proto3" json:"guest,omitempty"`
+	// The snapshot; empty means the newest of ProxOps' own snapshots of the guest.
+	Snapshot      string `protobuf:"bytes,71,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuestRollback) Reset() {
+	*x = GuestRollback{}
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuestRollback) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuestRollback) ProtoMessage() {}
+
+func (x *GuestRollback) ProtoReflect() protoreflect.Message {
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuestRollback.ProtoReflect.Descriptor instead.
+func (*GuestRollback) Descriptor() ([]byte, []int) {
+	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GuestRollback) GetGuest() string {
+	if x != nil {
+		return x.Guest
+	}
+	return ""
+}
+
+func (x *GuestRollback) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
 // ReconcileRequest asks the watcher to announce the current commit again ("reconcile now"), or to announce a
 // snapshot the requester stored itself (a remote preview of a work tree).
 type ReconcileRequest struct {
@@ -252,13 +317,16 @@ type ReconcileRequest struct {
 	RequestedBy string `protobuf:"bytes,5,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
 	// Move guests found on another node than their manifest's back to it (apply --move-misplaced).
 	MoveMisplaced bool `protobuf:"varint,6,opt,name=move_misplaced,json=moveMisplaced,proto3" json:"move_misplaced,omitempty"`
+	// Roll one guest back to a ProxOps snapshot (proxops rollback). Honoured only on an operator's own subject
+	// (proxops.v1.apply.worktree.<user>); an ordinary request that carries it is refused.
+	Rollback      *GuestRollback `protobuf:"bytes,70,opt,name=rollback,proto3" json:"rollback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[1]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +338,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[1]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +351,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{1}
+	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReconcileRequest) GetRequestId() string {
@@ -328,6 +396,13 @@ func (x *ReconcileRequest) GetMoveMisplaced() bool {
 	return false
 }
 
+func (x *ReconcileRequest) GetRollback() *GuestRollback {
+	if x != nil {
+		return x.Rollback
+	}
+	return nil
+}
+
 // TreeSnapshot is the content of one object in the proxops_trees (or proxops_previews) object store: the
 // manifest files of one tree, sorted by path. The object's name is "sha256-" and the hex SHA-256 of the files'
 // canonical encoding (internal/event.TreeName); a reader recomputes it and refuses a mismatch.
@@ -343,7 +418,7 @@ type TreeSnapshot struct {
 
 func (x *TreeSnapshot) Reset() {
 	*x = TreeSnapshot{}
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[2]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +430,7 @@ func (x *TreeSnapshot) String() string {
 func (*TreeSnapshot) ProtoMessage() {}
 
 func (x *TreeSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[2]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +443,7 @@ func (x *TreeSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeSnapshot.ProtoReflect.Descriptor instead.
 func (*TreeSnapshot) Descriptor() ([]byte, []int) {
-	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{2}
+	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TreeSnapshot) GetCommit() string {
@@ -404,7 +479,7 @@ type TreeFile struct {
 
 func (x *TreeFile) Reset() {
 	*x = TreeFile{}
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[3]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +491,7 @@ func (x *TreeFile) String() string {
 func (*TreeFile) ProtoMessage() {}
 
 func (x *TreeFile) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[3]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +504,7 @@ func (x *TreeFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeFile.ProtoReflect.Descriptor instead.
 func (*TreeFile) Descriptor() ([]byte, []int) {
-	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{3}
+	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TreeFile) GetPath() string {
@@ -472,7 +547,7 @@ type SourceHealth struct {
 
 func (x *SourceHealth) Reset() {
 	*x = SourceHealth{}
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[4]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +559,7 @@ func (x *SourceHealth) String() string {
 func (*SourceHealth) ProtoMessage() {}
 
 func (x *SourceHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proxops_repo_v1_repo_proto_msgTypes[4]
+	mi := &file_proxops_repo_v1_repo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +572,7 @@ func (x *SourceHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceHealth.ProtoReflect.Descriptor instead.
 func (*SourceHealth) Descriptor() ([]byte, []int) {
-	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{4}
+	return file_proxops_repo_v1_repo_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SourceHealth) GetRepo() string {
@@ -560,7 +635,7 @@ var File_proxops_repo_v1_repo_proto protoreflect.FileDescriptor
 
 const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\n" +
-	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x02\n" +
+	"\x1aproxops/repo/v1/repo.proto\x12\x0fproxops.repo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x03\n" +
 	"\vRepoChanged\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x16\n" +
@@ -575,7 +650,11 @@ const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\asubject\x18\n" +
 	" \x01(\tR\asubject\x12!\n" +
 	"\frequested_by\x18\v \x01(\tR\vrequestedBy\x12%\n" +
-	"\x0emove_misplaced\x18\f \x01(\bR\rmoveMisplaced\"\xc4\x01\n" +
+	"\x0emove_misplaced\x18\f \x01(\bR\rmoveMisplaced\x12:\n" +
+	"\brollback\x18F \x01(\v2\x1e.proxops.repo.v1.GuestRollbackR\brollback\"A\n" +
+	"\rGuestRollback\x12\x14\n" +
+	"\x05guest\x18F \x01(\tR\x05guest\x12\x1a\n" +
+	"\bsnapshot\x18G \x01(\tR\bsnapshot\"\x80\x02\n" +
 	"\x10ReconcileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -583,7 +662,8 @@ const file_proxops_repo_v1_repo_proto_rawDesc = "" +
 	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x12\n" +
 	"\x04tree\x18\x04 \x01(\tR\x04tree\x12!\n" +
 	"\frequested_by\x18\x05 \x01(\tR\vrequestedBy\x12%\n" +
-	"\x0emove_misplaced\x18\x06 \x01(\bR\rmoveMisplaced\"k\n" +
+	"\x0emove_misplaced\x18\x06 \x01(\bR\rmoveMisplaced\x12:\n" +
+	"\brollback\x18F \x01(\v2\x1e.proxops.repo.v1.GuestRollbackR\brollback\"k\n" +
 	"\fTreeSnapshot\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\x12\x12\n" +
 	"\x04tree\x18\x02 \x01(\tR\x04tree\x12/\n" +
@@ -622,26 +702,29 @@ func file_proxops_repo_v1_repo_proto_rawDescGZIP() []byte {
 }
 
 var file_proxops_repo_v1_repo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proxops_repo_v1_repo_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_proxops_repo_v1_repo_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_proxops_repo_v1_repo_proto_goTypes = []any{
 	(Trigger)(0),                  // 0: proxops.repo.v1.Trigger
 	(*RepoChanged)(nil),           // 1: proxops.repo.v1.RepoChanged
-	(*ReconcileRequest)(nil),      // 2: proxops.repo.v1.ReconcileRequest
-	(*TreeSnapshot)(nil),          // 3: proxops.repo.v1.TreeSnapshot
-	(*TreeFile)(nil),              // 4: proxops.repo.v1.TreeFile
-	(*SourceHealth)(nil),          // 5: proxops.repo.v1.SourceHealth
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*GuestRollback)(nil),         // 2: proxops.repo.v1.GuestRollback
+	(*ReconcileRequest)(nil),      // 3: proxops.repo.v1.ReconcileRequest
+	(*TreeSnapshot)(nil),          // 4: proxops.repo.v1.TreeSnapshot
+	(*TreeFile)(nil),              // 5: proxops.repo.v1.TreeFile
+	(*SourceHealth)(nil),          // 6: proxops.repo.v1.SourceHealth
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_proxops_repo_v1_repo_proto_depIdxs = []int32{
 	0, // 0: proxops.repo.v1.RepoChanged.trigger:type_name -> proxops.repo.v1.Trigger
-	4, // 1: proxops.repo.v1.TreeSnapshot.files:type_name -> proxops.repo.v1.TreeFile
-	6, // 2: proxops.repo.v1.SourceHealth.last_success:type_name -> google.protobuf.Timestamp
-	6, // 3: proxops.repo.v1.SourceHealth.at:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2, // 1: proxops.repo.v1.RepoChanged.rollback:type_name -> proxops.repo.v1.GuestRollback
+	2, // 2: proxops.repo.v1.ReconcileRequest.rollback:type_name -> proxops.repo.v1.GuestRollback
+	5, // 3: proxops.repo.v1.TreeSnapshot.files:type_name -> proxops.repo.v1.TreeFile
+	7, // 4: proxops.repo.v1.SourceHealth.last_success:type_name -> google.protobuf.Timestamp
+	7, // 5: proxops.repo.v1.SourceHealth.at:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_proxops_repo_v1_repo_proto_init() }
@@ -655,7 +738,7 @@ func file_proxops_repo_v1_repo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proxops_repo_v1_repo_proto_rawDesc), len(file_proxops_repo_v1_repo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
