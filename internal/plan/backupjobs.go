@@ -276,29 +276,19 @@ func (d *differ) planBackupJobPrunes() {
 			cands = append(cands, id)
 		}
 	}
-	held := len(cands) >= 3 && 2*len(cands) > owned
-	if held {
-		d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned backup jobs", len(cands), owned))
+	prunes := make([]objectPrune, len(cands))
+	for i, id := range cands {
+		prunes[i] = objectPrune{ref: o.recordRef(kind, id), what: "backup job " + id}
 	}
-	budget := d.in.Settings.PruneBudget
-	for _, id := range cands {
-		ref := o.recordRef(kind, id)
-		if budget > 0 && o.pruned >= budget {
-			d.finding(FindingDeferredPrune, ref, ClusterScope, 0, "",
-				fmt.Sprintf("prune deferred (budget %d per plan): backup job %s present on PVE (%s) but absent in git", budget, id, pveformat.OwnershipMarker))
-			continue
-		}
-		o.pruned++
+	d.pruneOwned("backup jobs", owned, prunes, func(i int) {
+		id, ref := cands[i], prunes[i].ref
 		u := &unit{ref: refOf(ref), node: ClusterScope, prune: true}
 		op := d.jobOp(u, id, "delete", ActionDeleteBackupJob, nil,
 			fmt.Sprintf("%s: backup job %s present on PVE (%s) but absent in git", ref, id, pveformat.OwnershipMarker))
 		op.Ref = ref
 		op.Precondition.Expect = []KV{{Key: "comment", Value: o.jobs[id].Comment}}
 		d.addUnit(u)
-		if held {
-			d.held = append(d.held, ref)
-		}
-	}
+	})
 }
 
 // initBackupJobs reads the observed and the declared backup jobs into the objects state.

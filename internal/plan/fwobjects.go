@@ -536,20 +536,12 @@ func (d *differ) planFirewallObjectPrunes() {
 				plannable = append(plannable, k)
 			}
 		}
-		held := len(plannable) >= 3 && 2*len(plannable) > owned
-		if held {
-			d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned %s", len(plannable), owned, fwPlural(kind)))
+		prunes := make([]objectPrune, len(plannable))
+		for i, k := range plannable {
+			prunes[i] = objectPrune{ref: d.objs.recordRef(kind, s.live[k].name), what: fwNoun(s.live[k])}
 		}
-		budget := d.in.Settings.PruneBudget
-		for _, k := range plannable {
-			o := s.live[k]
-			ref := d.objs.recordRef(kind, o.name)
-			if budget > 0 && d.objs.pruned >= budget {
-				d.finding(FindingDeferredPrune, ref, ClusterScope, 0, "",
-					fmt.Sprintf("prune deferred (budget %d per plan): %s present on PVE (%s) but absent in git", budget, fwNoun(o), pveformat.OwnershipMarker))
-				continue
-			}
-			d.objs.pruned++
+		d.pruneOwned(fwPlural(kind), owned, prunes, func(i int) {
+			o, ref := s.live[plannable[i]], prunes[i].ref
 			u := &unit{ref: refOf(ref), level: fwLevel(kind, true), node: ClusterScope, prune: true}
 			op := d.fwOp(u, o, ActionDeleteFirewallObject, nil, fmt.Sprintf("%s: %s present on PVE (%s) but absent in git", ref, fwNoun(o), pveformat.OwnershipMarker))
 			op.Ref = ref
@@ -565,10 +557,7 @@ func (d *differ) planFirewallObjectPrunes() {
 			slices.Sort(op.DependsOn)
 			deletes[kind] = append(deletes[kind], op.ID)
 			d.addUnit(u)
-			if held {
-				d.held = append(d.held, ref)
-			}
-		}
+		})
 	}
 }
 

@@ -609,25 +609,21 @@ func (d *differ) planHAPrunes() {
 		// The resource is named by its sid: the guest's manifest, which may still exist, no longer declares it.
 		consider(resKind, r.SID, "HA resource", r.Comment, h.guests[r.SID] != nil, "HAResource/"+r.SID)
 	}
-	held := len(cands) >= 3 && 2*len(cands) > owned
-	if held {
-		d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned HA objects", len(cands), owned))
-	}
-	budget := d.in.Settings.PruneBudget
-	var ruleDeletes []string
-	for _, c := range cands {
-		noun := "HA rule"
+	noun := func(c haPruneCandidate) string {
 		if c.kind == resKind {
-			noun = "HA resource"
+			return "HA resource"
 		}
-		if budget > 0 && d.objs.pruned >= budget {
-			d.finding(FindingDeferredPrune, c.ref, ClusterScope, 0, "",
-				fmt.Sprintf("prune deferred (budget %d per plan): %s %s present on PVE (%s) but absent in git", budget, noun, c.id, pveformat.OwnershipMarker))
-			continue
-		}
-		d.objs.pruned++
+		return "HA rule"
+	}
+	prunes := make([]objectPrune, len(cands))
+	for i, c := range cands {
+		prunes[i] = objectPrune{ref: c.ref, what: noun(c) + " " + c.id}
+	}
+	var ruleDeletes []string
+	d.pruneOwned("HA objects", owned, prunes, func(i int) {
+		c := cands[i]
 		u := &unit{ref: refOf(c.ref), level: 1, node: ClusterScope, prune: true}
-		reason := fmt.Sprintf("%s: %s %s present on PVE (%s) but absent in git", c.ref, noun, c.id, pveformat.OwnershipMarker)
+		reason := fmt.Sprintf("%s: %s present on PVE (%s) but absent in git", c.ref, prunes[i].what, pveformat.OwnershipMarker)
 		var op Operation
 		if c.kind == ruleKind {
 			op = Operation{ID: d.opID(haRuleOpID(c.id, "delete")), Action: ActionDeleteHARule, Params: []KV{{Key: "rule", Value: c.id}}}
@@ -647,10 +643,7 @@ func (d *differ) planHAPrunes() {
 		op.Precondition.Expect = []KV{{Key: "comment", Value: c.comment}}
 		u.ops = []Operation{op}
 		d.addUnit(u)
-		if held {
-			d.held = append(d.held, c.ref)
-		}
-	}
+	})
 }
 
 // haRecordRef is the Kind/name an HA object was recorded as, else fallback.

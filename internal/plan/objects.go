@@ -433,19 +433,12 @@ func (d *differ) planObjectPrunes() {
 		deleting[id] = true
 		plannable = append(plannable, id)
 	}
-	held := len(plannable) >= 3 && 2*len(plannable) > owned
-	if held {
-		d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned pools", len(plannable), owned))
+	prunes := make([]objectPrune, len(plannable))
+	for i, id := range plannable {
+		prunes[i] = objectPrune{ref: o.recordRef(kind, id), what: "pool " + id}
 	}
-	budget := d.in.Settings.PruneBudget
-	for _, id := range plannable {
-		ref := o.recordRef(kind, id)
-		if budget > 0 && o.pruned >= budget {
-			d.finding(FindingDeferredPrune, ref, ClusterScope, 0, "",
-				fmt.Sprintf("prune deferred (budget %d per plan): pool %s present on PVE (%s) but absent in git", budget, id, pveformat.OwnershipMarker))
-			continue
-		}
-		o.pruned++
+	d.pruneOwned("pools", owned, prunes, func(i int) {
+		id, ref := plannable[i], prunes[i].ref
 		u := &unit{ref: refOf(ref), level: manifest.MaxPoolLevels - strings.Count(id, "/"), node: ClusterScope, prune: true}
 		op := d.poolOp(u, id, ActionDeletePool, nil, fmt.Sprintf("%s: pool %s present on PVE (%s) but absent in git", ref, id, pveformat.OwnershipMarker))
 		op.Ref = ref
@@ -463,8 +456,32 @@ func (d *differ) planObjectPrunes() {
 		slices.Sort(op.DependsOn)
 		op.DependsOn = slices.Compact(op.DependsOn)
 		d.addUnit(u)
+	})
+}
+
+// objectPrune is the delete of an owned cluster object a plan would make: the object's record ref, and what
+// names it in messages ("pool web").
+type objectPrune struct{ ref, what string }
+
+// pruneOwned applies the mass-prune latch (over the owned objects of one kind, plural naming them) and the
+// prune budget to the deletes a plan would make. add plans the delete of prunes[i] for each one the plan
+// carries now, in order; the latch then holds it. The others are reported as deferred.
+func (d *differ) pruneOwned(plural string, owned int, prunes []objectPrune, add func(i int)) {
+	held := len(prunes) >= 3 && 2*len(prunes) > owned
+	if held {
+		d.heldWhy = append(d.heldWhy, fmt.Sprintf("it would prune %d of %d owned %s", len(prunes), owned, plural))
+	}
+	budget := d.in.Settings.PruneBudget
+	for i, p := range prunes {
+		if budget > 0 && d.objs.pruned >= budget {
+			d.finding(FindingDeferredPrune, p.ref, ClusterScope, 0, "",
+				fmt.Sprintf("prune deferred (budget %d per plan): %s present on PVE (%s) but absent in git", budget, p.what, pveformat.OwnershipMarker))
+			continue
+		}
+		d.objs.pruned++
+		add(i)
 		if held {
-			d.held = append(d.held, ref)
+			d.held = append(d.held, p.ref)
 		}
 	}
 }
