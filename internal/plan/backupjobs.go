@@ -266,13 +266,7 @@ func (d *differ) planBackupJobPrunes() {
 			continue
 		}
 		ref := string(kind) + "/" + id
-		switch {
-		case !marked:
-			d.finding(FindingSkipped, ref, ClusterScope, 0, "", fmt.Sprintf("live backup job without the %s marker; never touched", pveformat.OwnershipMarker))
-		case !recorded:
-			d.finding(FindingSkipped, ref, ClusterScope, 0, "",
-				fmt.Sprintf("carries the %s marker but has no ownership record; never deleted", pveformat.OwnershipMarker))
-		default:
+		if d.ownedUndeclared(ref, "backup job "+id, marked, recorded) {
 			cands = append(cands, id)
 		}
 	}

@@ -524,11 +524,7 @@ func (d *differ) planFirewallObjectPrunes() {
 			}
 			ref := d.objs.recordRef(kind, o.name)
 			switch {
-			case !marked:
-				d.finding(FindingSkipped, ref, ClusterScope, 0, "", fmt.Sprintf("live %s without the %s marker; never touched", fwNoun(o), pveformat.OwnershipMarker))
-			case !recorded:
-				d.finding(FindingSkipped, ref, ClusterScope, 0, "",
-					fmt.Sprintf("%s carries the %s marker but has no ownership record; never deleted", fwNoun(o), pveformat.OwnershipMarker))
+			case !d.ownedUndeclared(ref, fwNoun(o), marked, recorded):
 			case len(uses[k]) > 0:
 				d.finding(FindingAnomaly, ref, ClusterScope, 0, "",
 					fmt.Sprintf("%s is absent in git but %s still use(s) it; not deleted", fwNoun(o), strings.Join(uses[k], ", ")))

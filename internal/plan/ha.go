@@ -584,14 +584,7 @@ func (d *differ) planHAPrunes() {
 		if marked && recorded {
 			owned++
 		}
-		switch {
-		case declared:
-		case !marked:
-			d.finding(FindingSkipped, ref, ClusterScope, 0, "", fmt.Sprintf("live %s %s without the %s marker; never touched", noun, id, pveformat.OwnershipMarker))
-		case !recorded:
-			d.finding(FindingSkipped, ref, ClusterScope, 0, "",
-				fmt.Sprintf("%s %s carries the %s marker but has no ownership record; never deleted", noun, id, pveformat.OwnershipMarker))
-		default:
+		if !declared && d.ownedUndeclared(ref, noun+" "+id, marked, recorded) {
 			cands = append(cands, haPruneCandidate{kind: kind, id: id, ref: ref, comment: comment})
 		}
 	}

@@ -390,13 +390,7 @@ func (d *differ) planObjectPrunes() {
 		if o.declared[id] != nil {
 			continue
 		}
-		switch {
-		case !marked:
-			d.finding(FindingSkipped, ref, ClusterScope, 0, "", fmt.Sprintf("live pool without the %s marker; never touched", pveformat.OwnershipMarker))
-		case !recorded:
-			d.finding(FindingSkipped, ref, ClusterScope, 0, "",
-				fmt.Sprintf("carries the %s marker but has no ownership record; never deleted", pveformat.OwnershipMarker))
-		default:
+		if d.ownedUndeclared(ref, "pool "+id, marked, recorded) {
 			cands = append(cands, id)
 		}
 	}
@@ -457,6 +451,22 @@ func (d *differ) planObjectPrunes() {
 		op.DependsOn = slices.Compact(op.DependsOn)
 		d.addUnit(u)
 	})
+}
+
+// ownedUndeclared says whether a live object no manifest declares is ProxOps' own (marked and recorded), a
+// delete a plan may make; it reports one that is not as skipped: unmarked, never touched; marked without a
+// record, never deleted. what names it in messages ("pool web").
+func (d *differ) ownedUndeclared(ref, what string, marked, recorded bool) bool {
+	switch {
+	case !marked:
+		d.finding(FindingSkipped, ref, ClusterScope, 0, "", fmt.Sprintf("live %s without the %s marker; never touched", what, pveformat.OwnershipMarker))
+		return false
+	case !recorded:
+		d.finding(FindingSkipped, ref, ClusterScope, 0, "",
+			fmt.Sprintf("%s carries the %s marker but has no ownership record; never deleted", what, pveformat.OwnershipMarker))
+		return false
+	}
+	return true
 }
 
 // objectPrune is the delete of an owned cluster object a plan would make: the object's record ref, and what
