@@ -96,31 +96,10 @@ func (d *differ) planClusterFirewall() {
 	if f == nil || cf == nil || !cf.ClusterRead {
 		return
 	}
-	var values []KV
-	var changes []Change
-	want := f.PVEOptions()
-	for _, k := range repo.ClusterFirewallOptionKeys {
-		w, declared := want[k]
-		cur, present := cf.Options[k]
-		switch {
-		case declared && cur != w:
-			values = append(values, KV{Key: k, Value: w})
-			changes = append(changes, Change{Field: optionField(k), Before: cur, After: w})
-		case !declared && present:
-			values = append(values, KV{Key: k, Value: ""})
-			changes = append(changes, Change{Field: optionField(k), Before: cur, After: ""})
-		}
-	}
-	optionsChanged := len(changes) > 0
-	live := make([]firewall.Rule, len(cf.Rules))
-	for i, m := range cf.Rules {
-		live[i] = firewall.RuleFromFields(m)
-	}
 	declared := f.PVERules()
-	ruleChanges := firewall.Compare(live, declared)
-	for _, c := range ruleChanges {
-		changes = append(changes, ruleChange(c))
-	}
+	want := f.PVEOptions()
+	fd := diffFirewall(repo.ClusterFirewallOptionKeys, want, cf.Options, cf.Rules, declared)
+	values, changes, optionsChanged, live, ruleChanges := fd.values, fd.changes, fd.optionsChanged, fd.live, fd.ruleChanges
 	if len(changes) == 0 {
 		return
 	}

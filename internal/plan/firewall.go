@@ -131,6 +131,44 @@ func optionField(k string) string {
 	return "firewall." + k
 }
 
+// fwDiff is how a live firewall (a guest's or the cluster's) differs from the declared one.
+type fwDiff struct {
+	// values are the options to write (an empty value deletes one); changes show them, then the rule changes.
+	values         []KV
+	changes        []Change
+	optionsChanged bool
+	// live are the live rules; ruleChanges how the declared ones differ from them.
+	live        []firewall.Rule
+	ruleChanges []firewall.RuleChange
+}
+
+// diffFirewall compares the options of keys and the rules of a live firewall with the declared ones.
+func diffFirewall(keys []string, want, have map[string]string, haveRules []map[string]string, declared []firewall.Rule) fwDiff {
+	var fd fwDiff
+	for _, k := range keys {
+		w, isDeclared := want[k]
+		cur, present := have[k]
+		switch {
+		case isDeclared && cur != w:
+			fd.values = append(fd.values, KV{Key: k, Value: w})
+			fd.changes = append(fd.changes, Change{Field: optionField(k), Before: cur, After: w})
+		case !isDeclared && present:
+			fd.values = append(fd.values, KV{Key: k, Value: ""})
+			fd.changes = append(fd.changes, Change{Field: optionField(k), Before: cur, After: ""})
+		}
+	}
+	fd.optionsChanged = len(fd.changes) > 0
+	fd.live = make([]firewall.Rule, len(haveRules))
+	for i, m := range haveRules {
+		fd.live[i] = firewall.RuleFromFields(m)
+	}
+	fd.ruleChanges = firewall.Compare(fd.live, declared)
+	for _, c := range fd.ruleChanges {
+		fd.changes = append(fd.changes, ruleChange(c))
+	}
+	return fd
+}
+
 // firewallOp returns the operation that makes a guest's firewall the declared one (live is nil for a guest
 // this plan creates), or false when nothing differs. held says it would lock everyone out.
 func (d *differ) firewallOp(r *manifest.Resource, live *inventory.Firewall, node string, vmid int) (Operation, bool, string) {
@@ -138,32 +176,10 @@ func (d *differ) firewallOp(r *manifest.Resource, live *inventory.Firewall, node
 	if live == nil {
 		live = &inventory.Firewall{}
 	}
-	var changes []Change
-	var values []KV
-	want := f.PVEOptions()
-	for _, k := range manifest.FirewallOptionKeys {
-		w, declared := want[k]
-		cur, present := live.Options[k]
-		switch {
-		case declared && cur != w:
-			values = append(values, KV{Key: k, Value: w})
-			changes = append(changes, Change{Field: optionField(k), Before: cur, After: w})
-		case !declared && present:
-			values = append(values, KV{Key: k, Value: ""})
-			changes = append(changes, Change{Field: optionField(k), Before: cur, After: ""})
-		}
-	}
-	optionsChanged := len(changes) > 0
-
-	liveRules := make([]firewall.Rule, len(live.Rules))
-	for i, m := range live.Rules {
-		liveRules[i] = firewall.RuleFromFields(m)
-	}
 	declRules := f.PVERules()
-	ruleChanges := firewall.Compare(liveRules, declRules)
-	for _, c := range ruleChanges {
-		changes = append(changes, ruleChange(c))
-	}
+	want := f.PVEOptions()
+	fd := diffFirewall(manifest.FirewallOptionKeys, want, live.Options, live.Rules, declRules)
+	changes, values, optionsChanged, liveRules, ruleChanges := fd.changes, fd.values, fd.optionsChanged, fd.live, fd.ruleChanges
 
 	sets := declaredIPSets(f)
 	liveSets := observedIPSets(live)
