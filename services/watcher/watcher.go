@@ -620,13 +620,14 @@ func (w *Watcher) pushKey(commit string) string { return w.keyPrefix + ".push." 
 // succeeded records a successful look at the repository.
 func (w *Watcher) succeeded(commit plumbing.Hash) {
 	now := time.Now()
-	w.m.revision.Reset()
-	w.m.revision.WithLabelValues(w.repo, w.cfg.Branch, commit.String()).Set(1)
 	w.m.lastSuccess.Set(float64(now.Unix()))
 	w.m.consecutiveFailures.Set(0)
 	w.m.stale.Set(0)
 	w.m.std.DesiredStale.Set(0)
 	w.m.std.GitFetched(now)
+	// The revision last: a scrape that sees the new commit sees the rest of the success too.
+	w.m.revision.Reset()
+	w.m.revision.WithLabelValues(w.repo, w.cfg.Branch, commit.String()).Set(1)
 	w.mu.Lock()
 	w.status.LastSuccess = now
 	w.status.LastError = ""
