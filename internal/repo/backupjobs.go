@@ -9,28 +9,14 @@ import (
 // guest of the cluster (or several). Whether a selection's pool exists is known only with the live pools, so
 // the planner checks it.
 func (l *loader) checkBackupJobs(c *Cluster) {
-	owner := map[string]*manifest.Resource{}
+	ids := newOnceDeclared(c)
 	for _, r := range c.Resources {
 		j := r.BackupJob()
 		if j == nil {
 			continue
 		}
 		id := j.IDOrName(r.Metadata.Name)
-		field := "spec.id"
-		if j.ID == "" {
-			field = "metadata.name"
-		}
-		if first, dup := owner[id]; dup {
-			firstField := "spec.id"
-			if first.BackupJob().ID == "" {
-				firstField = "metadata.name"
-			}
-			clusterError(c, r.Source.File, r.Source.Pos(field), r.Ref().String(), field,
-				"backup job id %s is declared by both %s (%s) and %s; a job is declared once per cluster",
-				id, first.Ref(), where(first, firstField), r.Ref())
-		} else {
-			owner[id] = r
-		}
+		ids.declare(r, id, idField(func(r *manifest.Resource) string { return r.BackupJob().ID }), "backup job id "+id, "a job")
 		for _, l := range []struct {
 			field string
 			list  []string

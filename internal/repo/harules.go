@@ -9,7 +9,7 @@ import (
 // resource that names no guest with spec.ha, a guest in two node-affinity rules (PVE keeps a resource in one).
 // Whether the rules fit the live cluster (its PVE release, its nodes) is the planner's to check.
 func (l *loader) checkHARules(c *Cluster) {
-	owner := map[string]*manifest.Resource{}
+	ids := newOnceDeclared(c)
 	nodeRule := map[manifest.Ref]*manifest.Resource{}
 	for _, r := range c.Resources {
 		s := r.HARule()
@@ -17,16 +17,7 @@ func (l *loader) checkHARules(c *Cluster) {
 			continue
 		}
 		id := s.IDOrName(r.Metadata.Name)
-		field := "spec.id"
-		if s.ID == "" {
-			field = "metadata.name"
-		}
-		if first, dup := owner[id]; dup {
-			clusterError(c, r.Source.File, r.Source.Pos(field), r.Ref().String(), field,
-				"HA rule id %s is declared by both %s (%s) and %s; a rule is declared once per cluster", id, first.Ref(), first.Source.File, r.Ref())
-		} else {
-			owner[id] = r
-		}
+		ids.declare(r, id, idField(func(r *manifest.Resource) string { return r.HARule().ID }), "HA rule id "+id, "a rule")
 		for i, entry := range s.Resources {
 			f := yamldecode.Index("spec.resources", i)
 			g, why := manifest.FindHAGuest(entry, c.Resources)
