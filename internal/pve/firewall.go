@@ -749,6 +749,14 @@ func (f *fwObjectApplier) create(ctx context.Context) error {
 	case found && (f.opts.Prior.Intent == nil || o.comment != f.comment()):
 		return conflict("%s: an object of that name exists", f.what())
 	case !found:
+		// Recorded before the create: a delivery cut off after it finds the object with the comment it wrote
+		// and carries on with the contents.
+		if f.opts.Journal != nil {
+			if err := f.opts.Journal.Intend(ctx, Intent{TaskType: "fwobjectcreate", Node: plan.ClusterScope, ID: f.kind + "/" + f.name,
+				At: f.opts.Now()}); err != nil {
+				return err
+			}
+		}
 		var err error
 		switch f.kind {
 		case ObjectKindSecurityGroup:

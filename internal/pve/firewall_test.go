@@ -408,3 +408,41 @@ func TestGuestFirewallApplyReachesAnyDeclaredListOnTheSimulator(t *testing.T) {
 		apply(randList())
 	}
 }
+
+// A create cut off after PVE made the group is carried on by its next delivery (the intent recorded before
+// the create says the group is its own); without that intent a group of the name is someone else's.
+func TestRedeliveredFirewallObjectCreateCarriesOn(t *testing.T) {
+	c := newSim(t, fwSpec())
+	cl := c.client(t)
+	ctx := testContext(t)
+	https := firewall.Rule{Type: "in", Action: "ACCEPT", Macro: "HTTPS", Enable: true}
+	op := fwObjOp(plan.ActionCreateFirewallObject, pve.ObjectKindSecurityGroup, "web", "comment", "front", "rules", rulesJSON(t, https))
+	j := &journal{}
+	opts := fwOpts()
+	opts.Journal = j
+	// The first delivery made the group but not its rules.
+	c.root(t, http.MethodPost, "/cluster/firewall/groups", "group", "web", "comment", "front [proxops]")
+	if _, err := cl.Apply(ctx, op, opts); pve.ClassOf(err) != plan.ErrorConflict {
+		t.Fatalf("a create over a group it did not make: %v", err)
+	}
+	if len(j.intents) != 0 {
+		t.Fatalf("intents recorded before a refused create: %+v", j.intents)
+	}
+	c.root(t, http.MethodDelete, "/cluster/firewall/groups/web")
+	if _, err := cl.Apply(ctx, op, opts); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if len(j.intents) != 1 {
+		t.Fatalf("intents %+v, want the create's", j.intents)
+	}
+	c.root(t, http.MethodDelete, "/cluster/firewall/groups/web/0")
+	again := opts
+	again.Prior = pve.Prior{Intent: &j.intents[0]}
+	if _, err := cl.Apply(ctx, op, again); err != nil {
+		t.Fatalf("redelivered create: %v", err)
+	}
+	objs, err := cl.ReadClusterFirewallObjects(ctx)
+	if err != nil || len(objs.Groups) != 1 || !slices.Equal(objs.Groups[0].Rules, []firewall.Rule{https}) {
+		t.Fatalf("after the redelivery %+v %v", objs.Groups, err)
+	}
+}
