@@ -34,23 +34,13 @@ func (r *run) adoptBackupJobs() error {
 		if declared[j.ID] {
 			continue
 		}
-		base := Name(j.ID)
-		if base == "" {
-			base = "backup"
-		}
-		name := r.namers[manifest.KindBackupJob].assign(base, j.ID)
+		name := r.objectName(manifest.KindBackupJob, j.ID, "backup")
 		a := &jobAdoption{run: r, job: j, name: name, names: names}
 		spec := a.spec()
 		if manifest.BackupJobID(name) != j.ID {
 			spec.ID = j.ID
 		}
-		res := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindBackupJob,
-			Metadata: manifest.Metadata{Name: name}, Spec: spec}
-		m := Manifest{Path: Path(manifest.KindBackupJob, r.in.Cluster, name), Resource: res}
-		for _, d := range validationDiags(res) {
-			m.Incomplete = append(m.Incomplete, diagText(d))
-		}
-		if err := r.emit(m, "backup job "+j.ID); err != nil {
+		if err := r.emitObject(manifest.KindBackupJob, name, spec, "backup job "+j.ID); err != nil {
 			return err
 		}
 	}

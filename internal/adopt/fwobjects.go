@@ -44,20 +44,32 @@ func (r *run) declaredFirewallObject(kind manifest.Kind, name string) bool {
 
 // adoptFirewallObject names, validates and emits one adopted firewall object.
 func (r *run) adoptFirewallObject(kind manifest.Kind, liveName string, spec manifest.Spec, setName func(string)) error {
-	base := Name(liveName)
-	if base == "" {
-		base = strings.ToLower(string(kind))
-	}
-	name := r.namers[kind].assign(base, liveName)
+	name := r.objectName(kind, liveName, strings.ToLower(string(kind)))
 	if name != liveName {
 		setName(liveName)
 	}
+	return r.emitObject(kind, name, spec, strings.ToLower(string(kind))+" "+liveName)
+}
+
+// objectName names the manifest of an adopted cluster object after its live id (fallback when the id
+// gives no usable name), unique among the manifests of its kind.
+func (r *run) objectName(kind manifest.Kind, id, fallback string) string {
+	base := Name(id)
+	if base == "" {
+		base = fallback
+	}
+	return r.namers[kind].assign(base, id)
+}
+
+// emitObject writes the manifest of an adopted cluster object; incomplete are what adoption could not fill
+// in, before what validation finds. what names the object in the report.
+func (r *run) emitObject(kind manifest.Kind, name string, spec manifest.Spec, what string, incomplete ...string) error {
 	res := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: kind, Metadata: manifest.Metadata{Name: name}, Spec: spec}
-	m := Manifest{Path: Path(kind, r.in.Cluster, name), Resource: res}
+	m := Manifest{Path: Path(kind, r.in.Cluster, name), Resource: res, Incomplete: incomplete}
 	for _, d := range validationDiags(res) {
 		m.Incomplete = append(m.Incomplete, diagText(d))
 	}
-	return r.emit(m, strings.ToLower(string(kind))+" "+liveName)
+	return r.emit(m, what)
 }
 
 // adoptFirewallObjects writes the manifests of the cluster's undeclared aliases, IP sets and security

@@ -83,11 +83,7 @@ func (r *run) adoptHARules() error {
 		if declared[rule.ID] {
 			continue
 		}
-		base := Name(rule.ID)
-		if base == "" {
-			base = "rule"
-		}
-		name := r.namers[manifest.KindHARule].assign(base, rule.ID)
+		name := r.objectName(manifest.KindHARule, rule.ID, "rule")
 		spec := &manifest.HARuleSpec{Type: rule.Type, Strict: rule.Strict, Affinity: rule.Affinity, Disable: rule.Disable,
 			Comment: pveformat.CommentText(rule.Comment)}
 		if name != rule.ID {
@@ -110,16 +106,11 @@ func (r *run) adoptHARules() error {
 			}
 			spec.Nodes = append(spec.Nodes, n)
 		}
-		res := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindHARule,
-			Metadata: manifest.Metadata{Name: name}, Spec: spec}
-		m := Manifest{Path: Path(manifest.KindHARule, r.in.Cluster, name), Resource: res}
+		var incomplete []string
 		for _, sid := range unresolved {
-			m.Incomplete = append(m.Incomplete, fmt.Sprintf("spec.resources: HA resource %s has no guest manifest with spec.ha (a guest not adopted, or declared without spec.ha): add it by hand", sid))
+			incomplete = append(incomplete, fmt.Sprintf("spec.resources: HA resource %s has no guest manifest with spec.ha (a guest not adopted, or declared without spec.ha): add it by hand", sid))
 		}
-		for _, d := range validationDiags(res) {
-			m.Incomplete = append(m.Incomplete, diagText(d))
-		}
-		if err := r.emit(m, "HA rule "+rule.ID); err != nil {
+		if err := r.emitObject(manifest.KindHARule, name, spec, "HA rule "+rule.ID, incomplete...); err != nil {
 			return err
 		}
 	}

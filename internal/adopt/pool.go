@@ -39,22 +39,12 @@ func (r *run) adoptPools() error {
 		if declared[id] {
 			continue
 		}
-		base := Name(id)
-		if base == "" {
-			base = "pool"
-		}
-		name := r.namers[manifest.KindPool].assign(base, id)
+		name := r.objectName(manifest.KindPool, id, "pool")
 		spec := &manifest.PoolSpec{Comment: pveformat.CommentText(byID[id])}
 		if name != id {
 			spec.ID = id
 		}
-		res := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindPool,
-			Metadata: manifest.Metadata{Name: name}, Spec: spec}
-		m := Manifest{Path: Path(manifest.KindPool, r.in.Cluster, name), Resource: res}
-		for _, d := range validationDiags(res) {
-			m.Incomplete = append(m.Incomplete, diagText(d))
-		}
-		if err := r.emit(m, "pool "+id); err != nil {
+		if err := r.emitObject(manifest.KindPool, name, spec, "pool "+id); err != nil {
 			return err
 		}
 	}
