@@ -93,6 +93,9 @@ func (s *Sim) prepareQemuValue(c *call, g *guest, key, val, defStorage string, c
 	return val, nil, nil
 }
 
+// reCloudinitStorage matches a cloud-init drive's volume: STORAGE:cloudinit.
+var reCloudinitStorage = regexp.MustCompile(`^([^/:\s]+):cloudinit$`)
+
 func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt string) (string, *allocation, error) {
 	p, d, err := s.parseRequestValue("qemu", key, val)
 	if err != nil {
@@ -108,7 +111,7 @@ func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt 
 		return printPropertyString(p.FormatObject, d), nil, nil
 	}
 	// STORAGE:cloudinit (Qemu.pm create_disks: drive_is_cloudinit)
-	if m := regexp.MustCompile(`^([^/:\s]+):cloudinit$`).FindStringSubmatch(file); m != nil {
+	if m := reCloudinitStorage.FindStringSubmatch(file); m != nil {
 		if cloudinitAt != "" && cloudinitAt != key {
 			return "", nil, dieErr("%s - cloud-init drive is already attached at '%s'", key, cloudinitAt)
 		}
