@@ -26,6 +26,7 @@ type Sim struct {
 	mu sync.Mutex
 
 	api      *schema.Schema
+	routes   []apiRoute
 	qemuDesc *confDesc
 	lxcDesc  *confDesc
 
@@ -189,6 +190,7 @@ func New(spec Spec) (*Sim, error) {
 	}
 	s := &Sim{
 		api:          api,
+		routes:       apiRoutes(api.Paths()),
 		version:      spec.Version,
 		clusterName:  spec.ClusterName,
 		bridges:      map[string]bool{},
