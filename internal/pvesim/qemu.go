@@ -334,7 +334,7 @@ func defaultBootOrder(conf map[string]string) string {
 	var disk, cd, net string
 	for _, bus := range []string{"ide", "sata", "scsi", "virtio"} {
 		for i := 0; i <= 30; i++ {
-			k := fmt.Sprintf("%s%d", bus, i)
+			k := bus + strconv.Itoa(i)
 			v, ok := conf[k]
 			if !ok {
 				continue
@@ -349,8 +349,9 @@ func defaultBootOrder(conf map[string]string) string {
 		}
 	}
 	for i := 0; i <= 31; i++ {
-		if _, ok := conf[fmt.Sprintf("net%d", i)]; ok {
-			net = fmt.Sprintf("net%d", i)
+		k := "net" + strconv.Itoa(i)
+		if _, ok := conf[k]; ok {
+			net = k
 			break
 		}
 	}
