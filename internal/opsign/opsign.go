@@ -8,6 +8,7 @@
 package opsign
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +25,10 @@ const KeyFile = "planner.nk"
 
 // Signer signs operations with a planner's private key.
 type Signer struct {
-	kp     nkeys.KeyPair
+	// priv is the private key the seed stands for, derived once: nkeys derives it again from the seed on
+	// every signature, which cost as much as the signature itself. ed25519 signatures are deterministic,
+	// so the bytes are the same either way.
+	priv   ed25519.PrivateKey
 	public string
 }
 
@@ -38,7 +42,18 @@ func NewSigner(seed []byte) (*Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing key: %w", err)
 	}
-	return &Signer{kp: kp, public: pub}, nil
+	encoded, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	_, raw, err := nkeys.DecodeSeed(encoded)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	if len(raw) != ed25519.SeedSize {
+		return nil, fmt.Errorf("signing key: seed of %d bytes, want %d", len(raw), ed25519.SeedSize)
+	}
+	return &Signer{priv: ed25519.NewKeyFromSeed(raw), public: pub}, nil
 }
 
 // LoadSigner reads the seed file at path.
@@ -116,11 +131,7 @@ func (s *Signer) PublicKey() string { return s.public }
 
 // Sign signs payload; it is a wire.SignFunc.
 func (s *Signer) Sign(payload []byte) (signer string, signature []byte, err error) {
-	sig, err := s.kp.Sign(payload)
-	if err != nil {
-		return "", nil, err
-	}
-	return s.public, sig, nil
+	return s.public, ed25519.Sign(s.priv, payload), nil
 }
 
 // The reasons a Verifier refuses an operation.

@@ -1,10 +1,13 @@
 package opsign_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nats-io/nkeys"
 
 	"github.com/proxops/proxops/internal/opsign"
 )
@@ -80,5 +83,56 @@ func TestVerifierAcceptsOnlyTrustedSignaturesOverTheSameBytes(t *testing.T) {
 	}
 	if _, err := opsign.NewVerifier([]string{"UNOTAKEY"}); err == nil {
 		t.Error("a malformed public key is accepted")
+	}
+}
+
+// A signature is the one the seed's nkey makes over the same bytes: the key derived once at load signs
+// exactly as the seed does, so executors trusting the public key accept it.
+func TestSignerSignsExactlyAsItsNKeySeed(t *testing.T) {
+	seed, err := opsign.GenerateSeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := opsign.NewSigner(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("create qemu 100 on pve1")
+	signer, sig, err := s.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := kp.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sig, want) {
+		t.Fatalf("signature %x, the nkey signs %x", sig, want)
+	}
+	if pub, _ := kp.PublicKey(); signer != pub {
+		t.Fatalf("signer %s, the seed's public key is %s", signer, pub)
+	}
+	if err := kp.Verify(payload, sig); err != nil {
+		t.Fatalf("the nkey does not verify the signature: %v", err)
+	}
+}
+
+// A public key is no signing key: it is refused when loaded, not at the first signature.
+func TestSignerRefusesAPublicKey(t *testing.T) {
+	seed, err := opsign.GenerateSeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	if _, err := opsign.NewSigner([]byte(pub)); err == nil {
+		t.Fatal("a public key was accepted as a signing key")
 	}
 }

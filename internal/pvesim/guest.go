@@ -343,7 +343,7 @@ func (s *Sim) handleDestroy(c *call) (any, error) {
 		if unreferenced {
 			for key, v := range s.volumes {
 				if v.vmid == vmid && (v.node == "" || v.node == g.node) && (v.content == "images" || v.content == "rootdir") {
-					delete(s.volumes, key)
+					s.removeVolumeKey(key)
 				}
 			}
 		}
@@ -633,11 +633,9 @@ func lvmSize(b float64) string {
 }
 
 func (s *Sim) storageUsed(st *storage, nodeName string) int64 {
-	var used int64
-	for _, v := range s.volumes {
-		if v.storage == st.id && (v.node == "" || v.node == nodeName) {
-			used += v.size
-		}
+	used := s.used[volumeUse{st.id, ""}]
+	if nodeName != "" {
+		used += s.used[volumeUse{st.id, nodeName}]
 	}
 	return used
 }

@@ -93,6 +93,9 @@ func (s *Sim) prepareQemuValue(c *call, g *guest, key, val, defStorage string, c
 	return val, nil, nil
 }
 
+// reCloudinitStorage matches a cloud-init drive's volume: STORAGE:cloudinit.
+var reCloudinitStorage = regexp.MustCompile(`^([^/:\s]+):cloudinit$`)
+
 func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt string) (string, *allocation, error) {
 	p, d, err := s.parseRequestValue("qemu", key, val)
 	if err != nil {
@@ -108,7 +111,7 @@ func (s *Sim) prepareDrive(c *call, g *guest, key, val, defStorage, cloudinitAt 
 		return printPropertyString(p.FormatObject, d), nil, nil
 	}
 	// STORAGE:cloudinit (Qemu.pm create_disks: drive_is_cloudinit)
-	if m := regexp.MustCompile(`^([^/:\s]+):cloudinit$`).FindStringSubmatch(file); m != nil {
+	if m := reCloudinitStorage.FindStringSubmatch(file); m != nil {
 		if cloudinitAt != "" && cloudinitAt != key {
 			return "", nil, dieErr("%s - cloud-init drive is already attached at '%s'", key, cloudinitAt)
 		}
@@ -331,7 +334,7 @@ func defaultBootOrder(conf map[string]string) string {
 	var disk, cd, net string
 	for _, bus := range []string{"ide", "sata", "scsi", "virtio"} {
 		for i := 0; i <= 30; i++ {
-			k := fmt.Sprintf("%s%d", bus, i)
+			k := bus + strconv.Itoa(i)
 			v, ok := conf[k]
 			if !ok {
 				continue
@@ -346,8 +349,9 @@ func defaultBootOrder(conf map[string]string) string {
 		}
 	}
 	for i := 0; i <= 31; i++ {
-		if _, ok := conf[fmt.Sprintf("net%d", i)]; ok {
-			net = fmt.Sprintf("net%d", i)
+		k := "net" + strconv.Itoa(i)
+		if _, ok := conf[k]; ok {
+			net = k
 			break
 		}
 	}

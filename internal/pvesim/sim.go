@@ -26,6 +26,7 @@ type Sim struct {
 	mu sync.Mutex
 
 	api      *schema.Schema
+	routes   []apiRoute
 	qemuDesc *confDesc
 	lxcDesc  *confDesc
 
@@ -38,19 +39,22 @@ type Sim struct {
 	users       map[string]string // user@realm → password
 	guests      map[int]*guest
 	volumes     map[string]*volume // volumeKey → volume
-	tasks       map[string]*task
-	taskOrder   []*task
-	durations   map[string]time.Duration
-	authDelay   time.Duration
-	macPrefix   string
-	tagStyle    map[string]string // datacenter.cfg tag-style
-	datacenter  map[string]any    // other datacenter.cfg options GET /cluster/options reports
-	rng         *mrand.Rand
-	seed        uint64              // the spec's seed, or a random one
-	idRNG       map[int]*mrand.Rand // per guest: see idStream
-	ticketKey   []byte
-	nextPID     int
-	bootTime    time.Time
+	// used is the sum of the sizes of the volumes in volumes, by storage and node ("" on shared storage),
+	// kept as volumes are put and removed: summing every volume on each allocation grew with the guests.
+	used       map[volumeUse]int64
+	tasks      map[string]*task
+	taskOrder  []*task
+	durations  map[string]time.Duration
+	authDelay  time.Duration
+	macPrefix  string
+	tagStyle   map[string]string // datacenter.cfg tag-style
+	datacenter map[string]any    // other datacenter.cfg options GET /cluster/options reports
+	rng        *mrand.Rand
+	seed       uint64              // the spec's seed, or a random one
+	idRNG      map[int]*mrand.Rand // per guest: see idStream
+	ticketKey  []byte
+	nextPID    int
+	bootTime   time.Time
 
 	hooks     []Hook
 	taskHooks []TaskHook
@@ -189,6 +193,7 @@ func New(spec Spec) (*Sim, error) {
 	}
 	s := &Sim{
 		api:          api,
+		routes:       apiRoutes(api.Paths()),
 		version:      spec.Version,
 		clusterName:  spec.ClusterName,
 		bridges:      map[string]bool{},
@@ -196,6 +201,7 @@ func New(spec Spec) (*Sim, error) {
 		users:        map[string]string{},
 		guests:       map[int]*guest{},
 		volumes:      map[string]*volume{},
+		used:         map[volumeUse]int64{},
 		tasks:        map[string]*task{},
 		durations:    map[string]time.Duration{},
 		authDelay:    time.Duration(spec.AuthFailureDelay),
@@ -461,16 +467,42 @@ func (s *Sim) lookupVolume(nodeName, volid string) *volume {
 	return nil
 }
 
+// volumeUse is where a volume's size counts: its storage, and its node ("" on shared storage).
+type volumeUse struct{ storage, node string }
+
 func (s *Sim) putVolume(v *volume) {
 	if v.ctime == 0 {
 		v.ctime = s.stampUnix()
 	}
-	s.volumes[volumeKey(v.node, v.volid)] = v
+	key := volumeKey(v.node, v.volid)
+	s.removeVolumeKey(key)
+	s.volumes[key] = v
+	s.used[volumeUse{v.storage, v.node}] += v.size
 }
 
 func (s *Sim) deleteVolume(nodeName, volid string) {
-	delete(s.volumes, volumeKey("", volid))
-	delete(s.volumes, volumeKey(nodeName, volid))
+	s.removeVolumeKey(volumeKey("", volid))
+	s.removeVolumeKey(volumeKey(nodeName, volid))
+}
+
+// resizeVolume gives a stored volume a new size (its virtual size is then the same).
+func (s *Sim) resizeVolume(v *volume, size int64) {
+	s.used[volumeUse{v.storage, v.node}] += size - v.size
+	v.size, v.virtualSize = size, 0
+}
+
+// removeVolumeKey removes the volume stored under a volumeKey, if any. Volumes leave s.volumes only
+// through here, so s.used stays their sum.
+func (s *Sim) removeVolumeKey(key string) {
+	v, ok := s.volumes[key]
+	if !ok {
+		return
+	}
+	delete(s.volumes, key)
+	u := volumeUse{v.storage, v.node}
+	if s.used[u] -= v.size; s.used[u] == 0 {
+		delete(s.used, u)
+	}
 }
 
 func (s *Sim) addFile(f FileSpec) error {

@@ -170,7 +170,7 @@ func (s *Sim) handleQemuResize(c *call) (any, error) {
 			return nil // same size: nothing to do
 		}
 		if v := s.lookupVolume(g.node, d["file"]); v != nil {
-			v.size, v.virtualSize = newSize, 0
+			s.resizeVolume(v, newSize)
 		}
 		d["size"] = formatSize(newSize)
 		g.conf()[disk] = printPropertyString(p.FormatObject, d)
@@ -221,7 +221,7 @@ func (s *Sim) handleLXCResize(c *call) (any, error) {
 			return err
 		}
 		if v := s.lookupVolume(g.node, d["volume"]); v != nil {
-			v.size, v.virtualSize = newSize, 0
+			s.resizeVolume(v, newSize)
 		}
 		d["size"] = formatSize(newSize)
 		g.conf()[disk] = printPropertyString(p.FormatObject, d)

@@ -95,8 +95,8 @@ func validateParams(m *schema.Method, kind string, params map[string]value) map[
 	if m.Parameters != nil && m.Parameters.Properties != nil {
 		props = m.Parameters.Properties
 	}
-	for _, k := range slices.Sorted(maps.Keys(props)) {
-		p := props[k]
+	// Each missing property is reported under its own name, so the order of this walk does not matter.
+	for k, p := range props {
 		if strings.HasSuffix(k, "[n]") {
 			continue
 		}
@@ -306,19 +306,14 @@ func parsePropertyString(format map[string]*schema.Prop, data, path string) (map
 			if defaultKey != "" {
 				return nil, ferr("duplicate key in comma-separated list property: %s", defaultKey)
 			}
-			for _, k := range slices.Sorted(maps.Keys(format)) {
-				if format[k].DefaultKey {
-					defaultKey = k
-					if res[k] == "" {
-						res[k] = part
-						break
-					}
-					return nil, ferr("duplicate key in comma-separated list property: %s", defaultKey)
-				}
-			}
+			defaultKey = firstDefaultKey(format)
 			if defaultKey == "" {
 				return nil, ferr("value without key, but schema does not define a default key")
 			}
+			if res[defaultKey] != "" {
+				return nil, ferr("duplicate key in comma-separated list property: %s", defaultKey)
+			}
+			res[defaultKey] = part
 		} else {
 			return nil, ferr("missing key in comma-separated list property")
 		}
@@ -330,8 +325,8 @@ func parsePropertyString(format map[string]*schema.Prop, data, path string) (map
 		}
 		return path + "." + k
 	}
-	for _, k := range slices.Sorted(maps.Keys(format)) {
-		p := format[k]
+	// Each missing key is reported under its own path, so the order of this walk does not matter.
+	for k, p := range format {
 		if _, ok := res[k]; !ok && !bool(p.Optional) && p.Alias == "" {
 			addError(errs, sub(k), "property is missing and it is not optional")
 		}
@@ -358,6 +353,18 @@ func parsePropertyString(format map[string]*schema.Prop, data, path string) (map
 	return res, nil
 }
 
+// firstDefaultKey is the first key in sorted order that a format marks as its default key, or "". The
+// formats are walked unsorted: sorting a schema's keys on every parse cost more than the parse.
+func firstDefaultKey(format map[string]*schema.Prop) string {
+	key := ""
+	for k, p := range format {
+		if p.DefaultKey && (key == "" || k < key) {
+			key = k
+		}
+	}
+	return key
+}
+
 // printPropertyString is JSONSchema::print_property_string: the default key first without its name (unless it
 // is a keyAlias target), then keyAlias pairs as "<model>=<macaddr>", then the required keys, then the rest
 // sorted alphabetically; disk-size values are printed with format_size. skip lists keys to leave out.
@@ -369,8 +376,7 @@ func printPropertyString(format map[string]*schema.Prop, data map[string]string,
 	defaultKey := ""
 	keyAlias := map[string]string{} // e.g. model → macaddr
 	var required []string
-	for _, k := range slices.Sorted(maps.Keys(format)) {
-		p := format[k]
+	for k, p := range format {
 		if p.Alias != "" {
 			if p.KeyAlias != "" {
 				keyAlias[p.KeyAlias] = p.Alias
@@ -378,11 +384,15 @@ func printPropertyString(format map[string]*schema.Prop, data map[string]string,
 			continue
 		}
 		if p.DefaultKey {
-			defaultKey = k
+			// The last in key order, as a walk of the sorted keys would leave it.
+			if k > defaultKey {
+				defaultKey = k
+			}
 		} else if !bool(p.Optional) {
 			required = append(required, k)
 		}
 	}
+	slices.Sort(required)
 	var parts []string
 	render := func(k, v string) string {
 		if p := format[k]; p != nil && p.Format == "disk-size" {

@@ -189,14 +189,17 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 	if res.Action == plan.ActionDelete && res.VMID > 0 {
 		d.forgetOwned(ctx, res.VMID, l)
 	}
-	if op, ok := pl.Operation(res.OpID); ok && (op.Action == plan.ActionDeletePool || op.Action == plan.ActionDeleteBackupJob ||
+	// The run holds the plan's operations by id: looking one up in the plan walked all of them, twice for
+	// every result.
+	op, found := r.Operation(res.OpID)
+	if found && (op.Action == plan.ActionDeletePool || op.Action == plan.ActionDeleteBackupJob ||
 		op.Action == plan.ActionDeleteHAResource || op.Action == plan.ActionDeleteHARule || op.Action == plan.ActionDeleteFirewallObject) {
 		if kind, id, ok := plan.ObjectOf(op); ok {
 			d.forgetObject(ctx, kind, id, l)
 		}
 	}
 	d.tookSnapshot(ctx, pl, res, l)
-	if op, ok := pl.Operation(res.OpID); ok && op.Action == plan.ActionRollback {
+	if found && op.Action == plan.ActionRollback {
 		if by, _ := op.Param(plan.RequestedByParam); by != "" && d.planned != nil {
 			d.suspendAfterRollback(ctx, *d.planned, op, l)
 		}
