@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/wire"
 )
@@ -186,12 +187,16 @@ func (d *driver) take(ctx context.Context, r *plan.Run, pl plan.Plan, runID stri
 		return
 	}
 	l.Info("operation succeeded", "already_done", res.AlreadyDone, "upid", res.UPID)
-	if res.Action == plan.ActionDelete && res.VMID > 0 {
-		d.forgetOwned(ctx, res.VMID, l)
-	}
 	// The run holds the plan's operations by id: looking one up in the plan walked all of them, twice for
 	// every result.
 	op, found := r.Operation(res.OpID)
+	if res.Action == plan.ActionDelete && res.VMID > 0 {
+		d.forgetOwned(ctx, res.VMID, l)
+		if found {
+			// PVE's purge removed the guest's HA resource with the guest.
+			d.forgetRecordedObject(ctx, manifest.ObjectKindHAResource, haSID(op.GuestType, res.VMID), l)
+		}
+	}
 	if found && (op.Action == plan.ActionDeletePool || op.Action == plan.ActionDeleteBackupJob ||
 		op.Action == plan.ActionDeleteHAResource || op.Action == plan.ActionDeleteHARule || op.Action == plan.ActionDeleteFirewallObject) {
 		if kind, id, ok := plan.ObjectOf(op); ok {

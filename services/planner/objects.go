@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/inventory"
+	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/wire"
 )
@@ -64,6 +66,30 @@ func (d *driver) recordObject(ctx context.Context, runID string, r plan.ObjectRe
 }
 
 // forgetObject removes a deleted cluster object from the ownership inventory.
+// forgetRecordedObject forgets the ownership record of an object when there is one (a delete of a key that
+// does not exist would still be written).
+func (d *driver) forgetRecordedObject(ctx context.Context, kind, id string, log *slog.Logger) {
+	key, err := bus.ObjectOwnedKey(d.cluster, bus.ObjectKind(kind), id)
+	if err != nil {
+		return
+	}
+	if _, _, err := d.p.bus.GetBytes(ctx, bus.BucketOwned, key); err != nil {
+		if !errors.Is(err, bus.ErrNotFound) {
+			log.Warn("ownership record of a deleted object not read", "kind", kind, "id", id, "err", err)
+		}
+		return
+	}
+	d.forgetObject(ctx, kind, id, log)
+}
+
+// haSID is the HA resource id of a guest.
+func haSID(t inventory.GuestType, vmid int) string {
+	if t == inventory.LXC {
+		return manifest.HASID(manifest.KindLXC, vmid)
+	}
+	return manifest.HASID(manifest.KindVM, vmid)
+}
+
 func (d *driver) forgetObject(ctx context.Context, kind, id string, log *slog.Logger) {
 	key, err := bus.ObjectOwnedKey(d.cluster, bus.ObjectKind(kind), id)
 	if err != nil {

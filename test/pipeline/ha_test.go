@@ -131,3 +131,35 @@ func TestAGuestWithSpecHAIsStartedThroughHAAndConverges(t *testing.T) {
 		t.Fatalf("the plan after the prune is not empty: %+v", again.planned[0].Plan.Operations)
 	}
 }
+
+// A pruned guest takes its HA resource with it (PVE's purge removes it), and the planner forgets the
+// resource's ownership record with the guest's.
+func TestAPrunedHAGuestLeavesNoHAResourceRecord(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.HADelay = pvesim.Duration(100 * time.Millisecond)
+	e := newEnv(t, spec)
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+
+	files := e.vms(map[string]int{"web-01": 101, "web-02": 102})
+	files["vm/lab/web-01.yaml"] += "  ha:\n    state: started\n"
+	e.apply(files)
+	if !e.objectRecorded(manifest.ObjectKindHAResource, "vm:101") {
+		t.Fatal("the HA resource of web-01 has no ownership record")
+	}
+
+	o := e.apply(e.vms(map[string]int{"web-02": 102}))
+	var actions []plan.Action
+	for _, op := range o.planned[0].Plan.Operations {
+		actions = append(actions, op.Action)
+	}
+	if !slices.Contains(actions, plan.ActionDelete) || slices.Contains(actions, plan.ActionDeleteHAResource) {
+		t.Fatalf("actions %v; want the guest's delete, which takes its HA resource along", actions)
+	}
+	if e.sim.Exists(101) || len(e.sim.HAResource("vm:101")) != 0 {
+		t.Fatalf("web-01 or its HA resource is still on PVE: %v", e.sim.HAResource("vm:101"))
+	}
+	if e.objectRecorded(manifest.ObjectKindHAResource, "vm:101") {
+		t.Fatal("the record of the pruned guest's HA resource is kept")
+	}
+}
