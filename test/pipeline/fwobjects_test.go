@@ -1,36 +1,17 @@
 package pipeline_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/proxops/proxops/internal/bus"
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pvesim"
 	"github.com/proxops/proxops/internal/testkit"
 	"github.com/proxops/proxops/services/planner"
 )
-
-// fwObjectRecorded reports whether the ownership inventory holds a record of a firewall object.
-func (e *env) fwObjectRecorded(kind, name string) bool {
-	e.t.Helper()
-	key, err := bus.ObjectOwnedKey(cluster, bus.ObjectKind(kind), name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_, _, err = e.bus.GetBytes(testContext(e.t), bus.BucketOwned, key)
-	if errors.Is(err, bus.ErrNotFound) {
-		return false
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return true
-}
 
 // withFirewallObjects adds manifests of the cluster's firewall objects (path under the repository → YAML)
 // to a repository's composition.
@@ -134,7 +115,7 @@ spec: {cidr: 192.0.2.0/24, comment: the lab's network}
 		t.Fatalf("alias lan: %v", al)
 	}
 	for _, k := range [][2]string{{"securitygroup", "webservers"}, {"ipset", "office"}, {"alias", "lan"}} {
-		if !e.fwObjectRecorded(k[0], k[1]) {
+		if !e.objectRecorded(k[0], k[1]) {
 			t.Fatalf("%s %s has no ownership record", k[0], k[1])
 		}
 	}
@@ -171,7 +152,7 @@ spec: {cidr: 192.0.2.0/24, comment: the lab's network}
 	if aliases := e.fwGet("/cluster/firewall/aliases"); len(aliases) != 0 {
 		t.Fatalf("aliases left: %v", aliases)
 	}
-	if e.fwObjectRecorded("ipset", "office") || e.fwObjectRecorded("alias", "lan") || !e.fwObjectRecorded("securitygroup", "webservers") {
+	if e.objectRecorded("ipset", "office") || e.objectRecorded("alias", "lan") || !e.objectRecorded("securitygroup", "webservers") {
 		t.Fatal("records: the deleted IP set's and alias's are kept, or the group's is lost")
 	}
 	again = e.wait(e.announce(second, true), time.Minute)
