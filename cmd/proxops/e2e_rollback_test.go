@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/proxops/proxops/internal/pvesim"
+	"github.com/proxops/proxops/internal/testkit"
 )
 
 // resourceOf is one resource of a report by Kind/name: its state, reason and last error.
@@ -39,37 +38,34 @@ func resourceOf(t *testing.T, report []byte, kind, name string) (state, reason, 
 	return "", "", ""
 }
 
-// handSnapshot takes a snapshot of a guest through the PVE API, as an operator would.
+// handSnapshot takes a snapshot of a guest through the PVE API, as an operator would, and waits for it.
 func (e *demoEnv) handSnapshot(node string, vmid int, name string) {
+	e.t.Helper()
+	e.post(fmt.Sprintf("/nodes/%s/qemu/%d/snapshot", node, vmid), url.Values{"snapname": {name}})
+	testkit.Eventually(e.t, 30*time.Second, "the hand-made snapshot", func() bool {
+		raw, _ := e.sim.RawConfig(vmid)
+		cfg, _ := e.sim.Config(vmid)
+		return strings.Contains(raw, "["+name+"]") && cfg["lock"] == ""
+	})
+}
+
+// commitMoreMemory commits a memory change of web-01 (a restart, so a protected change).
+func (e *demoEnv) commitMoreMemory() {
+	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
+	e.commit("more memory for web-01")
+}
+
+// upWithFailingStart runs up --once while every start fails, and wants its exit 1.
+func (e *demoEnv) upWithFailingStart() {
 	t := e.t
 	t.Helper()
-	form := url.Values{"snapname": {name}}
-	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api2/json/nodes/%s/qemu/%d/snapshot", e.srv.URL, node, vmid), strings.NewReader(form.Encode()))
-	if err != nil {
+	if err := e.sim.SetFaults(pvesim.Faults{TaskFailureRate: 1, TaskTypes: []string{"qmstart"}, TaskFailureMessage: "start failed: injected"}); err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+demoToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("hand snapshot: %s: %s", res.Status, body)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if raw, _ := e.sim.RawConfig(vmid); strings.Contains(raw, "["+name+"]") {
-			if cfg, _ := e.sim.Config(vmid); cfg["lock"] == "" {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hand-made snapshot did not finish")
-		}
-		time.Sleep(20 * time.Millisecond)
+	out, errOut, code := e.run("up", "--once", "--listen", "127.0.0.1:0")
+	e.sim.ClearFaults()
+	if code != 1 {
+		t.Fatalf("up --once with a failing start: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
 
@@ -88,16 +84,8 @@ func TestARollbackUndoesAFailedChangeAndSuspendsTheGuestUntilResumed(t *testing.
 	}
 	before := memory()
 
-	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
-	e.commit("more memory for web-01")
-	if err := e.sim.SetFaults(pvesim.Faults{TaskFailureRate: 1, TaskTypes: []string{"qmstart"}, TaskFailureMessage: "start failed: injected"}); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := e.run("up", "--once", "--listen", "127.0.0.1:0")
-	e.sim.ClearFaults()
-	if code != 1 {
-		t.Fatalf("up --once with a failing start: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
+	e.commitMoreMemory()
+	e.upWithFailingStart()
 	if memory() == before {
 		t.Fatal("setup: the memory change was not written before the failing start")
 	}
@@ -110,7 +98,7 @@ func TestARollbackUndoesAFailedChangeAndSuspendsTheGuestUntilResumed(t *testing.
 	e.handSnapshot("pve1", 101, "proxops-byhand")
 
 	// No terminal, no --yes: refused before anything is asked of anyone.
-	out, errOut, code = e.run("rollback", "demo/web-01")
+	out, errOut, code := e.run("rollback", "demo/web-01")
 	if code != 1 || !strings.Contains(errOut, "give --yes") {
 		t.Fatalf("rollback without a terminal or --yes: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -173,8 +161,7 @@ func TestARollbackUndoesAFailedChangeAndSuspendsTheGuestUntilResumed(t *testing.
 func TestACommitToTheGuestsManifestEndsItsSuspension(t *testing.T) {
 	e := newDemoEnv(t)
 	e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
-	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
-	e.commit("more memory for web-01")
+	e.commitMoreMemory()
 	e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
 	e.mustRun(0, "rollback", "demo/101", "--yes")
 	if cfg, _ := e.sim.Config(101); cfg["memory"] != "2048" {
@@ -227,8 +214,7 @@ func TestOnlyAnOperatorRollsBackOnADeployedSystem(t *testing.T) {
 		return cfg["memory"]
 	}
 	before := memory()
-	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
-	e.commit("more memory for web-01")
+	e.commitMoreMemory()
 	d.waitFor("the memory change applied", func() bool { return memory() == "3072" && e.sim.Running(101) })
 	cli := d.connect("cli")
 	d.waitFor("the memory change's run finished", func() bool {
@@ -297,8 +283,7 @@ func TestARollbackThroughARunningUp(t *testing.T) {
 		return cfg["memory"]
 	}
 	before := memory()
-	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
-	e.commit("more memory for web-01")
+	e.commitMoreMemory()
 	waitConverged(t, u, addr, "demo", e.head())
 
 	if out := e.mustRun(0, "rollback", "demo/web-01", "--yes"); !strings.Contains(out, "VM/web-01: rollback complete") {
@@ -333,16 +318,8 @@ func TestAFailedStartWithRollbackOnFailureLeavesTheGuestAsBeforeAndTheStatusSays
 	e.commit("roll back failed changes")
 	e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
 	before, _ := e.sim.Config(101)
-	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: 3GiB", 1) })
-	e.commit("more memory for web-01")
-	if err := e.sim.SetFaults(pvesim.Faults{TaskFailureRate: 1, TaskTypes: []string{"qmstart"}, TaskFailureMessage: "start failed: injected"}); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := e.run("up", "--once", "--listen", "127.0.0.1:0")
-	e.sim.ClearFaults()
-	if code != 1 {
-		t.Fatalf("up --once with a failing start: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
+	e.commitMoreMemory()
+	e.upWithFailingStart()
 	after, _ := e.sim.Config(101)
 	if after["memory"] != before["memory"] || !e.sim.Running(101) {
 		t.Fatalf("after the failed change: memory %s (before %s), running %v", after["memory"], before["memory"], e.sim.Running(101))
