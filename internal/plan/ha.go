@@ -12,7 +12,6 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/pveformat"
-	"github.com/proxops/proxops/internal/repo"
 )
 
 // High availability: a guest's spec.ha is its HA resource (vm:<vmid>, ct:<vmid>), an HARule manifest a PVE 9
@@ -663,30 +662,4 @@ func (d *differ) hashHA(w func(...string)) {
 		w("ha-rule", r.ID, r.Type, strings.Join(r.Resources, ","), strings.Join(r.Nodes, ","), strconv.FormatBool(r.Strict), r.Affinity,
 			strconv.FormatBool(r.Disable), r.Comment)
 	}
-}
-
-// ObjectsNeeded says which cluster objects, besides the pools, planning a cluster needs observed. Clusters that
-// declare none of a kind and own none are not asked for it (requests fewer per plan).
-type ObjectsNeeded struct {
-	// HA: a manifest declares spec.ha or an HARule, or the ownership inventory holds an HA object.
-	HA bool
-	// BackupJobs: a BackupJob manifest, or an owned backup job ProxOps may have to prune.
-	BackupJobs bool
-	// ClusterFirewall: the cluster's firewall objects and its own firewall (NeedsClusterFirewall).
-	ClusterFirewall bool
-}
-
-// NeededObjects says which cluster objects planning a cluster needs observed.
-func NeededObjects(c *repo.Cluster, records []ObjectRecord) ObjectsNeeded {
-	var n ObjectsNeeded
-	for _, r := range c.Resources {
-		n.HA = n.HA || r.HARule() != nil || (r.Kind.IsGuest() && r.GuestHA() != nil)
-		n.BackupJobs = n.BackupJobs || r.Kind == manifest.KindBackupJob
-	}
-	for _, r := range records {
-		n.HA = n.HA || r.Kind == manifest.ObjectKindHAResource || r.Kind == manifest.KindHARule.ObjectKind()
-		n.BackupJobs = n.BackupJobs || r.Kind == manifest.KindBackupJob.ObjectKind()
-	}
-	n.ClusterFirewall = NeedsClusterFirewall(c, records)
-	return n
 }

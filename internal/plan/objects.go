@@ -12,6 +12,7 @@ import (
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/pveformat"
+	"github.com/proxops/proxops/internal/repo"
 )
 
 // Cluster objects are what belongs to no node and cannot carry the guests' ownership tag: resource pools
@@ -467,6 +468,32 @@ func (d *differ) ownedUndeclared(ref, what string, marked, recorded bool) bool {
 		return false
 	}
 	return true
+}
+
+// ObjectsNeeded says which cluster objects, besides the pools, planning a cluster needs observed. Clusters that
+// declare none of a kind and own none are not asked for it (requests fewer per plan).
+type ObjectsNeeded struct {
+	// HA: a manifest declares spec.ha or an HARule, or the ownership inventory holds an HA object.
+	HA bool
+	// BackupJobs: a BackupJob manifest, or an owned backup job ProxOps may have to prune.
+	BackupJobs bool
+	// ClusterFirewall: the cluster's firewall objects and its own firewall (NeedsClusterFirewall).
+	ClusterFirewall bool
+}
+
+// NeededObjects says which cluster objects planning a cluster needs observed.
+func NeededObjects(c *repo.Cluster, records []ObjectRecord) ObjectsNeeded {
+	var n ObjectsNeeded
+	for _, r := range c.Resources {
+		n.HA = n.HA || r.HARule() != nil || (r.Kind.IsGuest() && r.GuestHA() != nil)
+		n.BackupJobs = n.BackupJobs || r.Kind == manifest.KindBackupJob
+	}
+	for _, r := range records {
+		n.HA = n.HA || r.Kind == manifest.ObjectKindHAResource || r.Kind == manifest.KindHARule.ObjectKind()
+		n.BackupJobs = n.BackupJobs || r.Kind == manifest.KindBackupJob.ObjectKind()
+	}
+	n.ClusterFirewall = NeedsClusterFirewall(c, records)
+	return n
 }
 
 // objectPrune is the delete of an owned cluster object a plan would make: the object's record ref, and what
