@@ -78,13 +78,8 @@ func (r *Resource) BackupJob() *BackupJobSpec {
 // GuestBackup reports whether a guest may be backed up by the jobs that select it by pool or all: false
 // only when its spec.backup is false.
 func (r *Resource) GuestBackup() bool {
-	switch s := r.Spec.(type) {
-	case *VMSpec:
-		return s.Backup == nil || *s.Backup
-	case *LXCSpec:
-		return s.Backup == nil || *s.Backup
-	}
-	return true
+	b := r.guest().backup
+	return b == nil || *b
 }
 
 // Settings are the retention's keep-* settings in PVE's order, with their values (nil: absent).

@@ -32,13 +32,7 @@ func (r *Resource) DesiredState() State {
 	case !r.Kind.IsGuest():
 		return ""
 	}
-	var s State
-	switch spec := r.Spec.(type) {
-	case *VMSpec:
-		s = spec.State
-	case *LXCSpec:
-		s = spec.State
-	}
+	s := r.guest().state
 	if h := r.GuestHA(); s == "" && h != nil {
 		// HA keeps the guest in the run state of its HA state.
 		s = h.RunState()

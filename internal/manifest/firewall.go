@@ -73,15 +73,7 @@ type FirewallAlias struct {
 }
 
 // Firewall returns a guest's declared firewall, nil when it declares none (or is no guest).
-func (r *Resource) Firewall() *Firewall {
-	switch s := r.Spec.(type) {
-	case *VMSpec:
-		return s.Firewall
-	case *LXCSpec:
-		return s.Firewall
-	}
-	return nil
-}
+func (r *Resource) Firewall() *Firewall { return r.guest().firewall }
 
 // PVE is the rule as PVE stores it: the macro in PVE's spelling, enabled unless said otherwise.
 func (fr FirewallRule) PVE() firewall.Rule {

@@ -75,15 +75,7 @@ func (r *Resource) HARule() *HARuleSpec {
 }
 
 // GuestHA returns a guest's spec.ha, nil when it declares none.
-func (r *Resource) GuestHA() *GuestHA {
-	switch s := r.Spec.(type) {
-	case *VMSpec:
-		return s.HA
-	case *LXCSpec:
-		return s.HA
-	}
-	return nil
-}
+func (r *Resource) GuestHA() *GuestHA { return r.guest().ha }
 
 // HAState is the requested state of spec.ha: started when absent.
 func (h *GuestHA) HAState() string {

@@ -30,15 +30,7 @@ type Migrate struct {
 }
 
 // MigrateSpec returns a guest's spec.migrate (nil when not set or not a guest).
-func (r *Resource) MigrateSpec() *Migrate {
-	switch s := r.Spec.(type) {
-	case *VMSpec:
-		return s.Migrate
-	case *LXCSpec:
-		return s.Migrate
-	}
-	return nil
-}
+func (r *Resource) MigrateSpec() *Migrate { return r.guest().migrate }
 
 func cloneMigrate(m *Migrate) *Migrate {
 	if m == nil {

@@ -93,38 +93,41 @@ func (r *Resource) Pool() *PoolSpec {
 	return s
 }
 
-// GuestPool returns the resource pool a guest's spec.pool names ("" when it names none).
-func (r *Resource) GuestPool() string {
+// guestSettings are the settings a VM's and a container's specs both declare, read by the accessors below
+// and by the other guest accessors of the package.
+type guestSettings struct {
+	node      string
+	vmid      int
+	state     State
+	pool      string
+	backup    *bool
+	firewall  *Firewall
+	snapshots *Snapshots
+	migrate   *Migrate
+	ha        *GuestHA
+}
+
+// guest returns the settings of a guest's spec; zero for other kinds.
+func (r *Resource) guest() guestSettings {
 	switch s := r.Spec.(type) {
 	case *VMSpec:
-		return s.Pool
+		return guestSettings{node: s.Node, vmid: s.VMID, state: s.State, pool: s.Pool, backup: s.Backup,
+			firewall: s.Firewall, snapshots: s.Snapshots, migrate: s.Migrate, ha: s.HA}
 	case *LXCSpec:
-		return s.Pool
+		return guestSettings{node: s.Node, vmid: s.VMID, state: s.State, pool: s.Pool, backup: s.Backup,
+			firewall: s.Firewall, snapshots: s.Snapshots, migrate: s.Migrate, ha: s.HA}
 	}
-	return ""
+	return guestSettings{}
 }
+
+// GuestPool returns the resource pool a guest's spec.pool names ("" when it names none).
+func (r *Resource) GuestPool() string { return r.guest().pool }
 
 // Node returns the node a guest is placed on ("" for artifacts).
-func (r *Resource) Node() string {
-	switch s := r.Spec.(type) {
-	case *VMSpec:
-		return s.Node
-	case *LXCSpec:
-		return s.Node
-	}
-	return ""
-}
+func (r *Resource) Node() string { return r.guest().node }
 
 // VMID returns a guest's vmid (0 for artifacts).
-func (r *Resource) VMID() int {
-	switch s := r.Spec.(type) {
-	case *VMSpec:
-		return s.VMID
-	case *LXCSpec:
-		return s.VMID
-	}
-	return 0
-}
+func (r *Resource) VMID() int { return r.guest().vmid }
 
 // State is a guest's desired power state.
 type State string
@@ -367,15 +370,7 @@ const (
 )
 
 // GuestSnapshots returns a guest's snapshot policy, nil when it declares none.
-func (r *Resource) GuestSnapshots() *Snapshots {
-	if v := r.VM(); v != nil {
-		return v.Snapshots
-	}
-	if l := r.LXC(); l != nil {
-		return l.Snapshots
-	}
-	return nil
-}
+func (r *Resource) GuestSnapshots() *Snapshots { return r.guest().snapshots }
 
 // LXCCPU is a container's processor.
 type LXCCPU struct {
