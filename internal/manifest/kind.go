@@ -153,6 +153,32 @@ func (k Kind) ObjectKind() string {
 	}
 }
 
+// newSpec returns the empty spec a kind's manifests decode into, with the words a diagnostic names it by;
+// nil for an unknown kind.
+func newSpec(k Kind) (Spec, string) {
+	switch {
+	case k.IsQEMU():
+		return &VMSpec{}, "a VM spec"
+	case k.IsContainer():
+		return &LXCSpec{}, "a container spec"
+	case k.IsArtifact():
+		return &ArtifactSpec{}, "an artifact spec"
+	case k == KindPool:
+		return &PoolSpec{}, "a pool spec"
+	case k == KindBackupJob:
+		return &BackupJobSpec{}, "a backup job spec"
+	case k == KindHARule:
+		return &HARuleSpec{}, "an HA rule spec"
+	case k == KindSecurityGroup:
+		return &SecurityGroupSpec{}, "a security group spec"
+	case k == KindIPSet:
+		return &IPSetSpec{}, "an IP set spec"
+	case k == KindAlias:
+		return &AliasSpec{}, "an alias spec"
+	}
+	return nil, ""
+}
+
 // ObjectKindHAResource is the ownership inventory's kind of a guest's HA resource (spec.ha), which no kind of
 // its own declares.
 const ObjectKindHAResource = "haresource"

@@ -111,26 +111,7 @@ func parseDocument(file string, doc yamldecode.Document) (*Resource, diag.List) 
 		return nil, d.Diags
 	}
 	r := &Resource{APIVersion: api, Kind: kind, Metadata: meta}
-	switch {
-	case kind.IsQEMU():
-		r.Spec = &VMSpec{}
-	case kind.IsContainer():
-		r.Spec = &LXCSpec{}
-	case kind == KindPool:
-		r.Spec = &PoolSpec{}
-	case kind == KindBackupJob:
-		r.Spec = &BackupJobSpec{}
-	case kind == KindHARule:
-		r.Spec = &HARuleSpec{}
-	case kind == KindSecurityGroup:
-		r.Spec = &SecurityGroupSpec{}
-	case kind == KindIPSet:
-		r.Spec = &IPSetSpec{}
-	case kind == KindAlias:
-		r.Spec = &AliasSpec{}
-	default:
-		r.Spec = &ArtifactSpec{}
-	}
+	r.Spec, _ = newSpec(kind)
 	switch {
 	case yamldecode.IsNull(specNode) && (kind == KindPool || kind == KindSecurityGroup || kind == KindIPSet):
 		// A pool, an empty security group or an empty IP set named by metadata.name needs no spec.

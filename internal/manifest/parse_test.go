@@ -180,6 +180,41 @@ func TestValidateReportsResourcesBuiltWithoutPositions(t *testing.T) {
 	}
 }
 
+func TestValidateNamesTheSpecAKindNeeds(t *testing.T) {
+	for _, tc := range []struct {
+		kind manifest.Kind
+		spec manifest.Spec
+		want string
+	}{
+		{manifest.KindLXC, &manifest.VMSpec{}, "LXC/x: spec: an LXC needs a container spec"},
+		{manifest.KindTemplateVM, &manifest.LXCSpec{}, "TemplateVM/x: spec: a TemplateVM needs a VM spec"},
+		{manifest.KindPool, &manifest.ArtifactSpec{}, "Pool/x: spec: a Pool needs a pool spec"},
+		{manifest.KindISO, &manifest.PoolSpec{}, "ISO/x: spec: an ISO needs an artifact spec"},
+		{manifest.KindAlias, &manifest.IPSetSpec{}, "Alias/x: spec: an Alias needs an alias spec"},
+		{"Widget", &manifest.PoolSpec{}, "Widget/x: kind: unknown kind \"Widget\""},
+	} {
+		r := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: tc.kind, Metadata: manifest.Metadata{Name: "x"}, Spec: tc.spec}
+		if got := lines(manifest.Validate(r)); got != tc.want {
+			t.Errorf("Validate(%s with %T) = %q, want %q", tc.kind, tc.spec, got, tc.want)
+		}
+	}
+}
+
+func TestEveryKindParsesIntoItsOwnSpec(t *testing.T) {
+	for _, k := range manifest.Kinds {
+		src := "apiVersion: " + manifest.APIVersion + "\nkind: " + string(k) + "\nmetadata:\n  name: x\nspec:\n  comment: c\n"
+		rs, _ := manifest.Parse("x.yaml", []byte(src))
+		if len(rs) != 1 || rs[0].Spec == nil {
+			t.Fatalf("%s: parsed %d resources, want one with a spec", k, len(rs))
+		}
+		for _, d := range manifest.Validate(rs[0]) {
+			if d.Field == "spec" || d.Field == "kind" {
+				t.Errorf("%s parses into %T, which its validation refuses: %s", k, rs[0].Spec, d)
+			}
+		}
+	}
+}
+
 func TestEveryUpstreamExampleManifestParsesCleanly(t *testing.T) {
 	root := testcorpus.Dir("upstream-examples")
 	for _, dir := range manifest.KindRoots {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -74,66 +75,40 @@ var (
 func Validate(r *Resource) diag.List {
 	c := &checker{r: r, ref: r.Ref().String()}
 	c.metadata()
-	switch s := r.Spec.(type) {
-	case *VMSpec:
-		if !r.Kind.IsQEMU() {
-			c.errorf("spec", "%s %s needs a VM spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.vm(s)
-	case *LXCSpec:
-		if !r.Kind.IsContainer() {
-			c.errorf("spec", "%s %s needs a container spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.lxc(s)
-	case *PoolSpec:
-		if r.Kind != KindPool {
-			c.errorf("spec", "%s %s needs a pool spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.pool(s)
-	case *BackupJobSpec:
-		if r.Kind != KindBackupJob {
-			c.errorf("spec", "%s %s needs a backup job spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.backupJob(s)
-	case *HARuleSpec:
-		if r.Kind != KindHARule {
-			c.errorf("spec", "%s %s needs an HA rule spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.haRule(s)
-	case *SecurityGroupSpec:
-		if r.Kind != KindSecurityGroup {
-			c.errorf("spec", "%s %s needs a security group spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.securityGroup(r, s)
-	case *IPSetSpec:
-		if r.Kind != KindIPSet {
-			c.errorf("spec", "%s %s needs an IP set spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.ipSet(r, s)
-	case *AliasSpec:
-		if r.Kind != KindAlias {
-			c.errorf("spec", "%s %s needs an alias spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.alias(r, s)
-	case *ArtifactSpec:
-		if !r.Kind.IsArtifact() {
-			c.errorf("spec", "%s %s needs an artifact spec", Article(r.Kind), r.Kind)
-			break
-		}
-		c.artifact(s)
-	case nil:
+	want, noun := newSpec(r.Kind)
+	switch {
+	case r.Spec == nil:
 		// Reported by the parser when the spec is missing; a resource built in code must have one.
 		if r.Source.File == "" {
 			c.errorf("spec", "required")
 		}
+		return c.diags
+	case want == nil:
+		c.errorf("kind", "unknown kind %s", diag.Excerpt(string(r.Kind)))
+		return c.diags
+	case reflect.TypeOf(r.Spec) != reflect.TypeOf(want):
+		c.errorf("spec", "%s %s needs %s", Article(r.Kind), r.Kind, noun)
+		return c.diags
+	}
+	switch s := r.Spec.(type) {
+	case *VMSpec:
+		c.vm(s)
+	case *LXCSpec:
+		c.lxc(s)
+	case *PoolSpec:
+		c.pool(s)
+	case *BackupJobSpec:
+		c.backupJob(s)
+	case *HARuleSpec:
+		c.haRule(s)
+	case *SecurityGroupSpec:
+		c.securityGroup(r, s)
+	case *IPSetSpec:
+		c.ipSet(r, s)
+	case *AliasSpec:
+		c.alias(r, s)
+	case *ArtifactSpec:
+		c.artifact(s)
 	}
 	return c.diags
 }
@@ -899,9 +874,10 @@ func orList(items []string) string {
 	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
 }
 
-// Article returns "an" or "a" for a kind, as it is read aloud (an ISO, an LXC, a VM).
+// Article returns "an" or "a" for a kind, as it is read aloud (an ISO, an LXC, an HARule, an IPSet, an
+// Alias, a VM).
 func Article(k Kind) string {
-	if k == KindISO || k == KindLXC {
+	if k == KindISO || k == KindLXC || k == KindHARule || k == KindIPSet || k == KindAlias {
 		return "an"
 	}
 	return "a"
