@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -266,16 +267,9 @@ func (s *Sim) handleSnapshotCreate(c *call) (any, error) {
 	}
 	ts.work = func(l taskLog) error {
 		return s.withFlock(kind, vmid, func() error {
-			g, err := s.reloadGuest(vmid, cfgPath)
+			g, sec, err := s.lockedSnapshot(vmid, cfgPath, name, "snapshot", "missing snapshot lock")
 			if err != nil {
 				return err
-			}
-			if g.conf()["lock"] != "snapshot" {
-				return fmt.Errorf("missing snapshot lock")
-			}
-			sec, ok := g.file.snapshots[name]
-			if !ok {
-				return fmt.Errorf("snapshot '%s' does not exist", name)
 			}
 			if sec.conf["snapstate"] != "prepare" {
 				return fmt.Errorf("wrong snapshot state")
@@ -294,11 +288,7 @@ func (s *Sim) handleSnapshotCreate(c *call) (any, error) {
 		}
 		// snapshot_create: "snapshot create failed: starting cleanup" → snapshot_delete(force).
 		if sec, ok := g.file.snapshots[name]; ok {
-			if vs := sec.conf["vmstate"]; vs != "" {
-				s.deleteVolume(g.node, vs)
-			}
-			unlinkParent(g, name, sec.conf["parent"])
-			delete(g.file.snapshots, name)
+			s.dropSnapshot(g, name, sec)
 		}
 		delete(g.conf(), "lock")
 		g.write()
@@ -335,6 +325,33 @@ func (s *Sim) saveVMState(g *guest, name string) string {
 	s.putVolume(&volume{volid: volid, storage: st.id, node: nodeName, content: "images", format: "raw",
 		size: (mem*2 + 500) << 20, vmid: g.vmid})
 	return volid
+}
+
+// lockedSnapshot is the reload that starts a snapshot worker's second step: the guest must still hold
+// lock (else the step fails with wrongLock, PVE's words for it) and still have the snapshot name.
+func (s *Sim) lockedSnapshot(vmid int, cfgPath, name, lock, wrongLock string) (*guest, *section, error) {
+	g, err := s.reloadGuest(vmid, cfgPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if g.conf()["lock"] != lock {
+		return nil, nil, errors.New(wrongLock)
+	}
+	sec, ok := g.file.snapshots[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("snapshot '%s' does not exist", name)
+	}
+	return g, sec, nil
+}
+
+// dropSnapshot removes the snapshot name, whose section is sec, as snapshot_delete ends: its RAM state
+// volume is freed and the snapshots and config that named it as their parent take its parent instead.
+func (s *Sim) dropSnapshot(g *guest, name string, sec *section) {
+	if vs := sec.conf["vmstate"]; vs != "" {
+		s.deleteVolume(g.node, vs)
+	}
+	unlinkParent(g, name, sec.conf["parent"])
+	delete(g.file.snapshots, name)
 }
 
 // unlinkParent points every reference to the snapshot name (the current config's and other snapshots')
@@ -399,22 +416,11 @@ func (s *Sim) handleSnapshotDelete(c *call) (any, error) {
 	}
 	ts.work = func(l taskLog) error {
 		return s.withFlock(kind, vmid, func() error {
-			g, err := s.reloadGuest(vmid, cfgPath)
+			g, sec, err := s.lockedSnapshot(vmid, cfgPath, name, "snapshot-delete", "encountered invalid lock, expected 'snapshot-delete'")
 			if err != nil {
 				return err
 			}
-			if g.conf()["lock"] != "snapshot-delete" {
-				return fmt.Errorf("encountered invalid lock, expected 'snapshot-delete'")
-			}
-			sec, ok := g.file.snapshots[name]
-			if !ok {
-				return fmt.Errorf("snapshot '%s' does not exist", name)
-			}
-			if vs := sec.conf["vmstate"]; vs != "" {
-				s.deleteVolume(g.node, vs)
-			}
-			unlinkParent(g, name, sec.conf["parent"])
-			delete(g.file.snapshots, name)
+			s.dropSnapshot(g, name, sec)
 			delete(g.conf(), "lock")
 			g.write()
 			return nil
