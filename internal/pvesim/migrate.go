@@ -271,16 +271,25 @@ func parseStorageMap(v string) (map[string]string, string, error) {
 	return out, def, nil
 }
 
-// migrationTarget is the target checks both migrate_vm variants run first.
-func (s *Sim) migrationTarget(c *call) (string, error) {
+// newMigration is the checks both migrate_vm variants run first: the target node, the guest and its lock.
+// It returns the migration with the online flag the request asks for.
+func (s *Sim) newMigration(c *call, kind string) (*migration, *guest, error) {
 	target := c.str("target")
 	if target == c.str("node") {
-		return "", paramErr(map[string]string{"target": "target is local node."})
+		return nil, nil, paramErr(map[string]string{"target": "target is local node."})
 	}
 	if s.node(target) == nil {
-		return "", dieErr("no such cluster node '%s'", target)
+		return nil, nil, dieErr("no such cluster node '%s'", target)
 	}
-	return target, nil
+	g, err := s.guestOn(c, kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkLock(g); err != nil {
+		return nil, nil, dieErr("%s", err.Error())
+	}
+	m := &migration{c: c, kind: kind, vmid: g.vmid, source: g.node, target: target, online: c.str("online") == "1"}
+	return m, g, nil
 }
 
 // checkTargetStorages is migrate_vm's storage checks: each mapped target storage must be enabled on the
@@ -331,19 +340,11 @@ func (s *Sim) checkTargetStorages(m *migration, g *guest, param string) error {
 
 // handleQemuMigrate is POST …/qemu/{vmid}/migrate.
 func (s *Sim) handleQemuMigrate(c *call) (any, error) {
-	target, err := s.migrationTarget(c)
+	m, g, err := s.newMigration(c, "qemu")
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.guestOn(c, "qemu")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLock(g); err != nil {
-		return nil, dieErr("%s", err.Error())
-	}
-	m := &migration{c: c, kind: "qemu", vmid: g.vmid, source: g.node, target: target,
-		online: c.str("online") == "1", localDisks: c.str("with-local-disks") == "1"}
+	m.localDisks = c.str("with-local-disks") == "1"
 	var warn string
 	if g.running {
 		if !m.online {
@@ -353,40 +354,33 @@ func (s *Sim) handleQemuMigrate(c *call) (any, error) {
 		warn = "VM isn't running. Doing offline migration instead."
 		m.online = false
 	}
-	if err := s.checkTargetStorages(m, g, "targetstorage"); err != nil {
-		return nil, err
-	}
-	if g.ha && g.haState != "ignored" {
-		return s.haMigrate(c, g, target), nil
-	}
-	return s.spawnMigration(m, g, warn), nil
+	return s.startMigration(m, g, "targetstorage", warn)
 }
 
 // handleLXCMigrate is POST …/lxc/{vmid}/migrate.
 func (s *Sim) handleLXCMigrate(c *call) (any, error) {
-	target, err := s.migrationTarget(c)
+	m, g, err := s.newMigration(c, "lxc")
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.guestOn(c, "lxc")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLock(g); err != nil {
-		return nil, dieErr("%s", err.Error())
-	}
-	m := &migration{c: c, kind: "lxc", vmid: g.vmid, source: g.node, target: target,
-		online: c.str("online") == "1", restart: c.str("restart") == "1"}
+	m.restart = c.str("restart") == "1"
 	if g.running && !m.online && !m.restart {
 		return nil, dieErr("can't migrate running container without --online or --restart")
 	}
-	if err := s.checkTargetStorages(m, g, "target-storage"); err != nil {
+	return s.startMigration(m, g, "target-storage", "")
+}
+
+// startMigration is the end both migrate_vm variants share: the target storages (mapped by the request's
+// parameter storageParam) are checked, then an HA-managed guest is moved by the HA manager and any other
+// by a migration worker.
+func (s *Sim) startMigration(m *migration, g *guest, storageParam, warn string) (any, error) {
+	if err := s.checkTargetStorages(m, g, storageParam); err != nil {
 		return nil, err
 	}
 	if g.ha && g.haState != "ignored" {
-		return s.haMigrate(c, g, target), nil
+		return s.haMigrate(m.c, g, m.target), nil
 	}
-	return s.spawnMigration(m, g, ""), nil
+	return s.spawnMigration(m, g, warn), nil
 }
 
 // haMigrate answers a migration of an HA-managed guest: a hamigrate task that asks the HA manager, which
