@@ -85,13 +85,14 @@ func kindOf(c *call) string {
 	return "qemu"
 }
 
-// snapshotTaskType is the worker type of a snapshot action for a guest kind.
-func snapshotTaskType(kind, action string) string {
+// snapshotWorker is the task of a snapshot action on guest vmid of a kind, on the request's node: its type
+// is the action with qm (qemu) or vz (lxc) before it.
+func snapshotWorker(c *call, kind, action string, vmid int) *taskSpec {
 	prefix := "qm"
 	if kind == "lxc" {
 		prefix = "vz"
 	}
-	return prefix + action
+	return &taskSpec{node: c.str("node"), typ: prefix + action, id: strconv.Itoa(vmid), user: c.user}
 }
 
 // handleSnapshotList is GET …/snapshot: every snapshot (name, snaptime, description, parent, snapstate,
@@ -217,7 +218,7 @@ func (s *Sim) handleSnapshotCreate(c *call) (any, error) {
 	vmid, descr, cfgPath := g.vmid, c.str("description"), g.confPath()
 	vmstate := kind == "qemu" && c.str("vmstate") == "1"
 	prepared := false
-	ts := &taskSpec{node: c.str("node"), typ: snapshotTaskType(kind, "snapshot"), id: strconv.Itoa(vmid), user: c.user}
+	ts := snapshotWorker(c, kind, "snapshot", vmid)
 	ts.prepare = func(l taskLog) error {
 		return s.withFlock(kind, vmid, func() error {
 			g, err := s.reloadGuest(vmid, cfgPath)
@@ -388,7 +389,7 @@ func (s *Sim) handleSnapshotDelete(c *call) (any, error) {
 	}
 	vmid, name, cfgPath := g.vmid, c.str("snapname"), g.confPath()
 	force := c.str("force") == "1"
-	ts := &taskSpec{node: c.str("node"), typ: snapshotTaskType(kind, "delsnapshot"), id: strconv.Itoa(vmid), user: c.user}
+	ts := snapshotWorker(c, kind, "delsnapshot", vmid)
 	ts.prepare = func(l taskLog) error {
 		g, err := s.reloadGuest(vmid, cfgPath)
 		if err != nil {
@@ -474,7 +475,7 @@ func (s *Sim) handleSnapshotRollback(c *call) (any, error) {
 	}
 	vmid, name, cfgPath := g.vmid, c.str("snapname"), g.confPath()
 	start := c.str("start") == "1"
-	ts := &taskSpec{node: c.str("node"), typ: snapshotTaskType(kind, "rollback"), id: strconv.Itoa(vmid), user: c.user}
+	ts := snapshotWorker(c, kind, "rollback", vmid)
 	ts.prepare = func(l taskLog) error {
 		return s.withFlock(kind, vmid, func() error {
 			g, err := s.reloadGuest(vmid, cfgPath)
