@@ -236,6 +236,19 @@ type migration struct {
 	start      time.Time
 }
 
+// checkVolumeTarget is the worker's storage check of one volume: its storage, mapped when it is local, must
+// be available on the target node.
+func (s *Sim) checkVolumeTarget(m *migration, v migVolume) error {
+	tsid := v.storage.id
+	if !v.storage.shared {
+		tsid = m.mapStorage(tsid)
+	}
+	if st := s.storage(tsid); st == nil || !st.usableOn(m.target) {
+		return fmt.Errorf("storage '%s' is not available on node '%s'", tsid, m.target)
+	}
+	return nil
+}
+
 // mapStorage is JSONSchema map_id for a local volume's storage.
 func (m *migration) mapStorage(sid string) string {
 	if t, ok := m.storageMap[sid]; ok {
@@ -494,12 +507,8 @@ func (s *Sim) migrateVM(m *migration, g *guest, l taskLog) error {
 	}
 	vols := s.guestVolumes(g)
 	for _, v := range vols {
-		tsid := v.storage.id
-		if !v.storage.shared {
-			tsid = m.mapStorage(tsid)
-		}
-		if st := s.storage(tsid); st == nil || !st.usableOn(m.target) {
-			return fmt.Errorf("storage '%s' is not available on node '%s'", tsid, m.target)
+		if err := s.checkVolumeTarget(m, v); err != nil {
+			return err
 		}
 	}
 	s.logStart(m, g, l)
@@ -755,12 +764,8 @@ func (s *Sim) migrateContainer(m *migration, g *guest, l taskLog) error {
 	}
 	vols := s.guestVolumes(g)
 	for _, v := range vols {
-		tsid := v.storage.id
-		if !v.storage.shared {
-			tsid = m.mapStorage(tsid)
-		}
-		if st := s.storage(tsid); st == nil || !st.usableOn(m.target) {
-			return fmt.Errorf("storage '%s' is not available on node '%s'", tsid, m.target)
+		if err := s.checkVolumeTarget(m, v); err != nil {
+			return err
 		}
 		if !v.storage.shared && !migratableLocalTypes[v.storage.typ] {
 			return fmt.Errorf("can't migrate '%s' - storage type '%s' not supported", v.volid, v.storage.typ)
