@@ -215,6 +215,25 @@ func TestEveryKindParsesIntoItsOwnSpec(t *testing.T) {
 	}
 }
 
+func TestValidateReportsASlotTakenTwiceAtTheSecondDevice(t *testing.T) {
+	vm := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindVM, Metadata: manifest.Metadata{Name: "x"},
+		Spec: &manifest.VMSpec{Node: "pve1", VMID: 100, CPU: manifest.VMCPU{Type: "host", Cores: 1}, Memory: "1GiB",
+			Networks: []manifest.NIC{{Bridge: "vmbr0"}, {Bridge: "vmbr1", Slot: "net0"}},
+			Hardware: &manifest.Hardware{PCIDevices: []manifest.PCIDevice{{Slot: "hostpci1", Device: "01:00.0"}, {Slot: "hostpci1", Device: "02:00.0"}}}}}
+	want := "VM/x: spec.hardware.pci-devices[1].slot: slot hostpci1 is already used by spec.hardware.pci-devices[0]\n" +
+		"VM/x: spec.networks[1].slot: slot net0 is already used by spec.networks[0]"
+	if got := lines(manifest.Validate(vm)); got != want {
+		t.Errorf("Validate(VM) =\n%s\nwant\n%s", got, want)
+	}
+	ct := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindLXC, Metadata: manifest.Metadata{Name: "x"},
+		Spec: &manifest.LXCSpec{Node: "pve1", VMID: 101, Template: "base", Root: manifest.RootFS{Storage: "local", Size: "8GiB"},
+			Networks: []manifest.LXCNIC{{Bridge: "vmbr0", Slot: "net1"}, {Bridge: "vmbr0"}}}}
+	want = "LXC/x: spec.networks[1].slot: slot net1 is already used by spec.networks[0]"
+	if got := lines(manifest.Validate(ct)); got != want {
+		t.Errorf("Validate(LXC) =\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestEveryUpstreamExampleManifestParsesCleanly(t *testing.T) {
 	root := testcorpus.Dir("upstream-examples")
 	for _, dir := range manifest.KindRoots {

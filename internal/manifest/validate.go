@@ -290,6 +290,16 @@ func (c *checker) slot(field, v string, buses map[string]int, what string) bool 
 	return true
 }
 
+// claimSlot records that the item whose slot field is field takes slot; taken maps each slot to the item
+// that took it first, and a slot taken again is reported at the second item's field.
+func (c *checker) claimSlot(taken map[string]string, field, slot string) {
+	if first, dup := taken[slot]; dup {
+		c.errorf(field, "slot %s is already used by %s", slot, first)
+		return
+	}
+	taken[slot] = yamldecode.Parent(field)
+}
+
 func slotHint(buses map[string]int) string {
 	var parts []string
 	for _, b := range slices.Sorted(maps.Keys(buses)) {
@@ -378,11 +388,7 @@ func (c *checker) disks(s *VMSpec) {
 		if d.Interface != "" && !c.slot(p+".interface", d.Interface, diskBuses, "disk") {
 			continue
 		}
-		if first, dup := seen[slot]; dup {
-			c.errorf(p+".interface", "slot %s is already used by %s", slot, first)
-		} else {
-			seen[slot] = p
-		}
+		c.claimSlot(seen, p+".interface", slot)
 		c.enum(p+".controller", d.Controller, scsiControllers...)
 		c.enum(p+".discard", d.Discard, "ignore", "on")
 		c.enum(p+".aio", d.AIO, "native", "threads", "io_uring")
@@ -425,11 +431,7 @@ func (c *checker) nics(nics []NIC) {
 		if n.Slot != "" && !c.slot(p+".slot", n.Slot, map[string]int{"net": 31}, "network") {
 			continue
 		}
-		if first, dup := seen[slot]; dup {
-			c.errorf(p+".slot", "slot %s is already used by %s", slot, first)
-		} else {
-			seen[slot] = p
-		}
+		c.claimSlot(seen, p+".slot", slot)
 	}
 }
 
@@ -495,11 +497,7 @@ func (c *checker) hardware(s *VMSpec) {
 		if d.Slot == "" {
 			c.errorf(pp+".slot", "required (hostpci0 to hostpci15)")
 		} else if c.slot(pp+".slot", d.Slot, map[string]int{"hostpci": 15}, "PCI") {
-			if first, dup := seen[d.Slot]; dup {
-				c.errorf(pp+".slot", "slot %s is already used by %s", d.Slot, first)
-			} else {
-				seen[d.Slot] = pp
-			}
+			c.claimSlot(seen, pp+".slot", d.Slot)
 		}
 		switch {
 		case d.Device == "":
@@ -645,20 +643,13 @@ func (c *checker) lxc(s *LXCSpec) {
 
 	mpBus := map[string]int{"mp": 255}
 	seen := map[string]string{}
-	claim := func(field, slot string) {
-		if first, dup := seen[slot]; dup {
-			c.errorf(field, "slot %s is already used by %s", slot, first)
-			return
-		}
-		seen[slot] = yamldecode.Parent(field)
-	}
 	for i, m := range s.MountPoints {
 		p := yamldecode.Index("spec.mount-points", i)
 		c.storage(p+".storage", m.Storage)
 		c.size(p+".size", m.Size, c.has(p+".size"), false)
 		c.absPath(p+".mount-point", m.MountPoint, true)
 		if m.Slot == "" || c.slot(p+".slot", m.Slot, mpBus, "mount point") {
-			claim(p+".slot", m.SlotAt(i))
+			c.claimSlot(seen, p+".slot", m.SlotAt(i))
 		}
 	}
 	for i, b := range s.BindMounts {
@@ -669,7 +660,7 @@ func (c *checker) lxc(s *LXCSpec) {
 		}
 		c.absPath(p+".mount-point", b.MountPoint, true)
 		if b.Slot == "" || c.slot(p+".slot", b.Slot, mpBus, "mount point") {
-			claim(p+".slot", s.BindMountSlot(i))
+			c.claimSlot(seen, p+".slot", s.BindMountSlot(i))
 		}
 	}
 	nets := map[string]string{}
@@ -699,11 +690,7 @@ func (c *checker) lxc(s *LXCSpec) {
 		if n.Slot != "" && !c.slot(p+".slot", n.Slot, map[string]int{"net": 31}, "network") {
 			continue
 		}
-		if first, dup := nets[slot]; dup {
-			c.errorf(p+".slot", "slot %s is already used by %s", slot, first)
-		} else {
-			nets[slot] = p
-		}
+		c.claimSlot(nets, p+".slot", slot)
 	}
 	if d := s.DNS; d != nil {
 		if d.Hostname != "" && !dnsNameRE.MatchString(d.Hostname) {
