@@ -290,6 +290,15 @@ func (c *checker) slot(field, v string, buses map[string]int, what string) bool 
 	return true
 }
 
+// nicSlots are the slots (netN) of a guest's network interfaces, in declaration order.
+func nicSlots[N interface{ SlotAt(int) string }](nics []N) []string {
+	var slots []string
+	for i, n := range nics {
+		slots = append(slots, n.SlotAt(i))
+	}
+	return slots
+}
+
 // claimSlot records that the item whose slot field is field takes slot; taken maps each slot to the item
 // that took it first, and a slot taken again is reported at the second item's field.
 func (c *checker) claimSlot(taken map[string]string, field, slot string) {
@@ -356,11 +365,7 @@ func (c *checker) vm(s *VMSpec) {
 	c.hardware(s)
 	c.vmOptions(s.Options)
 	c.cloudInitData(s.CloudInitData)
-	var slots []string
-	for i, n := range s.Networks {
-		slots = append(slots, n.SlotAt(i))
-	}
-	c.firewall(s.Firewall, slots)
+	c.firewall(s.Firewall, nicSlots(s.Networks))
 	c.snapshots(s.Snapshots, true)
 	c.extra("spec.extra", s.Extra, vmReserved, vmReservedPrefixes, vmConditional(s))
 }
@@ -714,11 +719,7 @@ func (c *checker) lxc(s *LXCSpec) {
 			c.errorf("spec.options.ttys", "must not be negative")
 		}
 	}
-	var slots []string
-	for i, n := range s.Networks {
-		slots = append(slots, n.SlotAt(i))
-	}
-	c.firewall(s.Firewall, slots)
+	c.firewall(s.Firewall, nicSlots(s.Networks))
 	c.snapshots(s.Snapshots, false)
 	c.extra("spec.extra", s.Extra, lxcReserved, lxcReservedPrefixes, lxcConditional(s))
 }
