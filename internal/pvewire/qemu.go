@@ -241,12 +241,35 @@ func (g Desired) vmConfig(skip []string) (*manifest.VMSpec, Values, error) {
 	return s, vs, err
 }
 
-// qemuConfig lists the owned keys in a fixed order, leaving out the volume slots in skip.
+// qemuConfig lists the owned keys in a fixed order, leaving out the volume slots in skip: identity and
+// hardware, volumes, network and PCI devices, options, then cloud-init data.
 func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
-	r := g.Resource
+	out, err := g.qemuHardware(s)
+	if err != nil {
+		return nil, err
+	}
+	volumes, err := g.qemuVolumes(s, skip)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, volumes...)
+	for _, n := range s.Networks {
+		out = append(out, Value{Key: n.Slot, Value: nicCreate(n)})
+	}
+	if h := s.Hardware; h != nil {
+		for _, p := range h.PCIDevices {
+			out = append(out, Value{Key: p.Slot, Value: pciValue(p)})
+		}
+	}
+	out = append(out, qemuOptions(s.Options)...)
+	return append(out, qemuCloudInitData(s.CloudInitData)...), nil
+}
+
+// qemuHardware is the guest's identity (name, description, tags) and its hardware keys up to the serial port.
+func (g Desired) qemuHardware(s *manifest.VMSpec) (Values, error) {
 	var out Values
 	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
-	add("name", r.PVEName())
+	add("name", g.Resource.PVEName())
 	if s.PVEDescription != "" {
 		add("description", s.PVEDescription)
 	}
@@ -286,6 +309,14 @@ func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
 	if h != nil && h.Serial0 != "" {
 		add("serial0", h.Serial0)
 	}
+	return out, nil
+}
+
+// qemuVolumes are the disks, the EFI and TPM state volumes, the cloud-init drive and the CD-ROM, leaving out
+// the slots in skip.
+func (g Desired) qemuVolumes(s *manifest.VMSpec, skip []string) (Values, error) {
+	var out Values
+	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
 	for _, d := range s.Disks {
 		if slices.Contains(skip, d.Interface) {
 			continue
@@ -296,83 +327,94 @@ func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
 		}
 		add(d.Interface, v)
 	}
-	if h != nil {
-		if h.EFIDisk != nil && !slices.Contains(skip, "efidisk0") {
-			v, err := efiCreate(h.EFIDisk)
-			if err != nil {
-				return nil, err
-			}
-			add("efidisk0", v)
-		}
-		if h.TPM != nil && !slices.Contains(skip, "tpmstate0") {
-			add("tpmstate0", tpmCreate(s))
-		}
-		if s.CloudInitEnabled() && !slices.Contains(skip, manifest.CloudInitSlot) {
-			add(manifest.CloudInitSlot, cloudInitCreate(h.CloudInit))
-		}
-		if h.CDROM != nil && !slices.Contains(skip, s.CDROMSlot()) {
-			v, err := g.cdromValue(h.CDROM)
-			if err != nil {
-				return nil, err
-			}
-			add(s.CDROMSlot(), v)
-		}
+	h := s.Hardware
+	if h == nil {
+		return out, nil
 	}
-	for _, n := range s.Networks {
-		add(n.Slot, nicCreate(n))
+	if h.EFIDisk != nil && !slices.Contains(skip, "efidisk0") {
+		v, err := efiCreate(h.EFIDisk)
+		if err != nil {
+			return nil, err
+		}
+		add("efidisk0", v)
 	}
-	if h != nil {
-		for _, p := range h.PCIDevices {
-			add(p.Slot, pciValue(p))
-		}
+	if h.TPM != nil && !slices.Contains(skip, "tpmstate0") {
+		add("tpmstate0", tpmCreate(s))
 	}
-	if o := s.Options; o != nil {
-		if o.OnBoot != nil {
-			add("onboot", boolString(*o.OnBoot))
-		}
-		if o.Startup != "" {
-			add("startup", o.Startup)
-		}
-		if o.Protection != nil {
-			add("protection", boolString(*o.Protection))
-		}
-		if o.Agent != nil {
-			add("agent", boolString(*o.Agent))
-		}
-		if o.ACPI != nil {
-			add("acpi", boolString(*o.ACPI))
-		}
-		if o.Tablet != nil {
-			add("tablet", boolString(*o.Tablet))
-		}
-		if len(o.Hotplug) > 0 {
-			add("hotplug", strings.Join(o.Hotplug, ","))
-		}
-		if len(o.BootOrder) > 0 {
-			add("boot", bootValue(o.BootOrder))
-		}
+	if s.CloudInitEnabled() && !slices.Contains(skip, manifest.CloudInitSlot) {
+		add(manifest.CloudInitSlot, cloudInitCreate(h.CloudInit))
 	}
-	if c := s.CloudInitData; c != nil {
-		if c.CIUser != "" {
-			add("ciuser", c.CIUser)
+	if h.CDROM != nil && !slices.Contains(skip, s.CDROMSlot()) {
+		v, err := g.cdromValue(h.CDROM)
+		if err != nil {
+			return nil, err
 		}
-		if sshKeysOwned(c) {
-			out = append(out, sshKeysValue(c))
-		}
-		if c.CIPasswordRef != "" {
-			out = append(out, Value{Key: "cipassword", SecretRefs: []string{c.CIPasswordRef}})
-		}
-		if len(c.Nameservers) > 0 {
-			add("nameserver", strings.Join(c.Nameservers, " "))
-		}
-		if len(c.SearchDomains) > 0 {
-			add("searchdomain", strings.Join(c.SearchDomains, " "))
-		}
-		for _, ip := range ipconfigs(c) {
-			add("ipconfig"+itoa(ip.NIC), ipconfigValue(ip))
-		}
+		add(s.CDROMSlot(), v)
 	}
 	return out, nil
+}
+
+// qemuOptions are the keys of spec.options that are set.
+func qemuOptions(o *manifest.VMOptions) Values {
+	if o == nil {
+		return nil
+	}
+	var out Values
+	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
+	if o.OnBoot != nil {
+		add("onboot", boolString(*o.OnBoot))
+	}
+	if o.Startup != "" {
+		add("startup", o.Startup)
+	}
+	if o.Protection != nil {
+		add("protection", boolString(*o.Protection))
+	}
+	if o.Agent != nil {
+		add("agent", boolString(*o.Agent))
+	}
+	if o.ACPI != nil {
+		add("acpi", boolString(*o.ACPI))
+	}
+	if o.Tablet != nil {
+		add("tablet", boolString(*o.Tablet))
+	}
+	if len(o.Hotplug) > 0 {
+		add("hotplug", strings.Join(o.Hotplug, ","))
+	}
+	if len(o.BootOrder) > 0 {
+		add("boot", bootValue(o.BootOrder))
+	}
+	return out
+}
+
+// qemuCloudInitData are the cloud-init keys: user, SSH keys and password (as secret references where they
+// are), DNS, and one ipconfig per NIC with an address.
+func qemuCloudInitData(c *manifest.CloudInitData) Values {
+	if c == nil {
+		return nil
+	}
+	var out Values
+	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
+	if c.CIUser != "" {
+		add("ciuser", c.CIUser)
+	}
+	if sshKeysOwned(c) {
+		out = append(out, sshKeysValue(c))
+	}
+	if c.CIPasswordRef != "" {
+		out = append(out, Value{Key: "cipassword", SecretRefs: []string{c.CIPasswordRef}})
+	}
+	if len(c.Nameservers) > 0 {
+		add("nameserver", strings.Join(c.Nameservers, " "))
+	}
+	if len(c.SearchDomains) > 0 {
+		add("searchdomain", strings.Join(c.SearchDomains, " "))
+	}
+	for _, ip := range ipconfigs(c) {
+		add("ipconfig"+itoa(ip.NIC), ipconfigValue(ip))
+	}
+	return out
 }
 
 // ipconfigs are the owned ipconfig entries (those with an ip), by NIC number.
