@@ -525,21 +525,40 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 	if err != nil {
 		return Diff{}, err
 	}
-	r := g.Resource
 	x := &differ{live: live, tagStyle: g.TagStyle}
 	clone := s.Clone != ""
-	x.scalar("name", "spec.pve-name", r.PVEName())
+	x.scalar("name", "spec.pve-name", g.Resource.PVEName())
 	x.description("spec.pve-description", s.PVEDescription)
 	x.tags(s.Tags)
+	if err := x.qemuHardware(s); err != nil {
+		return Diff{}, err
+	}
+	if err := x.qemuVolumes(g, s, template, clone); err != nil {
+		return Diff{}, err
+	}
+	x.qemuDevices(s)
+	x.qemuOptions(s.Options)
+	x.cloudInitData(g, s)
+	x.extra(s.Extra, QEMUCreateOnly)
+	if clone {
+		x.clearIdentity(s)
+	}
+	x.holdGrowth()
+	return x.d, nil
+}
+
+// qemuHardware compares the processor, memory and the hardware keys up to the SCSI controller. An absent
+// count or size is not owned: PVE gives the guest its default (one core per socket, 512 MiB).
+func (x *differ) qemuHardware(s *manifest.VMSpec) error {
+	live := x.live
 	x.qemuCPU(s)
-	// An absent count or size is not owned: PVE gives the guest its default (one core per socket, 512 MiB).
 	if s.CPU.Cores > 0 {
 		x.intValue("cores", "spec.cpu.cores", int64(s.CPU.Cores), 1)
 	}
 	if !s.Memory.IsZero() {
 		mem, err := memoryMiB(s.Memory)
 		if err != nil {
-			return Diff{}, err
+			return err
 		}
 		haveMem := int64(512) // PVE's default
 		if v, ok := live["memory"]; ok {
@@ -549,37 +568,8 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 			x.setString("memory", "spec.memory", itoa(mem))
 		}
 	}
-	h := s.Hardware
-	if h != nil {
-		if h.Sockets > 0 {
-			x.intValue("sockets", "spec.hardware.sockets", int64(h.Sockets), 1)
-		}
-		x.boolean("numa", "spec.hardware.numa", h.NUMA, false)
-		if h.Machine != "" && !machineMatches(h.Machine, live["machine"]) {
-			x.setString("machine", "spec.hardware.machine", h.Machine)
-		}
-		if h.BIOS != "" {
-			have := live["bios"]
-			if have == "" {
-				have = "seabios"
-			}
-			if have != h.BIOS {
-				x.setString("bios", "spec.hardware.bios", h.BIOS)
-			}
-		}
-		if h.Display != "" {
-			vga := pveformat.ParseProps(live["vga"], "type")
-			if vga.Value("type") != h.Display {
-				if _, ok := live["vga"]; ok {
-					x.setString("vga", "spec.hardware.display", vga.With("type", h.Display).Canonical("type"))
-				} else {
-					x.setString("vga", "spec.hardware.display", h.Display)
-				}
-			}
-		}
-		if h.Serial0 != "" {
-			x.scalar("serial0", "spec.hardware.serial0", h.Serial0)
-		}
+	if h := s.Hardware; h != nil {
+		x.qemuBoard(h)
 	}
 	if hw := s.SCSIHW(); hw != "" {
 		have := live["scsihw"]
@@ -590,18 +580,58 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 			x.setString("scsihw", "spec.disks[].controller", hw)
 		}
 	}
+	return nil
+}
+
+// qemuBoard compares sockets, NUMA, machine type, firmware, display and serial port.
+func (x *differ) qemuBoard(h *manifest.Hardware) {
+	live := x.live
+	if h.Sockets > 0 {
+		x.intValue("sockets", "spec.hardware.sockets", int64(h.Sockets), 1)
+	}
+	x.boolean("numa", "spec.hardware.numa", h.NUMA, false)
+	if h.Machine != "" && !machineMatches(h.Machine, live["machine"]) {
+		x.setString("machine", "spec.hardware.machine", h.Machine)
+	}
+	if h.BIOS != "" {
+		have := live["bios"]
+		if have == "" {
+			have = "seabios"
+		}
+		if have != h.BIOS {
+			x.setString("bios", "spec.hardware.bios", h.BIOS)
+		}
+	}
+	if h.Display != "" {
+		vga := pveformat.ParseProps(live["vga"], "type")
+		if vga.Value("type") != h.Display {
+			if _, ok := live["vga"]; ok {
+				x.setString("vga", "spec.hardware.display", vga.With("type", h.Display).Canonical("type"))
+			} else {
+				x.setString("vga", "spec.hardware.display", h.Display)
+			}
+		}
+	}
+	if h.Serial0 != "" {
+		x.scalar("serial0", "spec.hardware.serial0", h.Serial0)
+	}
+}
+
+// qemuVolumes compares the declared disks, EFI and TPM state, cloud-init drive and CD-ROM, then reports the
+// live volumes nobody declares (a clone keeps its template's).
+func (x *differ) qemuVolumes(g Desired, s *manifest.VMSpec, template, clone bool) error {
 	owned := map[string]bool{}
 	for i, d := range s.Disks {
 		owned[d.Interface] = true
 		if err := x.qemuDisk(g, yamlIndex("spec.disks", i), d, template); err != nil {
-			return Diff{}, err
+			return err
 		}
 	}
-	if h != nil {
+	if h := s.Hardware; h != nil {
 		if h.EFIDisk != nil {
 			owned["efidisk0"] = true
 			if err := x.efi(h.EFIDisk); err != nil {
-				return Diff{}, err
+				return err
 			}
 		}
 		if h.TPM != nil {
@@ -615,11 +645,16 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 		if h.CDROM != nil {
 			owned[s.CDROMSlot()] = true
 			if err := x.cdrom(g, s.CDROMSlot(), h.CDROM); err != nil {
-				return Diff{}, err
+				return err
 			}
 		}
 	}
 	x.liveOnlyDisks(owned, clone)
+	return nil
+}
+
+// qemuDevices compares the declared NICs and PCI devices and reports the live ones nobody declares.
+func (x *differ) qemuDevices(s *manifest.VMSpec) {
 	declaredNICs := map[string]bool{}
 	for i, n := range s.Networks {
 		declaredNICs[n.Slot] = true
@@ -627,21 +662,13 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 	}
 	x.liveOnly("net", declaredNICs, "NIC")
 	declaredPCI := map[string]bool{}
-	if h != nil {
+	if h := s.Hardware; h != nil {
 		for i, p := range h.PCIDevices {
 			declaredPCI[p.Slot] = true
 			x.pci(yamlIndex("spec.hardware.pci-devices", i), p)
 		}
 	}
 	x.liveOnly("hostpci", declaredPCI, "PCI device")
-	x.qemuOptions(s.Options)
-	x.cloudInitData(g, s)
-	x.extra(s.Extra, QEMUCreateOnly)
-	if clone {
-		x.clearIdentity(s)
-	}
-	x.holdGrowth()
-	return x.d, nil
 }
 
 // DefaultCPUType is the processor type qemu-server runs a VM with when its config has no cpu key: kvm64, or
