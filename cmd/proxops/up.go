@@ -212,63 +212,145 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(errOut, &slog.HandlerOptions{Level: uc.logLevel}))
-	var lock *dataDirLock
-	if uc.remote == nil {
-		lock, err = lockDataDir(uc.dataDir)
-		if errors.Is(err, errDataDirBusy) {
-			return fmt.Errorf("data directory %s is in use by another proxops process (a proxops up, or a diff or apply in progress): stop it, or give this one another --data-dir", uc.dataDir)
-		}
-		if err != nil {
-			return err
-		}
-		defer lock.release()
+	release, err := uc.lockDataDir()
+	if err != nil {
+		return err
 	}
-	reg := prometheus.NewRegistry()
-	bi := buildInfo()
-	if err := metrics.RegisterProcess(reg, metrics.BuildInfo{Version: bi.Version, Commit: bi.Commit}); err != nil {
+	defer release()
+	reg, err := upRegistry()
+	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", uc.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("status http server: %w", err)
 	}
+	u, err := startUp(ctx, opts, uc, reg, ln, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = u.stop() }()
+	where := "data directory " + uc.dataDir
+	if uc.remote != nil {
+		where = "NATS " + uc.remote.URL
+	}
+	fmt.Fprintf(out, "proxops up: status page at http://%s/ (%s)\n", ln.Addr(), where)
+	log.Info("proxops up running", "status_addr", ln.Addr().String(), "data_dir", uc.dataDir, "repo", u.sys.watcher.Repo(),
+		"branch", uc.branch, "version", buildInfo().Version)
+	first, done, err := u.awaitFirstReconcile(ctx, opts.once)
+	if done || err != nil {
+		return err
+	}
+	return u.finishOnce(ctx, out, first, "http://"+ln.Addr().String()+"/status")
+}
+
+// lockDataDir takes the data directory for this process (nothing to take when up joins a remote NATS) and
+// returns what releases it.
+func (uc upConfig) lockDataDir() (release func(), err error) {
+	if uc.remote != nil {
+		return func() {}, nil
+	}
+	lock, err := lockDataDir(uc.dataDir)
+	if errors.Is(err, errDataDirBusy) {
+		return nil, fmt.Errorf("data directory %s is in use by another proxops process (a proxops up, or a diff or apply in progress): stop it, or give this one another --data-dir", uc.dataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lock.release, nil
+}
+
+// upRegistry is the registry up serves on /metrics, with the process and build collectors on it.
+func upRegistry() (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	bi := buildInfo()
+	if err := metrics.RegisterProcess(reg, metrics.BuildInfo{Version: bi.Version, Commit: bi.Commit}); err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// upServices is one running proxops up: its services, and what the first reconcile needs of them.
+type upServices struct {
+	sys       *system
+	pub       *upPublisher
+	log       *slog.Logger
+	plansFrom uint64
+	notifying bool
+	stopped   bool
+}
+
+// stop drains the work in flight and stops every service, once.
+func (u *upServices) stop() error {
+	if u.stopped {
+		return nil
+	}
+	u.stopped = true
+	u.log.Info("stopping: draining the work in flight")
+	err := u.sys.stop()
+	u.log.Info("stopped")
+	return err
+}
+
+// startUp starts every service of up in order: the bus (embedded or remote), the metrics that read it, the
+// executors of the committed head, the inputs from outside the repository, then the adopter, planner,
+// status service (which takes over ln), notifier and watcher. ln is closed when startUp fails before the
+// status service has it; the services started so far are stopped on any failure.
+func startUp(ctx context.Context, opts upOptions, uc upConfig, reg *prometheus.Registry, ln net.Listener, log *slog.Logger) (*upServices, error) {
 	sys, err := newSystem(ctx, systemConfig{DataDir: uc.dataDir, Listen: uc.remote == nil, NATS: uc.remote, Logger: log,
 		Registry: reg, Planner: planner.Config{Process: uc.src.Process, LocalSecrets: true}})
 	if err != nil {
 		_ = ln.Close()
-		return err
+		return nil, err
 	}
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
+	u := &upServices{sys: sys, log: log}
+	fail := func(err error, lnFree bool) (*upServices, error) {
+		if lnFree {
+			_ = ln.Close()
 		}
-		stopped = true
-		log.Info("stopping: draining the work in flight")
-		err := sys.stop()
-		log.Info("stopped")
-		return err
+		_ = u.stop()
+		return nil, err
 	}
-	defer func() { _ = stop() }()
+	if err := u.prepare(ctx, opts, uc, reg); err != nil {
+		return fail(err, true)
+	}
+	if err := sys.startStatus(ln); err != nil {
+		return fail(err, false)
+	}
+	if u.notifying = len(uc.cfg.Notifications.Providers) > 0; u.notifying {
+		store, err := notificationSecrets(ctx, uc)
+		if err != nil {
+			return fail(err, false)
+		}
+		if err := sys.startNotifier(notifier.Config{Notifications: uc.cfg.Notifications, Secrets: store}); err != nil {
+			return fail(err, false)
+		}
+	}
+	if err := sys.startWatcher(uc.watcherConfig(), func(watcher.Publisher) watcher.Publisher { return u.pub }); err != nil {
+		return fail(err, false)
+	}
+	return u, nil
+}
+
+// prepare registers the bus's metrics, notes where the plans stream stands, and starts what comes before the
+// status service: the executors of the committed head, the inputs, the adopter and the planner.
+func (u *upServices) prepare(ctx context.Context, opts upOptions, uc upConfig, reg *prometheus.Registry) error {
+	sys, log := u.sys, u.log
 	if err := metrics.RegisterQueues(reg, metrics.BusQueues(sys.bus), log.With("component", "metrics")); err != nil {
-		_ = ln.Close()
 		return err
 	}
 	if err := notifier.RegisterMetrics(reg); err != nil {
-		_ = ln.Close()
 		return err
 	}
 	if upRegistryObserver != nil {
 		upRegistryObserver(reg)
 	}
-
 	if uc.remote == nil {
 		releaseStaleLeases(ctx, sys.bus, log)
 	}
 	// What the streams hold before anything runs: a run that ends after this is one of this start's.
-	plansFrom, err := sys.bus.LastSequence(ctx, bus.StreamPlans, bus.FilterPlans)
-	if err != nil {
-		_ = ln.Close()
+	var err error
+	if u.plansFrom, err = sys.bus.LastSequence(ctx, bus.StreamPlans, bus.FilterPlans); err != nil {
 		return err
 	}
 	set := newExecutorSet(sys, uc.src.Root, uc.src.Process, pveFlags{}, log.With("component", "executors"))
@@ -282,87 +364,69 @@ func runUp(ctx context.Context, out, errOut io.Writer, opts upOptions) error {
 	inputs.learn()
 	sys.cfg.Planner.CurrentProcess, sys.cfg.Planner.Inputs = inputs.currentProcess, inputs.digest
 	sys.wg.Go(func() { inputs.run(sys.rctx, inputsCheckInterval) })
+	u.pub = &upPublisher{bus: sys.bus, set: set, inputs: inputs, startup: make(chan startupReport, 1), log: log}
 	if err := sys.startAdopter(adopter.Config{Keys: secretsKeys(), LocalSecrets: true, Process: uc.src.Process}); err != nil {
-		_ = ln.Close()
 		return err
 	}
-	if err := sys.startPlanner(); err != nil {
-		_ = ln.Close()
-		return err
-	}
-	if err := sys.startStatus(ln); err != nil {
-		return err
-	}
-	notifying := len(uc.cfg.Notifications.Providers) > 0
-	if notifying {
-		store, err := notificationSecrets(ctx, uc)
-		if err != nil {
-			return err
-		}
-		if err := sys.startNotifier(notifier.Config{Notifications: uc.cfg.Notifications, Secrets: store}); err != nil {
-			return err
-		}
-	}
-	pub := &upPublisher{bus: sys.bus, set: set, inputs: inputs, startup: make(chan startupReport, 1), log: log}
-	if err := sys.startWatcher(uc.watcherConfig(), func(watcher.Publisher) watcher.Publisher { return pub }); err != nil {
-		return err
-	}
-	where := "data directory " + uc.dataDir
-	if uc.remote != nil {
-		where = "NATS " + uc.remote.URL
-	}
-	fmt.Fprintf(out, "proxops up: status page at http://%s/ (%s)\n", ln.Addr(), where)
-	log.Info("proxops up running", "status_addr", ln.Addr().String(), "data_dir", uc.dataDir, "repo", sys.watcher.Repo(),
-		"branch", uc.branch, "version", bi.Version)
+	return sys.startPlanner()
+}
 
+// awaitFirstReconcile waits for the reconcile of the start to be planned, watching that no service stops on
+// its own meanwhile (a service that does stops up: the unit's restart brings it back whole). With once it
+// returns the first reconcile; without, it keeps serving until ctx ends, and done reports that up is over.
+func (u *upServices) awaitFirstReconcile(ctx context.Context, once bool) (first firstReconcile, done bool, err error) {
 	type started struct {
 		first firstReconcile
 		err   error
 	}
 	begun := make(chan started, 1)
 	go func() {
-		first, err := startupReconcile(ctx, sys, pub, log)
+		first, err := startupReconcile(ctx, u.sys, u.pub, u.log)
 		begun <- started{first, err}
 	}()
 	failed := time.NewTicker(time.Second)
 	defer failed.Stop()
-	var first firstReconcile
-	for waiting := true; waiting; {
+	for {
 		select {
 		case <-ctx.Done():
-			return stop()
+			return first, true, u.stop()
 		case <-failed.C:
-			// A service that stops on its own stops up: the unit's restart brings it back whole.
-			if err := sys.failed(); err != nil {
-				_ = stop()
-				return err
+			if err := u.sys.failed(); err != nil {
+				_ = u.stop()
+				return first, true, err
 			}
 		case st := <-begun:
 			if st.err != nil {
 				if ctx.Err() != nil {
-					return stop()
+					return first, true, u.stop()
 				}
-				_ = stop()
-				return st.err
+				_ = u.stop()
+				return first, true, st.err
 			}
-			first, waiting = st.first, !opts.once
-			if !opts.once {
-				begun = nil
+			if once {
+				return st.first, false, nil
 			}
+			begun = nil
 		}
 	}
-	res, err := followFirstReconcile(ctx, sys, first, plansFrom)
+}
+
+// finishOnce is the end of up --once: it follows the first reconcile to its end, waits until the planners,
+// the status service (statusURL) and the notifier have caught up, stops, prints the outcome, and exits 1
+// when the cluster did not converge.
+func (u *upServices) finishOnce(ctx context.Context, out io.Writer, first firstReconcile, statusURL string) error {
+	res, err := followFirstReconcile(ctx, u.sys, first, u.plansFrom)
 	if err == nil {
 		// A trigger that arrived while the first reconcile ran (a drift tick, a poll) is planned too before
 		// the reports are read: they then describe a cluster nobody is about to change.
-		waitPlannersIdle(ctx, sys.bus, first.clusters, log)
+		waitPlannersIdle(ctx, u.sys.bus, first.clusters, u.log)
 		// The reports on disk tell the same story (proxops status after up --once).
-		waitStatusCaughtUp(ctx, sys.bus, "http://"+ln.Addr().String()+"/status", log)
-		if notifying {
-			waitNotifierCaughtUp(ctx, sys.bus, log)
+		waitStatusCaughtUp(ctx, u.sys.bus, statusURL, u.log)
+		if u.notifying {
+			waitNotifierCaughtUp(ctx, u.sys.bus, u.log)
 		}
 	}
-	serr := stop()
+	serr := u.stop()
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package adopt
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,7 +137,7 @@ func (a *jobAdoption) spec() *manifest.BackupJobSpec {
 	if v := o["prune-backups"]; v != "" {
 		s.Retention = a.retention(v)
 	}
-	for _, k := range sortedKeys(o) {
+	for _, k := range slices.Sorted(maps.Keys(o)) {
 		if !slices.Contains(manifest.BackupJobOptions, k) {
 			a.gap(k, o[k], backupJobNote)
 		}
@@ -167,13 +168,4 @@ func (a *jobAdoption) retention(v string) *manifest.BackupRetention {
 		return nil
 	}
 	return rt
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

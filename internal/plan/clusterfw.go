@@ -51,16 +51,7 @@ func (d *differ) checkClusterFirewall() (diags diag.List, unobserved bool) {
 		return diag.List{d.configDiag(p+".manage-cluster", "the cluster's firewall was not observed (an executor that does not read it?); it is not planned")}, true
 	}
 	for _, ref := range manifest.ClusterFirewallRefs(p+".rules", f.Rules) {
-		dg := d.configDiag(ref.Field, "")
-		switch pr, _ := d.provider(ref.Ref); pr {
-		case fwGit:
-		case fwLive:
-			d.finding(FindingWarning, d.clusterFirewallRef().String(), ClusterScope, 0, ref.Field,
-				fmt.Sprintf("%s (%s) is not declared in git; only the live cluster provides it", ref.Ref, location(dg)))
-		case fwNobody:
-			dg.Message = fmt.Sprintf("%s is neither declared in git (%s/), nor a PVE built-in, nor defined on the cluster", ref.Ref, fwRefRoot(ref.Ref))
-			diags = append(diags, dg)
-		}
+		diags = d.resolveFirewallRef(diags, d.clusterFirewallRef().String(), ref, d.configDiag(ref.Field, ""))
 	}
 	return diags.Sorted(), false
 }

@@ -181,19 +181,26 @@ func (d *differ) checkFirewallObjects() (diags diag.List, unobserved bool) {
 	for _, k := range slices.SortedFunc(maps.Keys(s.declared), compareObjectKeys) {
 		r := s.declared[k]
 		for _, ref := range r.FirewallObjectRefs() {
-			dg := diagAt(r, ref.Field, "")
-			switch p, _ := d.provider(ref.Ref); p {
-			case fwGit:
-			case fwLive:
-				d.finding(FindingWarning, r.Ref().String(), ClusterScope, 0, ref.Field,
-					fmt.Sprintf("%s (%s) is not declared in git; only the live cluster provides it", ref.Ref, location(dg)))
-			case fwNobody:
-				dg.Message = fmt.Sprintf("%s is neither declared in git (%s/), nor a PVE built-in, nor defined on the cluster", ref.Ref, fwRefRoot(ref.Ref))
-				diags = append(diags, dg)
-			}
+			diags = d.resolveFirewallRef(diags, r.Ref().String(), ref, diagAt(r, ref.Field, ""))
 		}
 	}
 	return diags.Sorted(), false
+}
+
+// resolveFirewallRef checks one name a rule or entry uses, at the place dg points to: a name git declares
+// is fine, one only the live cluster provides is a warning on owner, and one nobody provides is an error
+// appended to diags.
+func (d *differ) resolveFirewallRef(diags diag.List, owner string, ref manifest.FirewallRef, dg diag.Diagnostic) diag.List {
+	switch p, _ := d.provider(ref.Ref); p {
+	case fwGit:
+	case fwLive:
+		d.finding(FindingWarning, owner, ClusterScope, 0, ref.Field,
+			fmt.Sprintf("%s (%s) is not declared in git; only the live cluster provides it", ref.Ref, location(dg)))
+	case fwNobody:
+		dg.Message = fmt.Sprintf("%s is neither declared in git (%s/), nor a PVE built-in, nor defined on the cluster", ref.Ref, fwRefRoot(ref.Ref))
+		diags = append(diags, dg)
+	}
+	return diags
 }
 
 // fwRefRoot is the folder of the manifests that declare what a reference names.

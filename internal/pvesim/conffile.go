@@ -99,130 +99,161 @@ var specialSections = []string{"cloudinit", "fleecing"}
 // snapshots only, a repeat silently replaces the earlier one, and any other [...] line is an ordinary bad
 // line ("unable to parse config"); its messages say "vm" too.
 func parseConfigFile(d *confDesc, vmid int, raw string) (*configFile, []string) {
-	cf := &configFile{current: newSection(), snapshots: map[string]*section{}, special: map[string]*section{}}
-	var warnings []string
-	warn := func(format string, a ...any) {
-		warnings = append(warnings, fmt.Sprintf(format, a...))
-	}
-	qemu := d.kind == "qemu"
-	cur := cf.current
-	sectionKind := "current"
-	var descr *string
-	finish := func() {
-		if descr != nil {
-			if qemu {
-				cur.conf["description"] = strings.TrimRight(*descr, " \t\r\n\f\v")
-			} else if perlTrue(*descr) {
-				// parse_pct_config keeps the trailing newline of the last comment line.
-				cur.conf["description"] = *descr
-			}
-		}
-		descr = nil
-	}
-	pendingRE := regexp.MustCompile(`(?i)^\[PENDING\]\s*$`)
-	if !qemu {
-		pendingRE = regexp.MustCompile(`(?i)^\[pve:pending\]\s*$`)
+	p := &confParser{d: d, vmid: vmid, qemu: d.kind == "qemu", kind: "current",
+		cf: &configFile{current: newSection(), snapshots: map[string]*section{}, special: map[string]*section{}}}
+	p.cur = p.cf.current
+	p.pendingRE = regexp.MustCompile(`(?i)^\[PENDING\]\s*$`)
+	if !p.qemu {
+		p.pendingRE = regexp.MustCompile(`(?i)^\[pve:pending\]\s*$`)
 	}
 	for _, line := range strings.Split(raw, "\n") {
-		if reBlank.MatchString(line) {
+		if reBlank.MatchString(line) || p.header(line) {
 			continue
 		}
-		switch {
-		case pendingRE.MatchString(line):
-			finish()
-			if qemu && cf.pending != nil {
-				warn("vm %d - duplicate section: pending", vmid)
-			}
-			cf.pending = newSection()
-			cur, sectionKind = cf.pending, "pending"
-			continue
-		case qemu && reSpecial.MatchString(line) && slices.Contains(specialSections, strings.ToLower(reSpecial.FindStringSubmatch(line)[1])):
-			finish()
-			name := strings.ToLower(reSpecial.FindStringSubmatch(line)[1])
-			if _, dup := cf.special[name]; dup {
-				warn("vm %d - duplicate special section: %s", vmid, name)
-			}
-			cf.special[name] = newSection()
-			cur, sectionKind = cf.special[name], "special"
-			continue
-		case reSnapSection.MatchString(line):
-			finish()
-			name := reSnapSection.FindStringSubmatch(line)[1]
-			if _, dup := cf.snapshots[name]; dup && qemu {
-				warn("vm %d - duplicate snapshot section: %s", vmid, name)
-			}
-			cf.snapshots[name] = newSection()
-			cur, sectionKind = cf.snapshots[name], "snapshot"
-			continue
-		case qemu && reAnySection.MatchString(line):
-			finish()
-			warn("vm %d - skipping unknown section: '%s'", vmid, reAnySection.FindStringSubmatch(line)[1])
-			cur, sectionKind = nil, "unknown"
-			continue
+		if p.cur != nil { // inside an unknown section: parse_vm_config skips its lines without a word
+			p.line(line)
 		}
-		if cur == nil {
-			continue // inside an unknown section: parse_vm_config skips its lines without a word
-		}
-		if strings.HasPrefix(line, "#") {
-			s := ""
-			if descr != nil {
-				s = *descr
-			}
-			s += decodeText(line[1:]) + "\n"
-			descr = &s
-			continue
-		}
-		if !qemu {
-			if m := reLXCRawLine.FindStringSubmatch(line); m != nil {
-				cur.lxc = append(cur.lxc, [2]string{m[1], m[3]})
-				continue
-			}
-		}
-		if m := reDescrLine.FindStringSubmatch(line); m != nil {
-			s := ""
-			if descr != nil {
-				s = *descr
-			}
-			s += decodeText(m[2])
-			descr = &s
-			continue
-		}
-		if m := reDeleteLine.FindStringSubmatch(line); m != nil {
-			if sectionKind == "pending" {
-				cur.conf["delete"] = m[1]
-			} else if qemu {
-				warn("vm %d - property 'delete' is only allowed in [PENDING]", vmid)
-			} else {
-				warn("vm %d - property 'delete' is only allowed in [pve:pending]", vmid)
-			}
-			continue
-		}
-		m := reKeyLine.FindStringSubmatch(line)
-		if m == nil {
-			warn("vm %d - unable to parse config: %s", vmid, line)
-			continue
-		}
-		key, val := m[1], m[2]
-		if sectionKind == "special" {
-			cur.conf[key] = val
-			continue
-		}
-		if qemu && key == "cdrom" {
-			key = "ide2"
-		}
-		if key == "args" && qemu {
-			cur.conf[key] = val
-			continue
-		}
-		norm, err := d.checkConfigValue(key, val)
-		if err != nil {
-			warn("vm %d - unable to parse value of '%s' - %s", vmid, m[1], strings.TrimSuffix(err.Error(), "\n"))
-			continue
-		}
-		cur.conf[key] = norm
 	}
-	finish()
-	return cf, warnings
+	p.finish()
+	return p.cf, p.warnings
+}
+
+// confParser is the state of reading one guest config file: the section being read (nil inside an unknown
+// one) and its kind, the description comment lines collected so far, and the warnings PVE would log.
+type confParser struct {
+	d         *confDesc
+	vmid      int
+	qemu      bool
+	pendingRE *regexp.Regexp
+	cf        *configFile
+	cur       *section
+	kind      string
+	descr     *string
+	warnings  []string
+}
+
+func (p *confParser) warn(format string, a ...any) {
+	p.warnings = append(p.warnings, fmt.Sprintf(format, a...))
+}
+
+// finish ends a section: its collected comment lines become its description.
+func (p *confParser) finish() {
+	if p.descr != nil {
+		if p.qemu {
+			p.cur.conf["description"] = strings.TrimRight(*p.descr, " \t\r\n\f\v")
+		} else if perlTrue(*p.descr) {
+			// parse_pct_config keeps the trailing newline of the last comment line.
+			p.cur.conf["description"] = *p.descr
+		}
+	}
+	p.descr = nil
+}
+
+// enter ends the section being read and starts reading into next.
+func (p *confParser) enter(next *section, kind string) {
+	p.finish()
+	p.cur, p.kind = next, kind
+}
+
+// header reads a section header line ([PENDING], a special section, a snapshot, or an unknown section) and
+// reports whether line was one.
+func (p *confParser) header(line string) bool {
+	cf, vmid := p.cf, p.vmid
+	switch {
+	case p.pendingRE.MatchString(line):
+		if p.qemu && cf.pending != nil {
+			p.warn("vm %d - duplicate section: pending", vmid)
+		}
+		cf.pending = newSection()
+		p.enter(cf.pending, "pending")
+	case p.qemu && reSpecial.MatchString(line) && slices.Contains(specialSections, strings.ToLower(reSpecial.FindStringSubmatch(line)[1])):
+		name := strings.ToLower(reSpecial.FindStringSubmatch(line)[1])
+		if _, dup := cf.special[name]; dup {
+			p.warn("vm %d - duplicate special section: %s", vmid, name)
+		}
+		sec := newSection()
+		p.enter(sec, "special")
+		cf.special[name] = sec
+	case reSnapSection.MatchString(line):
+		name := reSnapSection.FindStringSubmatch(line)[1]
+		if _, dup := cf.snapshots[name]; dup && p.qemu {
+			p.warn("vm %d - duplicate snapshot section: %s", vmid, name)
+		}
+		sec := newSection()
+		p.enter(sec, "snapshot")
+		cf.snapshots[name] = sec
+	case p.qemu && reAnySection.MatchString(line):
+		p.finish()
+		p.warn("vm %d - skipping unknown section: '%s'", vmid, reAnySection.FindStringSubmatch(line)[1])
+		p.cur, p.kind = nil, "unknown"
+	default:
+		return false
+	}
+	return true
+}
+
+// appendDescr adds text to the description being collected.
+func (p *confParser) appendDescr(text string) {
+	s := ""
+	if p.descr != nil {
+		s = *p.descr
+	}
+	s += text
+	p.descr = &s
+}
+
+// line reads one line inside a known section: a comment, an lxc raw key, a description, a delete list or a
+// key: value line, checked against the key's format as PVE does.
+func (p *confParser) line(line string) {
+	cur, vmid, qemu := p.cur, p.vmid, p.qemu
+	if strings.HasPrefix(line, "#") {
+		p.appendDescr(decodeText(line[1:]) + "\n")
+		return
+	}
+	if !qemu {
+		if m := reLXCRawLine.FindStringSubmatch(line); m != nil {
+			cur.lxc = append(cur.lxc, [2]string{m[1], m[3]})
+			return
+		}
+	}
+	if m := reDescrLine.FindStringSubmatch(line); m != nil {
+		p.appendDescr(decodeText(m[2]))
+		return
+	}
+	if m := reDeleteLine.FindStringSubmatch(line); m != nil {
+		switch {
+		case p.kind == "pending":
+			cur.conf["delete"] = m[1]
+		case qemu:
+			p.warn("vm %d - property 'delete' is only allowed in [PENDING]", vmid)
+		default:
+			p.warn("vm %d - property 'delete' is only allowed in [pve:pending]", vmid)
+		}
+		return
+	}
+	m := reKeyLine.FindStringSubmatch(line)
+	if m == nil {
+		p.warn("vm %d - unable to parse config: %s", vmid, line)
+		return
+	}
+	key, val := m[1], m[2]
+	if p.kind == "special" {
+		cur.conf[key] = val
+		return
+	}
+	if qemu && key == "cdrom" {
+		key = "ide2"
+	}
+	if key == "args" && qemu {
+		cur.conf[key] = val
+		return
+	}
+	norm, err := p.d.checkConfigValue(key, val)
+	if err != nil {
+		p.warn("vm %d - unable to parse value of '%s' - %s", vmid, m[1], strings.TrimSuffix(err.Error(), "\n"))
+		return
+	}
+	cur.conf[key] = norm
 }
 
 // perlTrue is Perl's truth of a string: neither empty nor "0".

@@ -222,6 +222,25 @@ func New(spec Spec) (*Sim, error) {
 		ha:           newHAConfig(),
 		clock:        spec.Clock,
 	}
+	if err := s.applySettings(spec); err != nil {
+		return nil, err
+	}
+	if err := s.addNodes(spec.Nodes); err != nil {
+		return nil, err
+	}
+	if err := s.addContent(spec); err != nil {
+		return nil, err
+	}
+	if err := s.SetFaults(spec.Faults); err != nil {
+		return nil, fmt.Errorf("spec: faults: %w", err)
+	}
+	return s, nil
+}
+
+// applySettings takes the spec's behaviour settings, each with PVE's or the simulator's default: lock
+// timeouts, HA delay, pools and mirrors, release, cluster name, MAC prefix, tag style, the random seed (and
+// what derives from it) and task durations.
+func (s *Sim) applySettings(spec Spec) error {
 	for k, v := range defaultLockTimeouts {
 		s.lockTimeouts[k] = v
 	}
@@ -233,7 +252,7 @@ func New(spec Spec) (*Sim, error) {
 	}
 	for _, p := range spec.Pools {
 		if err := s.addSpecPool(p); err != nil {
-			return nil, fmt.Errorf("spec: %w", err)
+			return fmt.Errorf("spec: %w", err)
 		}
 	}
 	for u, p := range spec.Mirrors {
@@ -255,7 +274,7 @@ func New(spec Spec) (*Sim, error) {
 	if spec.TagStyle != "" {
 		ts, err := parseTagStyle(spec.TagStyle)
 		if err != nil {
-			return nil, fmt.Errorf("spec: tagStyle: %w", err)
+			return fmt.Errorf("spec: tagStyle: %w", err)
 		}
 		s.tagStyle = ts
 	}
@@ -279,13 +298,18 @@ func New(spec Spec) (*Sim, error) {
 	if _, ok := s.durations["default"]; !ok {
 		s.durations["default"] = 20 * time.Millisecond
 	}
-	if len(spec.Nodes) == 0 {
-		return nil, errors.New("spec: at least one node is required")
+	return nil
+}
+
+// addNodes adds the spec's nodes (at least one, with valid, distinct names), 16 CPUs and 64 GiB unless given.
+func (s *Sim) addNodes(nodes []NodeSpec) error {
+	if len(nodes) == 0 {
+		return errors.New("spec: at least one node is required")
 	}
 	seen := map[string]bool{}
-	for _, n := range spec.Nodes {
+	for _, n := range nodes {
 		if !reNode.MatchString(n.Name) || seen[n.Name] {
-			return nil, fmt.Errorf("spec: node %q: invalid or duplicate name", n.Name)
+			return fmt.Errorf("spec: node %q: invalid or duplicate name", n.Name)
 		}
 		seen[n.Name] = true
 		nd := &node{name: n.Name, offline: n.Offline, cpus: n.CPUs, memory: n.MemoryBytes}
@@ -297,9 +321,15 @@ func New(spec Spec) (*Sim, error) {
 		}
 		s.nodes = append(s.nodes, nd)
 	}
+	return nil
+}
+
+// addContent adds what the spec puts on the cluster: storages, bridges (vmbr0 unless given), API tokens and
+// users, files and guests.
+func (s *Sim) addContent(spec Spec) error {
 	for _, st := range spec.Storages {
 		if err := s.addStorage(st); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	bridges := spec.Bridges
@@ -311,30 +341,27 @@ func New(spec Spec) (*Sim, error) {
 	}
 	for _, t := range spec.Tokens {
 		if !reTokenID.MatchString(t.ID) || t.Secret == "" {
-			return nil, fmt.Errorf("spec: token %q: want user@realm!name and a secret", t.ID)
+			return fmt.Errorf("spec: token %q: want user@realm!name and a secret", t.ID)
 		}
 		s.tokens[t.ID] = t.Secret
 	}
 	for _, u := range spec.Users {
 		if !reUserID.MatchString(u.Name) {
-			return nil, fmt.Errorf("spec: user %q: want user@realm", u.Name)
+			return fmt.Errorf("spec: user %q: want user@realm", u.Name)
 		}
 		s.users[u.Name] = u.Password
 	}
 	for _, f := range spec.Files {
 		if err := s.addFile(f); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, g := range spec.Guests {
 		if err := s.addGuest(g); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := s.SetFaults(spec.Faults); err != nil {
-		return nil, fmt.Errorf("spec: faults: %w", err)
-	}
-	return s, nil
+	return nil
 }
 
 var (

@@ -241,12 +241,35 @@ func (g Desired) vmConfig(skip []string) (*manifest.VMSpec, Values, error) {
 	return s, vs, err
 }
 
-// qemuConfig lists the owned keys in a fixed order, leaving out the volume slots in skip.
+// qemuConfig lists the owned keys in a fixed order, leaving out the volume slots in skip: identity and
+// hardware, volumes, network and PCI devices, options, then cloud-init data.
 func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
-	r := g.Resource
+	out, err := g.qemuHardware(s)
+	if err != nil {
+		return nil, err
+	}
+	volumes, err := g.qemuVolumes(s, skip)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, volumes...)
+	for _, n := range s.Networks {
+		out = append(out, Value{Key: n.Slot, Value: nicCreate(n)})
+	}
+	if h := s.Hardware; h != nil {
+		for _, p := range h.PCIDevices {
+			out = append(out, Value{Key: p.Slot, Value: pciValue(p)})
+		}
+	}
+	out = append(out, qemuOptions(s.Options)...)
+	return append(out, qemuCloudInitData(s.CloudInitData)...), nil
+}
+
+// qemuHardware is the guest's identity (name, description, tags) and its hardware keys up to the serial port.
+func (g Desired) qemuHardware(s *manifest.VMSpec) (Values, error) {
 	var out Values
 	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
-	add("name", r.PVEName())
+	add("name", g.Resource.PVEName())
 	if s.PVEDescription != "" {
 		add("description", s.PVEDescription)
 	}
@@ -286,6 +309,14 @@ func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
 	if h != nil && h.Serial0 != "" {
 		add("serial0", h.Serial0)
 	}
+	return out, nil
+}
+
+// qemuVolumes are the disks, the EFI and TPM state volumes, the cloud-init drive and the CD-ROM, leaving out
+// the slots in skip.
+func (g Desired) qemuVolumes(s *manifest.VMSpec, skip []string) (Values, error) {
+	var out Values
+	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
 	for _, d := range s.Disks {
 		if slices.Contains(skip, d.Interface) {
 			continue
@@ -296,83 +327,94 @@ func (g Desired) qemuConfig(s *manifest.VMSpec, skip []string) (Values, error) {
 		}
 		add(d.Interface, v)
 	}
-	if h != nil {
-		if h.EFIDisk != nil && !slices.Contains(skip, "efidisk0") {
-			v, err := efiCreate(h.EFIDisk)
-			if err != nil {
-				return nil, err
-			}
-			add("efidisk0", v)
-		}
-		if h.TPM != nil && !slices.Contains(skip, "tpmstate0") {
-			add("tpmstate0", tpmCreate(s))
-		}
-		if s.CloudInitEnabled() && !slices.Contains(skip, manifest.CloudInitSlot) {
-			add(manifest.CloudInitSlot, cloudInitCreate(h.CloudInit))
-		}
-		if h.CDROM != nil && !slices.Contains(skip, s.CDROMSlot()) {
-			v, err := g.cdromValue(h.CDROM)
-			if err != nil {
-				return nil, err
-			}
-			add(s.CDROMSlot(), v)
-		}
+	h := s.Hardware
+	if h == nil {
+		return out, nil
 	}
-	for _, n := range s.Networks {
-		add(n.Slot, nicCreate(n))
+	if h.EFIDisk != nil && !slices.Contains(skip, "efidisk0") {
+		v, err := efiCreate(h.EFIDisk)
+		if err != nil {
+			return nil, err
+		}
+		add("efidisk0", v)
 	}
-	if h != nil {
-		for _, p := range h.PCIDevices {
-			add(p.Slot, pciValue(p))
-		}
+	if h.TPM != nil && !slices.Contains(skip, "tpmstate0") {
+		add("tpmstate0", tpmCreate(s))
 	}
-	if o := s.Options; o != nil {
-		if o.OnBoot != nil {
-			add("onboot", boolString(*o.OnBoot))
-		}
-		if o.Startup != "" {
-			add("startup", o.Startup)
-		}
-		if o.Protection != nil {
-			add("protection", boolString(*o.Protection))
-		}
-		if o.Agent != nil {
-			add("agent", boolString(*o.Agent))
-		}
-		if o.ACPI != nil {
-			add("acpi", boolString(*o.ACPI))
-		}
-		if o.Tablet != nil {
-			add("tablet", boolString(*o.Tablet))
-		}
-		if len(o.Hotplug) > 0 {
-			add("hotplug", strings.Join(o.Hotplug, ","))
-		}
-		if len(o.BootOrder) > 0 {
-			add("boot", bootValue(o.BootOrder))
-		}
+	if s.CloudInitEnabled() && !slices.Contains(skip, manifest.CloudInitSlot) {
+		add(manifest.CloudInitSlot, cloudInitCreate(h.CloudInit))
 	}
-	if c := s.CloudInitData; c != nil {
-		if c.CIUser != "" {
-			add("ciuser", c.CIUser)
+	if h.CDROM != nil && !slices.Contains(skip, s.CDROMSlot()) {
+		v, err := g.cdromValue(h.CDROM)
+		if err != nil {
+			return nil, err
 		}
-		if sshKeysOwned(c) {
-			out = append(out, sshKeysValue(c))
-		}
-		if c.CIPasswordRef != "" {
-			out = append(out, Value{Key: "cipassword", SecretRefs: []string{c.CIPasswordRef}})
-		}
-		if len(c.Nameservers) > 0 {
-			add("nameserver", strings.Join(c.Nameservers, " "))
-		}
-		if len(c.SearchDomains) > 0 {
-			add("searchdomain", strings.Join(c.SearchDomains, " "))
-		}
-		for _, ip := range ipconfigs(c) {
-			add("ipconfig"+itoa(ip.NIC), ipconfigValue(ip))
-		}
+		add(s.CDROMSlot(), v)
 	}
 	return out, nil
+}
+
+// qemuOptions are the keys of spec.options that are set.
+func qemuOptions(o *manifest.VMOptions) Values {
+	if o == nil {
+		return nil
+	}
+	var out Values
+	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
+	if o.OnBoot != nil {
+		add("onboot", boolString(*o.OnBoot))
+	}
+	if o.Startup != "" {
+		add("startup", o.Startup)
+	}
+	if o.Protection != nil {
+		add("protection", boolString(*o.Protection))
+	}
+	if o.Agent != nil {
+		add("agent", boolString(*o.Agent))
+	}
+	if o.ACPI != nil {
+		add("acpi", boolString(*o.ACPI))
+	}
+	if o.Tablet != nil {
+		add("tablet", boolString(*o.Tablet))
+	}
+	if len(o.Hotplug) > 0 {
+		add("hotplug", strings.Join(o.Hotplug, ","))
+	}
+	if len(o.BootOrder) > 0 {
+		add("boot", bootValue(o.BootOrder))
+	}
+	return out
+}
+
+// qemuCloudInitData are the cloud-init keys: user, SSH keys and password (as secret references where they
+// are), DNS, and one ipconfig per NIC with an address.
+func qemuCloudInitData(c *manifest.CloudInitData) Values {
+	if c == nil {
+		return nil
+	}
+	var out Values
+	add := func(k, v string) { out = append(out, Value{Key: k, Value: v}) }
+	if c.CIUser != "" {
+		add("ciuser", c.CIUser)
+	}
+	if sshKeysOwned(c) {
+		out = append(out, sshKeysValue(c))
+	}
+	if c.CIPasswordRef != "" {
+		out = append(out, Value{Key: "cipassword", SecretRefs: []string{c.CIPasswordRef}})
+	}
+	if len(c.Nameservers) > 0 {
+		add("nameserver", strings.Join(c.Nameservers, " "))
+	}
+	if len(c.SearchDomains) > 0 {
+		add("searchdomain", strings.Join(c.SearchDomains, " "))
+	}
+	for _, ip := range ipconfigs(c) {
+		add("ipconfig"+itoa(ip.NIC), ipconfigValue(ip))
+	}
+	return out
 }
 
 // ipconfigs are the owned ipconfig entries (those with an ip), by NIC number.
@@ -483,21 +525,40 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 	if err != nil {
 		return Diff{}, err
 	}
-	r := g.Resource
 	x := &differ{live: live, tagStyle: g.TagStyle}
 	clone := s.Clone != ""
-	x.scalar("name", "spec.pve-name", r.PVEName())
+	x.scalar("name", "spec.pve-name", g.Resource.PVEName())
 	x.description("spec.pve-description", s.PVEDescription)
 	x.tags(s.Tags)
+	if err := x.qemuHardware(s); err != nil {
+		return Diff{}, err
+	}
+	if err := x.qemuVolumes(g, s, template, clone); err != nil {
+		return Diff{}, err
+	}
+	x.qemuDevices(s)
+	x.qemuOptions(s.Options)
+	x.cloudInitData(g, s)
+	x.extra(s.Extra, QEMUCreateOnly)
+	if clone {
+		x.clearIdentity(s)
+	}
+	x.holdGrowth()
+	return x.d, nil
+}
+
+// qemuHardware compares the processor, memory and the hardware keys up to the SCSI controller. An absent
+// count or size is not owned: PVE gives the guest its default (one core per socket, 512 MiB).
+func (x *differ) qemuHardware(s *manifest.VMSpec) error {
+	live := x.live
 	x.qemuCPU(s)
-	// An absent count or size is not owned: PVE gives the guest its default (one core per socket, 512 MiB).
 	if s.CPU.Cores > 0 {
 		x.intValue("cores", "spec.cpu.cores", int64(s.CPU.Cores), 1)
 	}
 	if !s.Memory.IsZero() {
 		mem, err := memoryMiB(s.Memory)
 		if err != nil {
-			return Diff{}, err
+			return err
 		}
 		haveMem := int64(512) // PVE's default
 		if v, ok := live["memory"]; ok {
@@ -507,37 +568,8 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 			x.setString("memory", "spec.memory", itoa(mem))
 		}
 	}
-	h := s.Hardware
-	if h != nil {
-		if h.Sockets > 0 {
-			x.intValue("sockets", "spec.hardware.sockets", int64(h.Sockets), 1)
-		}
-		x.boolean("numa", "spec.hardware.numa", h.NUMA, false)
-		if h.Machine != "" && !machineMatches(h.Machine, live["machine"]) {
-			x.setString("machine", "spec.hardware.machine", h.Machine)
-		}
-		if h.BIOS != "" {
-			have := live["bios"]
-			if have == "" {
-				have = "seabios"
-			}
-			if have != h.BIOS {
-				x.setString("bios", "spec.hardware.bios", h.BIOS)
-			}
-		}
-		if h.Display != "" {
-			vga := pveformat.ParseProps(live["vga"], "type")
-			if vga.Value("type") != h.Display {
-				if _, ok := live["vga"]; ok {
-					x.setString("vga", "spec.hardware.display", vga.With("type", h.Display).Canonical("type"))
-				} else {
-					x.setString("vga", "spec.hardware.display", h.Display)
-				}
-			}
-		}
-		if h.Serial0 != "" {
-			x.scalar("serial0", "spec.hardware.serial0", h.Serial0)
-		}
+	if h := s.Hardware; h != nil {
+		x.qemuBoard(h)
 	}
 	if hw := s.SCSIHW(); hw != "" {
 		have := live["scsihw"]
@@ -548,18 +580,58 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 			x.setString("scsihw", "spec.disks[].controller", hw)
 		}
 	}
+	return nil
+}
+
+// qemuBoard compares sockets, NUMA, machine type, firmware, display and serial port.
+func (x *differ) qemuBoard(h *manifest.Hardware) {
+	live := x.live
+	if h.Sockets > 0 {
+		x.intValue("sockets", "spec.hardware.sockets", int64(h.Sockets), 1)
+	}
+	x.boolean("numa", "spec.hardware.numa", h.NUMA, false)
+	if h.Machine != "" && !machineMatches(h.Machine, live["machine"]) {
+		x.setString("machine", "spec.hardware.machine", h.Machine)
+	}
+	if h.BIOS != "" {
+		have := live["bios"]
+		if have == "" {
+			have = "seabios"
+		}
+		if have != h.BIOS {
+			x.setString("bios", "spec.hardware.bios", h.BIOS)
+		}
+	}
+	if h.Display != "" {
+		vga := pveformat.ParseProps(live["vga"], "type")
+		if vga.Value("type") != h.Display {
+			if _, ok := live["vga"]; ok {
+				x.setString("vga", "spec.hardware.display", vga.With("type", h.Display).Canonical("type"))
+			} else {
+				x.setString("vga", "spec.hardware.display", h.Display)
+			}
+		}
+	}
+	if h.Serial0 != "" {
+		x.scalar("serial0", "spec.hardware.serial0", h.Serial0)
+	}
+}
+
+// qemuVolumes compares the declared disks, EFI and TPM state, cloud-init drive and CD-ROM, then reports the
+// live volumes nobody declares (a clone keeps its template's).
+func (x *differ) qemuVolumes(g Desired, s *manifest.VMSpec, template, clone bool) error {
 	owned := map[string]bool{}
 	for i, d := range s.Disks {
 		owned[d.Interface] = true
 		if err := x.qemuDisk(g, yamlIndex("spec.disks", i), d, template); err != nil {
-			return Diff{}, err
+			return err
 		}
 	}
-	if h != nil {
+	if h := s.Hardware; h != nil {
 		if h.EFIDisk != nil {
 			owned["efidisk0"] = true
 			if err := x.efi(h.EFIDisk); err != nil {
-				return Diff{}, err
+				return err
 			}
 		}
 		if h.TPM != nil {
@@ -573,11 +645,16 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 		if h.CDROM != nil {
 			owned[s.CDROMSlot()] = true
 			if err := x.cdrom(g, s.CDROMSlot(), h.CDROM); err != nil {
-				return Diff{}, err
+				return err
 			}
 		}
 	}
 	x.liveOnlyDisks(owned, clone)
+	return nil
+}
+
+// qemuDevices compares the declared NICs and PCI devices and reports the live ones nobody declares.
+func (x *differ) qemuDevices(s *manifest.VMSpec) {
 	declaredNICs := map[string]bool{}
 	for i, n := range s.Networks {
 		declaredNICs[n.Slot] = true
@@ -585,21 +662,13 @@ func QEMU(g Desired, live map[string]string, template bool) (Diff, error) {
 	}
 	x.liveOnly("net", declaredNICs, "NIC")
 	declaredPCI := map[string]bool{}
-	if h != nil {
+	if h := s.Hardware; h != nil {
 		for i, p := range h.PCIDevices {
 			declaredPCI[p.Slot] = true
 			x.pci(yamlIndex("spec.hardware.pci-devices", i), p)
 		}
 	}
 	x.liveOnly("hostpci", declaredPCI, "PCI device")
-	x.qemuOptions(s.Options)
-	x.cloudInitData(g, s)
-	x.extra(s.Extra, QEMUCreateOnly)
-	if clone {
-		x.clearIdentity(s)
-	}
-	x.holdGrowth()
-	return x.d, nil
 }
 
 // DefaultCPUType is the processor type qemu-server runs a VM with when its config has no cpu key: kvm64, or

@@ -58,90 +58,11 @@ var yamlLine = regexp.MustCompile(`line (\d+)`)
 // *Error values of class ClassMalformed joined in position order), so the caller can tell an unencrypted
 // file from a malformed one. No message repeats a value.
 func parseDocument(file string, data []byte, plaintext bool) (*document, error) {
-	malformed := func(line, col int, entry, msg string) *Error {
-		return &Error{Class: ClassMalformed, File: file, Line: line, Column: col, Entry: entry, Message: msg}
+	p := &docParser{file: file, plaintext: plaintext, doc: &document{entries: map[string]leaf{}}}
+	top, err := p.decodeTop(data)
+	if err != nil {
+		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, malformed(0, 0, "", "the file is empty; want a YAML mapping with secrets: and/or cloud-init:")
-		}
-		return nil, malformed(yamlErrorLine(err), 0, "", "not valid YAML")
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, malformed(extra.Line, extra.Column, "", "the file holds more than one YAML document; want one")
-	} else if !errors.Is(err, io.EOF) {
-		return nil, malformed(yamlErrorLine(err), 0, "", "not valid YAML")
-	}
-	top := &root
-	if top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
-		top = top.Content[0]
-	}
-	if top.Kind != yaml.MappingNode {
-		return nil, malformed(top.Line, top.Column, "", fmt.Sprintf(
-			"the document is a %s; want a mapping with secrets: and/or cloud-init:", kindName(top.Kind)))
-	}
-
-	doc := &document{entries: map[string]leaf{}}
-	var problems []*Error
-	report := func(line, col int, entry, format string, args ...any) {
-		problems = append(problems, malformed(line, col, entry, fmt.Sprintf(format, args...)))
-	}
-
-	// entriesOf reads a flat name → scalar mapping.
-	entriesOf := func(section string, n *yaml.Node, cloudInit bool) {
-		where := section + ":"
-		if cloudInit {
-			where = keyCloudInit + "." + section + ":"
-		}
-		if isNull(n) {
-			return
-		}
-		if n.Kind != yaml.MappingNode {
-			report(n.Line, n.Column, "", "%s must be a mapping of name to value, found a %s", where, kindName(n.Kind))
-			return
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode || k.Value == "" {
-				report(k.Line, k.Column, "", "%s has an entry without a plain, non-empty name", where)
-				continue
-			}
-			name := k.Value
-			path := entryPath(section, name)
-			if cloudInit {
-				if msg := checkName(name); msg != "" {
-					report(k.Line, k.Column, "", "%s entry %s: %s", where, quoteInput(name), msg)
-					continue
-				}
-			}
-			if seen[name] {
-				report(k.Line, k.Column, path, "defined more than once")
-				continue
-			}
-			seen[name] = true
-			if v.Kind != yaml.ScalarNode {
-				report(k.Line, k.Column, path, "must be a single value (a string or a number), found a %s", kindName(v.Kind))
-				continue
-			}
-			value := v.Value
-			if isNull(v) {
-				value = ""
-			}
-			if plaintext && section == string(SSHKeys) && value != "" {
-				value = strings.TrimSpace(value)
-				if msg := checkSSHKeyLine(value); msg != "" {
-					report(k.Line, k.Column, path, "%s", msg)
-					continue
-				}
-			}
-			doc.entries[path] = leaf{section: section, name: name, value: value, line: k.Line, column: k.Column}
-		}
-	}
-
 	seenTop := map[string]bool{}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i], top.Content[i+1]
@@ -149,54 +70,157 @@ func parseDocument(file string, data []byte, plaintext bool) (*document, error) 
 			continue
 		}
 		if seenTop[k.Value] && (k.Value == keySecrets || k.Value == keyCloudInit || k.Value == keySOPS) {
-			report(k.Line, k.Column, "", "top-level key %s: appears more than once", k.Value)
+			p.report(k.Line, k.Column, "", "top-level key %s: appears more than once", k.Value)
 			continue
 		}
 		seenTop[k.Value] = true
 		switch k.Value {
 		case keySOPS:
-			doc.hasSOPS = true
+			p.doc.hasSOPS = true
 		case keySecrets:
-			doc.hasSecrets = true
-			entriesOf(keySecrets, v, false)
+			p.doc.hasSecrets = true
+			p.entries(keySecrets, v, keySecrets+":", nil)
 		case keyCloudInit:
-			doc.hasCloudInit = true
-			if isNull(v) {
-				continue
-			}
-			if v.Kind != yaml.MappingNode {
-				report(v.Line, v.Column, "", "cloud-init: must be a mapping with ssh-keys: and/or passwords:, found a %s", kindName(v.Kind))
-				continue
-			}
-			seenCI := map[string]bool{}
-			for j := 0; j+1 < len(v.Content); j += 2 {
-				ck, cv := v.Content[j], v.Content[j+1]
-				if ck.Kind != yaml.ScalarNode || (ck.Value != string(SSHKeys) && ck.Value != string(Passwords)) {
-					continue // other cloud-init blocks are not ours; references to them cannot be written
-				}
-				if seenCI[ck.Value] {
-					report(ck.Line, ck.Column, "", "cloud-init.%s: appears more than once", ck.Value)
-					continue
-				}
-				seenCI[ck.Value] = true
-				entriesOf(ck.Value, cv, true)
-			}
+			p.doc.hasCloudInit = true
+			p.cloudInit(v)
 		}
 	}
-	if !doc.hasSecrets && !doc.hasCloudInit {
-		report(top.Line, top.Column, "", "the document has neither a secrets: nor a cloud-init: block")
+	if !p.doc.hasSecrets && !p.doc.hasCloudInit {
+		p.report(top.Line, top.Column, "", "the document has neither a secrets: nor a cloud-init: block")
 	}
-	if len(problems) == 0 {
-		return doc, nil
+	return p.doc, p.err()
+}
+
+// docParser reads one secrets document, collecting every problem it finds rather than stopping at the first.
+type docParser struct {
+	file      string
+	plaintext bool
+	doc       *document
+	problems  []*Error
+}
+
+func (p *docParser) malformed(line, col int, entry, msg string) *Error {
+	return &Error{Class: ClassMalformed, File: p.file, Line: line, Column: col, Entry: entry, Message: msg}
+}
+
+func (p *docParser) report(line, col int, entry, format string, args ...any) {
+	p.problems = append(p.problems, p.malformed(line, col, entry, fmt.Sprintf(format, args...)))
+}
+
+// decodeTop decodes the file's single YAML document and returns its top mapping.
+func (p *docParser) decodeTop(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, p.malformed(0, 0, "", "the file is empty; want a YAML mapping with secrets: and/or cloud-init:")
+		}
+		return nil, p.malformed(yamlErrorLine(err), 0, "", "not valid YAML")
 	}
-	slices.SortFunc(problems, func(a, b *Error) int {
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, p.malformed(extra.Line, extra.Column, "", "the file holds more than one YAML document; want one")
+	} else if !errors.Is(err, io.EOF) {
+		return nil, p.malformed(yamlErrorLine(err), 0, "", "not valid YAML")
+	}
+	top := &root
+	if top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
+		top = top.Content[0]
+	}
+	if top.Kind != yaml.MappingNode {
+		return nil, p.malformed(top.Line, top.Column, "", fmt.Sprintf(
+			"the document is a %s; want a mapping with secrets: and/or cloud-init:", kindName(top.Kind)))
+	}
+	return top, nil
+}
+
+// cloudInit reads the cloud-init: block: its ssh-keys: and passwords: mappings. Other cloud-init blocks are
+// not ours; references to them cannot be written.
+func (p *docParser) cloudInit(v *yaml.Node) {
+	if isNull(v) {
+		return
+	}
+	if v.Kind != yaml.MappingNode {
+		p.report(v.Line, v.Column, "", "cloud-init: must be a mapping with ssh-keys: and/or passwords:, found a %s", kindName(v.Kind))
+		return
+	}
+	seen := map[string]bool{}
+	for j := 0; j+1 < len(v.Content); j += 2 {
+		k, section := v.Content[j], v.Content[j+1]
+		if k.Kind != yaml.ScalarNode || (k.Value != string(SSHKeys) && k.Value != string(Passwords)) {
+			continue
+		}
+		if seen[k.Value] {
+			p.report(k.Line, k.Column, "", "cloud-init.%s: appears more than once", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		p.entries(k.Value, section, keyCloudInit+"."+k.Value+":", checkName)
+	}
+}
+
+// entries reads a flat name → scalar mapping of one section; where names the section in messages, and
+// checkNames (when set) says what is wrong with a name, or "".
+func (p *docParser) entries(section string, n *yaml.Node, where string, checkNames func(string) string) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		p.report(n.Line, n.Column, "", "%s must be a mapping of name to value, found a %s", where, kindName(n.Kind))
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Value == "" {
+			p.report(k.Line, k.Column, "", "%s has an entry without a plain, non-empty name", where)
+			continue
+		}
+		name := k.Value
+		path := entryPath(section, name)
+		if checkNames != nil {
+			if msg := checkNames(name); msg != "" {
+				p.report(k.Line, k.Column, "", "%s entry %s: %s", where, quoteInput(name), msg)
+				continue
+			}
+		}
+		if seen[name] {
+			p.report(k.Line, k.Column, path, "defined more than once")
+			continue
+		}
+		seen[name] = true
+		if v.Kind != yaml.ScalarNode {
+			p.report(k.Line, k.Column, path, "must be a single value (a string or a number), found a %s", kindName(v.Kind))
+			continue
+		}
+		value := v.Value
+		if isNull(v) {
+			value = ""
+		}
+		if p.plaintext && section == string(SSHKeys) && value != "" {
+			value = strings.TrimSpace(value)
+			if msg := checkSSHKeyLine(value); msg != "" {
+				p.report(k.Line, k.Column, path, "%s", msg)
+				continue
+			}
+		}
+		p.doc.entries[path] = leaf{section: section, name: name, value: value, line: k.Line, column: k.Column}
+	}
+}
+
+// err joins the problems found, ordered by line, column and text; nil when there were none.
+func (p *docParser) err() error {
+	if len(p.problems) == 0 {
+		return nil
+	}
+	slices.SortFunc(p.problems, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Error(), b.Error()))
 	})
-	errs := make([]error, len(problems))
-	for i, p := range problems {
-		errs[i] = p
+	errs := make([]error, len(p.problems))
+	for i, e := range p.problems {
+		errs[i] = e
 	}
-	return doc, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // isNull reports whether n is an explicit or implicit YAML null.

@@ -394,15 +394,8 @@ func (d *driver) recordOwned(ctx context.Context, runID string, o plan.Owned, lo
 		return fmt.Errorf("ownership record of vmid %d not written: %w", o.VMID, err)
 	}
 	m, err := wire.OwnedGuestToProto(wire.OwnedGuest{Cluster: d.cluster, Owned: o, RunID: runID, RecordedAt: time.Now().UTC()})
-	if err != nil {
-		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)
-	}
-	for attempt := 0; ; attempt++ {
-		_, err = d.p.bus.PutProto(ctx, bus.BucketOwned, key, m)
-		if err == nil || attempt >= 4 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	if err == nil {
+		err = d.putOwned(ctx, key, m)
 	}
 	if err != nil {
 		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/proxops/proxops/internal/bus"
+	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/plan"
@@ -48,15 +51,8 @@ func (d *driver) recordObject(ctx context.Context, runID string, r plan.ObjectRe
 		return fmt.Errorf("ownership record of %s %s not written: %w", r.Kind, r.ID, err)
 	}
 	m, err := wire.OwnedObjectToProto(wire.OwnedObject{Cluster: d.cluster, ObjectRecord: r, RunID: runID, RecordedAt: time.Now().UTC()})
-	if err != nil {
-		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)
-	}
-	for attempt := 0; ; attempt++ {
-		_, err = d.p.bus.PutProto(ctx, bus.BucketOwned, key, m)
-		if err == nil || attempt >= 4 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	if err == nil {
+		err = d.putOwned(ctx, key, m)
 	}
 	if err != nil {
 		return fmt.Errorf("ownership record %s (%s) not written: %w", key, bus.BucketOwned, err)
@@ -98,4 +94,19 @@ func (d *driver) forgetObject(ctx context.Context, kind, id string, log *slog.Lo
 	if err := d.p.bus.DeleteKey(ctx, bus.BucketOwned, key); err != nil && !errors.Is(err, bus.ErrNotFound) {
 		log.Warn("ownership record of a deleted object not removed", "kind", kind, "id", id, "err", err)
 	}
+}
+
+// putOwned writes one ownership record, trying again a few times with a growing pause while ctx lasts: a
+// record that is not written would leave PVE holding something ProxOps no longer knows it made.
+func (d *driver) putOwned(ctx context.Context, key string, m proto.Message) error {
+	var err error
+	for attempt := range 5 {
+		if _, err = d.p.bus.PutProto(ctx, bus.BucketOwned, key, m); err == nil {
+			return nil
+		}
+		if attempt < 4 && clock.Sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond) != nil {
+			return err
+		}
+	}
+	return err
 }
