@@ -131,6 +131,48 @@ type section struct {
 func PlanText(p plan.Plan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "=== %s ===\n", p.Cluster)
+	byKind := map[plan.FindingKind][]line{}
+	for _, f := range p.Findings {
+		byKind[f.Kind] = append(byKind[f.Kind], findingLine(f))
+	}
+	sections := append(operationSections(p),
+		section{title: "deferred prunes (budget)", lines: byKind[plan.FindingDeferredPrune]},
+		heldSection(p),
+		section{title: "suspended from correction (rolled back by an operator; drift reported, not corrected)", lines: byKind[plan.FindingSuspended]},
+		section{title: "pending until restart", lines: byKind[plan.FindingPending]},
+		section{title: "misplaced (on another node)", lines: byKind[plan.FindingMisplaced]},
+		section{title: "anomalies (never written; fix by hand or in git)", lines: byKind[plan.FindingAnomaly]},
+		section{title: "skipped (no proxops tag)", lines: byKind[plan.FindingSkipped]},
+		section{title: "warnings", lines: byKind[plan.FindingWarning]},
+	)
+	if Clean(p) {
+		b.WriteString(NoDriftCluster + "\n")
+	} else {
+		fmt.Fprintf(&b, "plan %s\n", p.ID)
+	}
+	writeSections(&b, sections)
+	if len(p.Gaps) > 0 {
+		fmt.Fprintf(&b, "=== gaps (live settings the manifests do not carry; never written) (%d) ===\n", len(p.Gaps))
+		for _, g := range p.Gaps {
+			b.WriteString("  gap: " + gapDocument(g).text() + "\n")
+		}
+	}
+	return b.String()
+}
+
+// The sections a plan's operations are listed in, in the order they are printed.
+const (
+	secSnapshots = iota
+	secCreate
+	secMove
+	secUpdate
+	secPower
+	secDelete
+)
+
+// operationSections sorts a plan's operations into their sections: safety snapshots, creates, moves,
+// updates, power changes and deletes.
+func operationSections(p plan.Plan) []section {
 	created, deleted := map[int]bool{}, map[int]bool{}
 	for _, o := range p.Operations {
 		switch o.Action {
@@ -142,92 +184,95 @@ func PlanText(p plan.Plan) string {
 			// Updates and power changes are sorted into their sections below.
 		}
 	}
-	var create, move, update, power, del, snaps section
-	create.title, move.title, update.title, power.title, del.title = "will create", "will move", "will update", "power changes", "will delete (prune)"
-	snaps.title = "safety snapshots"
+	out := []section{
+		secSnapshots: {title: "safety snapshots"}, secCreate: {title: "will create"}, secMove: {title: "will move"},
+		secUpdate: {title: "will update"}, secPower: {title: "power changes"}, secDelete: {title: "will delete (prune)"},
+	}
 	for _, o := range p.Operations {
+		sec, detail := operationSection(o)
 		switch {
-		case o.Action == plan.ActionSnapshot || o.Action == plan.ActionDeleteSnapshot || o.Action == plan.ActionRollback:
-			snaps.lines = append(snaps.lines, opLine(o, false))
-		case o.Action == plan.ActionCreateFirewallObject:
-			// A new firewall object shows what it will hold: a group's rules in order, an IP set's entries.
-			create.lines = append(create.lines, opLine(o, true))
-		case o.Action == plan.ActionCreate || o.Action == plan.ActionClone || o.Action == plan.ActionDownload ||
-			o.Action == plan.ActionCreatePool || o.Action == plan.ActionCreateHAResource || o.Action == plan.ActionCreateHARule ||
-			o.Action == plan.ActionCreateBackupJob || (o.Action == plan.ActionMarkTemplate && created[o.VMID] && o.VMID != 0):
-			create.lines = append(create.lines, opLine(o, false))
-		case o.Action == plan.ActionDelete || o.Action == plan.ActionDeletePool || o.Action == plan.ActionDeleteHAResource ||
-			o.Action == plan.ActionDeleteHARule || o.Action == plan.ActionDeleteBackupJob || o.Action == plan.ActionDeleteFirewallObject ||
-			(o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0):
-			del.lines = append(del.lines, opLine(o, false))
-		case o.Action.Moves():
-			move.lines = append(move.lines, opLine(o, false))
-		case o.Action == plan.ActionConfigure || o.Action == plan.ActionClaimTag || o.Action == plan.ActionResize || o.Action == plan.ActionMarkTemplate ||
-			o.Action == plan.ActionRegenerateCloudInit || o.Action == plan.ActionClaimPool || o.Action == plan.ActionConfigurePool ||
-			o.Action == plan.ActionSetPoolMembers || o.Action == plan.ActionApplyGuestFirewall || o.Action == plan.ActionClaimClusterObject ||
-			o.Action == plan.ActionConfigureHAResource || o.Action == plan.ActionConfigureHARule || o.Action == plan.ActionConfigureBackupJob ||
-			o.Action == plan.ActionClaimFirewallObject || o.Action == plan.ActionConfigureFirewallObject ||
-			o.Action == plan.ActionApplyClusterFirewall:
-			update.lines = append(update.lines, opLine(o, true))
-		default:
-			power.lines = append(power.lines, opLine(o, false))
+		case o.Action == plan.ActionMarkTemplate && created[o.VMID] && o.VMID != 0:
+			sec, detail = secCreate, false // a template made in this plan is part of its creation
+		case o.Action == plan.ActionStop && deleted[o.VMID] && o.VMID != 0:
+			sec = secDelete // the stop before a prune
 		}
+		out[sec].lines = append(out[sec].lines, opLine(o, detail))
 	}
-	byKind := map[plan.FindingKind][]line{}
-	for _, f := range p.Findings {
-		byKind[f.Kind] = append(byKind[f.Kind], findingLine(f))
+	return out
+}
+
+// operationSection is the section an operation is listed in, and whether its line shows the values it
+// writes (an update's changes, what a new firewall object will hold: a group's rules in order, an IP set's
+// entries).
+func operationSection(o plan.Operation) (sec int, detail bool) {
+	switch o.Action {
+	case plan.ActionSnapshot, plan.ActionDeleteSnapshot, plan.ActionRollback:
+		return secSnapshots, false
+	case plan.ActionCreateFirewallObject:
+		return secCreate, true
+	case plan.ActionCreate, plan.ActionClone, plan.ActionDownload, plan.ActionCreatePool, plan.ActionCreateHAResource,
+		plan.ActionCreateHARule, plan.ActionCreateBackupJob:
+		return secCreate, false
+	case plan.ActionDelete, plan.ActionDeletePool, plan.ActionDeleteHAResource, plan.ActionDeleteHARule,
+		plan.ActionDeleteBackupJob, plan.ActionDeleteFirewallObject:
+		return secDelete, false
+	case plan.ActionMigrate, plan.ActionHAMigrate:
+		return secMove, false
+	case plan.ActionConfigure, plan.ActionClaimTag, plan.ActionResize, plan.ActionMarkTemplate,
+		plan.ActionRegenerateCloudInit, plan.ActionClaimPool, plan.ActionConfigurePool, plan.ActionSetPoolMembers,
+		plan.ActionApplyGuestFirewall, plan.ActionClaimClusterObject, plan.ActionConfigureHAResource,
+		plan.ActionConfigureHARule, plan.ActionConfigureBackupJob, plan.ActionClaimFirewallObject,
+		plan.ActionConfigureFirewallObject, plan.ActionApplyClusterFirewall:
+		return secUpdate, true
+	default:
+		return secPower, false
 	}
+}
+
+// heldSection lists what a held plan waits for confirmation on: prunes held by the mass-prune latch,
+// firewall changes that could lock people out, and moves held by the migration latch.
+func heldSection(p plan.Plan) section {
 	held := section{title: "held for confirmation"}
 	if len(p.HeldPrunes) > 0 {
 		held.title += " (mass-prune latch)"
 	}
-	if p.Held {
-		for _, ref := range p.HeldPrunes {
-			held.lines = append(held.lines, line{what: "held", ref: ref, node: "", id: "-", reason: "prune waits for confirmation"})
+	if !p.Held {
+		return held
+	}
+	for _, ref := range p.HeldPrunes {
+		held.lines = append(held.lines, line{what: "held", ref: ref, node: "", id: "-", reason: "prune waits for confirmation"})
+	}
+	for _, o := range p.Operations {
+		switch {
+		case !strings.Contains(o.Reason, plan.FirewallLockout):
+		case o.Action == plan.ActionApplyGuestFirewall:
+			held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
+				reason: "firewall would drop every inbound connection; waits for confirmation"})
+		case o.Action == plan.ActionApplyClusterFirewall:
+			held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
+				reason: "the cluster's firewall could cut administrators off (8006, 22); waits for confirmation"})
 		}
+	}
+	if moves := heldMoves(p); len(moves) > 0 {
+		held.title = "held for confirmation (migration latch)"
+		if len(p.HeldPrunes) > 0 {
+			held.title = "held for confirmation (mass-prune and migration latches)"
+		}
+		held.lines = append(held.lines, moves...)
+	}
+	held.note = []string{p.HeldReason, "confirm plan " + p.ID + " to apply it"}
+	for i := range held.lines {
 		for _, o := range p.Operations {
-			switch {
-			case !strings.Contains(o.Reason, plan.FirewallLockout):
-			case o.Action == plan.ActionApplyGuestFirewall:
-				held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
-					reason: "firewall would drop every inbound connection; waits for confirmation"})
-			case o.Action == plan.ActionApplyClusterFirewall:
-				held.lines = append(held.lines, line{what: "held", ref: o.Ref, node: o.Node, id: vmidString(o.VMID),
-					reason: "the cluster's firewall could cut administrators off (8006, 22); waits for confirmation"})
-			}
-		}
-		if moves := heldMoves(p); len(moves) > 0 {
-			held.title = "held for confirmation (migration latch)"
-			if len(p.HeldPrunes) > 0 {
-				held.title = "held for confirmation (mass-prune and migration latches)"
-			}
-			held.lines = append(held.lines, moves...)
-		}
-		held.note = []string{p.HeldReason, "confirm plan " + p.ID + " to apply it"}
-		for i := range held.lines {
-			for _, o := range p.Operations {
-				if (o.Action == plan.ActionDelete || o.Action == plan.ActionDeleteFirewallObject) && o.Ref == held.lines[i].ref {
-					held.lines[i].node, held.lines[i].id = o.Node, vmidString(o.VMID)
-				}
+			if (o.Action == plan.ActionDelete || o.Action == plan.ActionDeleteFirewallObject) && o.Ref == held.lines[i].ref {
+				held.lines[i].node, held.lines[i].id = o.Node, vmidString(o.VMID)
 			}
 		}
 	}
-	sections := []section{
-		snaps, create, move, update, power, del,
-		{title: "deferred prunes (budget)", lines: byKind[plan.FindingDeferredPrune]},
-		held,
-		{title: "suspended from correction (rolled back by an operator; drift reported, not corrected)", lines: byKind[plan.FindingSuspended]},
-		{title: "pending until restart", lines: byKind[plan.FindingPending]},
-		{title: "misplaced (on another node)", lines: byKind[plan.FindingMisplaced]},
-		{title: "anomalies (never written; fix by hand or in git)", lines: byKind[plan.FindingAnomaly]},
-		{title: "skipped (no proxops tag)", lines: byKind[plan.FindingSkipped]},
-		{title: "warnings", lines: byKind[plan.FindingWarning]},
-	}
-	if Clean(p) {
-		b.WriteString(NoDriftCluster + "\n")
-	} else {
-		fmt.Fprintf(&b, "plan %s\n", p.ID)
-	}
+	return held
+}
+
+// writeSections writes the sections that have lines, their first column as wide as the widest.
+func writeSections(b *strings.Builder, sections []section) {
 	width := minWhatWidth
 	for _, s := range sections {
 		for _, l := range s.lines {
@@ -238,21 +283,14 @@ func PlanText(p plan.Plan) string {
 		if len(s.lines) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "=== %s (%d) ===\n", s.title, len(s.lines))
+		fmt.Fprintf(b, "=== %s (%d) ===\n", s.title, len(s.lines))
 		for _, n := range s.note {
-			fmt.Fprintf(&b, "  %s\n", n)
+			fmt.Fprintf(b, "  %s\n", n)
 		}
 		for _, l := range s.lines {
-			l.write(&b, width)
+			l.write(b, width)
 		}
 	}
-	if len(p.Gaps) > 0 {
-		fmt.Fprintf(&b, "=== gaps (live settings the manifests do not carry; never written) (%d) ===\n", len(p.Gaps))
-		for _, g := range p.Gaps {
-			b.WriteString("  gap: " + gapDocument(g).text() + "\n")
-		}
-	}
-	return b.String()
 }
 
 // rejectionPrefix is the predecessor's wording for why a cluster's cycle was aborted.
