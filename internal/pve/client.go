@@ -385,7 +385,15 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 			}
 		}
 		start := time.Now()
-		err := cl.Req(ctx, method, p, data, &raw)
+		ans := answers.Get().(*answer)
+		ans.body.Reset()
+		err := cl.Req(keeping(ctx, ans), method, p, data, nil)
+		if err == nil {
+			raw, err = ans.data()
+		}
+		if ans.body.Cap() <= 1<<20 {
+			answers.Put(ans) // a large buffer (a big listing) is left to the collector rather than kept
+		}
 		c.observe(method, tmpl, err, start)
 		if err != nil && ctx.Err() == nil && isTimeout(err) {
 			// The request's own timeout, not the caller's deadline: say which request went unanswered.

@@ -1,9 +1,13 @@
 package pve
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 )
 
 // DefaultMaxResponseBytes caps the body of one PVE answer (64 MiB): the largest answers, a node's guest list
@@ -51,7 +55,63 @@ func (t capTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return res, nil
 	}
 	res.Body = &cappedBody{body: res.Body, left: t.max, tooLarge: tooLarge}
+	if a, ok := r.Context().Value(answerKey{}).(*answer); ok && res.StatusCode >= 200 && res.StatusCode <= 299 {
+		// Only a successful answer is kept: a failed one becomes the library's *proxmox.APIError, and a
+		// retried one is drained and followed by another.
+		a.body.Reset()
+		res.Body = &keptBody{ReadCloser: res.Body, into: &a.body}
+	}
 	return res, nil
+}
+
+// answer is the body of one successful PVE answer, kept as the library reads it, so that the request
+// decodes PVE's {"data": …} envelope once itself instead of having the library decode it and encode the
+// data for ProxOps to decode again.
+type answer struct{ body bytes.Buffer }
+
+type answerKey struct{}
+
+var answers = sync.Pool{New: func() any { return new(answer) }}
+
+// keeping returns a context whose requests keep their successful answer in a (one request at a time).
+func keeping(ctx context.Context, a *answer) context.Context {
+	return context.WithValue(ctx, answerKey{}, a)
+}
+
+// data returns the data member of the answer's envelope (null as nil) or, when there is none, the whole
+// answer: what the library's own decoding into a json.RawMessage gives, in one pass.
+func (a *answer) data() (json.RawMessage, error) {
+	b := a.body.Bytes()
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		// The library's error text for an answer that is not an object.
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		return nil, err
+	}
+	switch {
+	case env.Data == nil && !isNull(b):
+		return bytes.Clone(b), nil
+	case env.Data == nil, isNull(env.Data):
+		return nil, nil
+	}
+	return env.Data, nil
+}
+
+// keptBody copies what is read from a body into a buffer.
+type keptBody struct {
+	io.ReadCloser
+	into *bytes.Buffer
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.into.Write(p[:n])
+	return n, err
 }
 
 // cappedBody reads at most left bytes, then fails with tooLarge if more follows.
