@@ -543,8 +543,6 @@ func writeRaw(rw *bufio.ReadWriter, status int, reason string, h http.Header, bo
 
 // --- authentication ---
 
-var reTokenHeader = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
-
 // authCredentials finds a request's ticket or API token as pve-http-server does: the PVEAuthCookie
 // cookie first, then "PVEAuthCookie=" in the Authorization header, and only without a ticket the
 // PVEAPIToken value of the Authorization header (hasToken reports that one was sent).
@@ -558,7 +556,8 @@ func authCredentials(r *http.Request) (ticket string, hasToken bool) {
 			return t, false
 		}
 	}
-	return "", reTokenHeader.MatchString(authz)
+	_, hasToken = tokenHeader(authz)
+	return "", hasToken
 }
 
 // authenticate checks a ticket (cookie PVEAuthCookie, CSRFPreventionToken header on writes) or, without
@@ -568,10 +567,10 @@ func authCredentials(r *http.Request) (ticket string, hasToken bool) {
 func (s *Sim) authenticate(r *http.Request, upload bool) (string, bool, *apiError) {
 	ticket, hasToken := authCredentials(r)
 	if hasToken {
-		m := reTokenHeader.FindStringSubmatch(r.Header.Get("Authorization"))
-		val, err := url.PathUnescape(strings.TrimSpace(m[1]))
+		raw, _ := tokenHeader(r.Header.Get("Authorization"))
+		val, err := url.PathUnescape(strings.TrimSpace(raw))
 		if err != nil {
-			val = m[1]
+			val = raw
 		}
 		i := strings.LastIndex(val, "=")
 		if i < 0 {

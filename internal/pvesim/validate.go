@@ -47,9 +47,7 @@ func addError(errs map[string]string, path, msg string) {
 }
 
 var (
-	reIsNumber  = regexp.MustCompile(`^[+-]?(\d+\.\d+|\d+\.|\.\d+|\d+)([eE][+-]?\d+)?$`)
-	reIsInteger = regexp.MustCompile(`^[+-]?\d+$`)
-	reIndexed   = regexp.MustCompile(`^([a-z][a-z_\-]*?)(\d+)$`)
+	reIndexed = regexp.MustCompile(`^([a-z][a-z_\-]*?)(\d+)$`)
 )
 
 // indexMax is the highest index of each indexed option, from the option descriptions in qemu-server and
@@ -151,7 +149,7 @@ func checkProp(v value, p *schema.Prop, path string, errs map[string]string) {
 		addError(errs, path, fmt.Sprintf("value must be at least %d characters long", *p.MinLength))
 		return
 	}
-	if reIsNumber.MatchString(s) {
+	if isNumber(s) {
 		f, _ := strconv.ParseFloat(s, 64)
 		if p.Maximum != nil && f > *p.Maximum {
 			addError(errs, path, "value must have a maximum value of "+perlNum(*p.Maximum))
@@ -207,12 +205,12 @@ func checkType(v value, typ, path string, errs map[string]string) bool {
 			return false
 		}
 	case "integer":
-		if !reIsInteger.MatchString(v.s) {
+		if !isInteger(v.s) {
 			addError(errs, path, fmt.Sprintf("type check ('integer') failed - got '%s'", v.s))
 			return false
 		}
 	case "number":
-		if !reIsNumber.MatchString(v.s) {
+		if !isNumber(v.s) {
 			addError(errs, path, fmt.Sprintf("type check ('number') failed - got '%s'", v.s))
 			return false
 		}
