@@ -3,6 +3,8 @@ package pve
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -41,5 +43,43 @@ func TestAnAnswersDataIsWhatTheLibraryDecoded(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%q: data %q, the library's %q", body, got, want)
 		}
+	}
+}
+
+// An answer decoded in one pass gives the callers exactly what decoding its undecoded data gave: the same
+// objects, text and errors, whatever the shape of the data.
+func TestADecodedAnswerReadsAsItsUndecodedData(t *testing.T) {
+	for _, body := range []string{
+		`{"data":null}`, `{"data":"UPID:pve1:0000A1B2:00C3D4E5:6553F0A1:qmcreate:100:root@pam:"}`, `{"data":100}`,
+		`{"data":{"status":"stopped","exitstatus":"OK","pid":12}}`, `{"data":[{"key":"cores","value":2},{"key":"digest","value":"ab"}],"total":2}`,
+		`{"data":[]}`, `{"data":[1,{"a":1}]}`, `{"data":[{"a":1},null]}`, `{"data":true}`, `{"data":[["a"]]}`, `{"a":1}`, `{}`,
+		`{"data":{"n":1.50e3,"s":"a\"b"}} `, `{"data":1} x`, `{"data":1}{}`, `null`, `[1]`, `{"data":`, `{"data":"é\u00e9"}`,
+	} {
+		var a answer
+		a.body.WriteString(body)
+		decoded, derr := a.reply(true)
+		raw, rerr := a.data()
+		if (derr == nil) != (rerr == nil) || derr != nil && derr.Error() != rerr.Error() {
+			t.Errorf("%q: error %v, undecoded %v", body, derr, rerr)
+			continue
+		}
+		if derr != nil {
+			continue
+		}
+		same := func(what string, got, want any, gotErr, wantErr error) {
+			t.Helper()
+			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+				t.Errorf("%q %s: %#v (%v), undecoded %#v (%v)", body, what, got, gotErr, want, wantErr)
+			}
+		}
+		objs, err := decoded.objects()
+		wantObjs, wantErr := decodeObjects(raw)
+		same("objects", objs, wantObjs, err, wantErr)
+		obj, err := decoded.object()
+		wantObj, wantErr := decodeObject(raw)
+		same("object", obj, wantObj, err, wantErr)
+		text, err := decoded.text()
+		wantText, wantErr := decodeString(raw)
+		same("text", text, wantText, err, wantErr)
 	}
 }

@@ -102,6 +102,40 @@ func (a *answer) data() (json.RawMessage, error) {
 	return env.Data, nil
 }
 
+// reply turns the answer into what send returns: its data undecoded, or with decoded its data as generic
+// values when the answer is one JSON object (anything else takes the undecoded way, with its errors).
+func (a *answer) reply(decoded bool) (reply, error) {
+	if decoded {
+		if v, ok := a.value(); ok {
+			return reply{v: v, decoded: true}, nil
+		}
+	}
+	raw, err := a.data()
+	return reply{raw: raw}, err
+}
+
+// value decodes the answer once, numbers as json.Number: the data member (nil for null) or, when there is
+// none, the whole object. ok is false unless the body is one JSON object and nothing after it but white
+// space, where data succeeds too.
+func (a *answer) value() (any, bool) {
+	b := a.body.Bytes()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var env map[string]any
+	if err := dec.Decode(&env); err != nil || env == nil {
+		return nil, false
+	}
+	for _, c := range b[dec.InputOffset():] {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return nil, false
+		}
+	}
+	if d, ok := env["data"]; ok {
+		return d, true
+	}
+	return env, true
+}
+
 // keptBody copies what is read from a body into a buffer.
 type keptBody struct {
 	io.ReadCloser

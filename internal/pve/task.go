@@ -54,7 +54,7 @@ func (c *Client) TaskStatus(ctx context.Context, upid UPID) (TaskStatus, error) 
 	if err != nil {
 		return TaskStatus{}, fmt.Errorf("read task %s status: %w", upid, err)
 	}
-	o, err := decodeObject(raw)
+	o, err := raw.object()
 	if err != nil {
 		return TaskStatus{}, fmt.Errorf("read task %s status: %w", upid, err)
 	}
@@ -139,7 +139,7 @@ func (c *Client) TaskLog(ctx context.Context, upid UPID) []string {
 		if err != nil {
 			break
 		}
-		items, err := decodeObjects(raw)
+		items, err := raw.objects()
 		if err != nil {
 			break
 		}
@@ -181,7 +181,7 @@ func (c *Client) FindTasks(ctx context.Context, q TaskQuery) ([]TaskEntry, error
 	if err != nil {
 		return nil, fmt.Errorf("list tasks on %s: %w", q.Node, err)
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, fmt.Errorf("list tasks on %s: %w", q.Node, err)
 	}
