@@ -471,23 +471,29 @@ func jsonValue(raw json.RawMessage) value {
 	return value{s: string(t)}
 }
 
+// answerEnvelope is PVE's answer object; its members are in the order of their names, as PVE writes them.
+type answerEnvelope struct {
+	Data    any               `json:"data"`
+	Errors  map[string]string `json:"errors,omitempty"`
+	Message string            `json:"message,omitempty"`
+	Total   int               `json:"total,omitempty"`
+}
+
 // envelope renders {"data":…} or the error form, and the reason phrase (the message's first line).
 func envelope(status int, data any, e *apiError, total int) ([]byte, string) {
-	out := map[string]any{"data": data}
+	out := answerEnvelope{Data: data}
 	reason := http.StatusText(status)
 	if e != nil {
-		out["data"] = nil
+		out.Data = nil
 		msg := e.msg
 		if msg == "" {
 			msg = http.StatusText(status)
 		}
-		out["message"] = msg
-		if len(e.errors) > 0 {
-			out["errors"] = e.errors
-		}
+		out.Message = msg
+		out.Errors = e.errors
 		reason = strings.SplitN(msg, "\n", 2)[0]
 	} else if total > 0 {
-		out["total"] = total
+		out.Total = total
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
