@@ -132,7 +132,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
 	rt = capTransport{next: rt, max: cfg.MaxResponseBytes}
 	opts := func(retry bool) []proxmox.Option {
 		o := []proxmox.Option{
-			proxmox.WithHTTPClient(&http.Client{Transport: rt, Timeout: cfg.RequestTimeout}),
+			// No http.Client.Timeout: with a transport of its own, net/http would start a goroutine and a
+			// timer per request to enforce it. Each request's context carries RequestTimeout instead (withTimeout).
+			proxmox.WithHTTPClient(&http.Client{Transport: rt}),
 			proxmox.WithUserAgent("proxops"),
 			proxmox.WithRequestInterceptor(c.authenticate),
 		}
@@ -328,7 +330,9 @@ func (c *Client) login(ctx context.Context, stale string) error {
 	var raw json.RawMessage
 	body := map[string]string{"username": c.cfg.User, "password": c.cfg.Password}
 	start := time.Now()
-	err := c.write.Post(ctx, "/access/ticket", body, &raw)
+	rctx, cancel := c.withTimeout(ctx)
+	err := c.write.Post(rctx, "/access/ticket", body, &raw)
+	cancel()
 	c.observe(http.MethodPost, "/access/ticket", err, start)
 	if err != nil {
 		return fmt.Errorf("pve login as %s: %w", c.cfg.User, err)
@@ -396,7 +400,9 @@ func (c *Client) send(ctx context.Context, write, decoded bool, method, tmpl str
 		start := time.Now()
 		ans := answers.Get().(*answer)
 		ans.body.Reset()
-		err := cl.Req(keeping(ctx, ans), method, p, data, nil)
+		rctx, cancel := c.withTimeout(keeping(ctx, ans))
+		err := cl.Req(rctx, method, p, data, nil)
+		cancel()
 		if err == nil {
 			rep, err = ans.reply(decoded)
 		}
@@ -434,6 +440,12 @@ func (c *Client) send(ctx context.Context, write, decoded bool, method, tmpl str
 		}
 		return rep, err
 	}
+}
+
+// withTimeout bounds one request, its in-place retries by the read client and the reading of its answer
+// included, by RequestTimeout.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
 }
 
 // namedRead names the request a failed read was, unless its text does already (transport errors carry the
