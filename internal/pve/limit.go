@@ -56,17 +56,23 @@ func (t capTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	res.Body = &cappedBody{body: res.Body, left: t.max, tooLarge: tooLarge}
 	if a, ok := r.Context().Value(answerKey{}).(*answer); ok && res.StatusCode >= 200 && res.StatusCode <= 299 {
-		// Only a successful answer is kept: a failed one becomes the library's *proxmox.APIError, and a
-		// retried one is drained and followed by another.
+		// A successful answer is read here, whole, for the request to decode; the library is handed an
+		// empty body, or one that fails as reading this one did. (A failed answer becomes the library's
+		// *proxmox.APIError, and a retried one is drained and followed by another.)
 		a.body.Reset()
-		res.Body = &keptBody{ReadCloser: res.Body, into: &a.body}
+		_, err := a.body.ReadFrom(res.Body)
+		_ = res.Body.Close()
+		res.Body = http.NoBody
+		if err != nil {
+			res.Body = errBody{err}
+		}
 	}
 	return res, nil
 }
 
-// answer is the body of one successful PVE answer, kept as the library reads it, so that the request
-// decodes PVE's {"data": …} envelope once itself instead of having the library decode it and encode the
-// data for ProxOps to decode again.
+// answer is the body of one successful PVE answer, read by the transport, so that the request decodes PVE's
+// {"data": …} envelope once itself instead of having the library copy and decode it and encode the data for
+// ProxOps to decode again.
 type answer struct{ body bytes.Buffer }
 
 type answerKey struct{}
@@ -134,18 +140,6 @@ func (a *answer) value() (any, bool) {
 		return d, true
 	}
 	return env, true
-}
-
-// keptBody copies what is read from a body into a buffer.
-type keptBody struct {
-	io.ReadCloser
-	into *bytes.Buffer
-}
-
-func (b *keptBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.into.Write(p[:n])
-	return n, err
 }
 
 // cappedBody reads at most left bytes, then fails with tooLarge if more follows.
