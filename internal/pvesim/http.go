@@ -401,9 +401,12 @@ func templateParam(ts string) (string, bool) {
 // extractParams merges body, query and path parameters as AnyEvent.pm extract_params does.
 func extractParams(r *http.Request, pathParams map[string]string) (map[string]value, *apiError) {
 	params := map[string]value{}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	if err != nil {
-		return nil, &apiError{status: 400, msg: "unable to read request body\n"}
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody { // a request without a body (most reads) has nothing to read
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(r.Body, 64<<20)); err != nil {
+			return nil, &apiError{status: 400, msg: "unable to read request body\n"}
+		}
 	}
 	if len(bytes.TrimSpace(body)) > 0 && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
 		return nil, &apiError{status: 501, msg: fmt.Sprintf("Unexpected content for method '%s'\n", r.Method)}

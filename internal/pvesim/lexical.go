@@ -53,6 +53,17 @@ func isNumber(s string) bool {
 	return allDigits(trimSign(rest[1:]))
 }
 
+// keyValue splits one part of a property string as JSONSchema's parse_property_string does: ^([^=]+)=(.+)$ —
+// a key without '=' before the first '=', and a value that is not empty and (like Perl's "." without /s,
+// and Go's) holds no newline.
+func keyValue(part string) (string, string, bool) {
+	i := strings.IndexByte(part, '=')
+	if i <= 0 || i == len(part)-1 || strings.IndexByte(part[i+1:], '\n') >= 0 {
+		return "", "", false
+	}
+	return part[:i], part[i+1:], true
+}
+
 // smallIndex reports whether s is a decimal index from 0 to upTo (at most 99) written without a leading zero.
 func smallIndex(s string, upTo int) bool {
 	if !allDigits(s) || len(s) > 2 || len(s) == 2 && s[0] == '0' {

@@ -11,6 +11,7 @@ var (
 	integerRE     = regexp.MustCompile(`^[+-]?\d+$`)
 	driveKeyRE    = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
 	tokenHeaderRE = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
+	keyValueRE    = regexp.MustCompile(`^([^=]+)=(.+)$`)
 )
 
 var lexicalSamples = []string{
@@ -21,7 +22,8 @@ var lexicalSamples = []string{
 	"tpmstate00", "net0", "xide0", "ide0x", "unused0",
 	"PVEAPIToken=root@pam!t=s", "PVEAPIToken root@pam!t=s", "PVEAPITokenX=1", "PVEAPIToken", "PVEAPIToken=",
 	"x PVEAPIToken=a;b", "xPVEAPIToken=a", "xPVEAPIToken=a PVEAPIToken=b", "\tPVEAPIToken=a; c",
-	"PVEAuthCookie=t; PVEAPIToken=u=v", "PVEAPIToken\t=a", "PVEAPIToken==;", "\vPVEAPIToken=a", "\fPVEAPIToken=\xff;",
+	"PVEAuthCookie=t; PVEAPIToken=u=v", "a=b", "=b", "a=", "a==b", "a=b=c", "a\n=b", "a=b\n", "a=\nb", "a=\xff",
+	"virtio=BC:24:11:00:00:01", "bridge=vmbr0", "local-lvm:32", "x\r=y", "PVEAPIToken\t=a", "PVEAPIToken==;", "\vPVEAPIToken=a", "\fPVEAPIToken=\xff;",
 }
 
 // Each check accepts exactly what its regular expression does, and the token it finds is the expression's
@@ -48,6 +50,10 @@ func checkLexical(t *testing.T, s string) {
 		if got, want := c.check(s), c.re.MatchString(s); got != want {
 			t.Errorf("%s %q: accepted %v, the expression %v", c.name, s, got, want)
 		}
+	}
+	kv := keyValueRE.FindStringSubmatch(s)
+	if k, v, ok := keyValue(s); ok != (kv != nil) || ok && (k != kv[1] || v != kv[2]) {
+		t.Errorf("key=value %q: %q %q %v, the expression %q", s, k, v, ok, kv)
 	}
 	m := tokenHeaderRE.FindStringSubmatch(s)
 	token, ok := tokenHeader(s)

@@ -265,8 +265,6 @@ func checkNamedFormat(format, v, path string) error {
 	return f(v)
 }
 
-var rePSKeyValue = regexp.MustCompile(`^([^=]+)=(.+)$`)
-
 // parsePropertyString is JSONSchema::parse_property_string: it splits on commas, resolves the default key
 // and aliases (keyAlias, e.g. virtio=MAC → model=virtio,macaddr=MAC), normalises booleans, and checks the
 // result against the sub-schema. The returned map uses the canonical key names.
@@ -277,8 +275,7 @@ func parsePropertyString(format map[string]*schema.Prop, data, path string) (map
 		if strings.TrimSpace(part) == "" {
 			continue
 		}
-		if m := rePSKeyValue.FindStringSubmatch(part); m != nil {
-			k, v := m[1], m[2]
+		if k, v, ok := keyValue(part); ok {
 			if _, dup := res[k]; dup {
 				return nil, ferr("duplicate key in comma-separated list property: %s", k)
 			}
