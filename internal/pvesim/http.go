@@ -12,7 +12,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -505,8 +504,6 @@ func envelope(status int, data any, e *apiError, total int) ([]byte, string) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), reason
 }
 
-var reReasonSafe = regexp.MustCompile(`[^\x20-\x7e]`)
-
 // writeResponse writes the answer. Errors carry PVE's reason phrase: when the connection can be hijacked
 // (HTTP/1.x) the status line is written by hand, since net/http always uses the standard phrase.
 func writeResponse(w http.ResponseWriter, status int, reason string, body []byte, hdr http.Header) {
@@ -516,7 +513,7 @@ func writeResponse(w http.ResponseWriter, status int, reason string, body []byte
 		}
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-	reason = reReasonSafe.ReplaceAllString(reason, " ")
+	reason = safeReason(reason)
 	if status >= 400 && reason != http.StatusText(status) {
 		if hj, ok := w.(http.Hijacker); ok {
 			conn, rw, err := hj.Hijack()

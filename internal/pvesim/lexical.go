@@ -1,6 +1,9 @@
 package pvesim
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Checks that run on every request, byte by byte rather than with regular expressions. Each accepts
 // exactly the language written beside it (TestLexicalChecksAcceptTheirRegularLanguage compares them).
@@ -102,4 +105,29 @@ func tokenHeader(h string) (string, bool) {
 // isRegexpSpace is \s of Go's regular expressions: [\t\n\f\r ].
 func isRegexpSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'
+}
+
+// safeReason makes a reason phrase printable ASCII: each character outside ' '..'~' (a byte of invalid
+// UTF-8 counting as one) becomes a space, as replacing [^\x20-\x7e] with " " does.
+func safeReason(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] <= 0x7e {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for i < len(s) {
+		if c := s[i]; c >= 0x20 && c <= 0x7e {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		_, n := utf8.DecodeRuneInString(s[i:])
+		b.WriteByte(' ')
+		i += n
+	}
+	return b.String()
 }

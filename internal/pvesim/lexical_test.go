@@ -12,6 +12,7 @@ var (
 	driveKeyRE    = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
 	tokenHeaderRE = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
 	keyValueRE    = regexp.MustCompile(`^([^=]+)=(.+)$`)
+	unsafeRE      = regexp.MustCompile(`[^\x20-\x7e]`)
 )
 
 var lexicalSamples = []string{
@@ -23,7 +24,8 @@ var lexicalSamples = []string{
 	"PVEAPIToken=root@pam!t=s", "PVEAPIToken root@pam!t=s", "PVEAPITokenX=1", "PVEAPIToken", "PVEAPIToken=",
 	"x PVEAPIToken=a;b", "xPVEAPIToken=a", "xPVEAPIToken=a PVEAPIToken=b", "\tPVEAPIToken=a; c",
 	"PVEAuthCookie=t; PVEAPIToken=u=v", "a=b", "=b", "a=", "a==b", "a=b=c", "a\n=b", "a=b\n", "a=\nb", "a=\xff",
-	"virtio=BC:24:11:00:00:01", "bridge=vmbr0", "local-lvm:32", "x\r=y", "PVEAPIToken\t=a", "PVEAPIToken==;", "\vPVEAPIToken=a", "\fPVEAPIToken=\xff;",
+	"virtio=BC:24:11:00:00:01", "bridge=vmbr0", "local-lvm:32", "x\r=y",
+	"OK", "VM 100 is locked (create)", "unable to parse 'é'", "line\tone\r", "\x7f\x80\xc3", "日本", "~ ", "\xed\xa0\x80", "PVEAPIToken\t=a", "PVEAPIToken==;", "\vPVEAPIToken=a", "\fPVEAPIToken=\xff;",
 }
 
 // Each check accepts exactly what its regular expression does, and the token it finds is the expression's
@@ -54,6 +56,9 @@ func checkLexical(t *testing.T, s string) {
 	kv := keyValueRE.FindStringSubmatch(s)
 	if k, v, ok := keyValue(s); ok != (kv != nil) || ok && (k != kv[1] || v != kv[2]) {
 		t.Errorf("key=value %q: %q %q %v, the expression %q", s, k, v, ok, kv)
+	}
+	if got, want := safeReason(s), unsafeRE.ReplaceAllString(s, " "); got != want {
+		t.Errorf("reason %q: %q, the expression %q", s, got, want)
 	}
 	m := tokenHeaderRE.FindStringSubmatch(s)
 	token, ok := tokenHeader(s)
