@@ -31,6 +31,7 @@ func TestAnAnswersDataIsWhatTheLibraryDecoded(t *testing.T) {
 		`{"data":{"digest":"abc","cores":"2","net0":"virtio,bridge=vmbr0"}}`, `{"data":[{"t":"TASK OK","n":1}],"total":1}`,
 		`{"total":3,"data":[1,2,3]}`, `{"a":1}`, `{}`, `null`, ` {"data" : 12.5 } `, `{"data":true,"success":1}`,
 		`{"data":null,"data":5}`, `{"data":"a\"b\\u00e9"}`, `[1,2]`, `"text"`, `{"data":`, `not json`, ``,
+		`{"Data":1}`, `{"DATA":null,"data":2}`, `{"data":2,"Data":3}`,
 	} {
 		want, wantErr := libraryData([]byte(body))
 		var a answer
@@ -54,6 +55,7 @@ func TestADecodedAnswerReadsAsItsUndecodedData(t *testing.T) {
 		`{"data":{"status":"stopped","exitstatus":"OK","pid":12}}`, `{"data":[{"key":"cores","value":2},{"key":"digest","value":"ab"}],"total":2}`,
 		`{"data":[]}`, `{"data":[1,{"a":1}]}`, `{"data":[{"a":1},null]}`, `{"data":true}`, `{"data":[["a"]]}`, `{"a":1}`, `{}`,
 		`{"data":{"n":1.50e3,"s":"a\"b"}} `, `{"data":1} x`, `{"data":1}{}`, `null`, `[1]`, `{"data":`, `{"data":"é\u00e9"}`,
+		`{"Data":{"a":1}}`, `{"data":[{"a":1}],"DATA":null}`, `{"data":"<&>"}`,
 	} {
 		var a answer
 		a.body.WriteString(body)

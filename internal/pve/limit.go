@@ -85,27 +85,22 @@ func keeping(ctx context.Context, a *answer) context.Context {
 }
 
 // data returns the data member of the answer's envelope (null as nil) or, when there is none, the whole
-// answer: what the library's own decoding into a json.RawMessage gives, in one pass.
+// answer: what the library's own decoding into a json.RawMessage gives, with its errors. (A struct would
+// match "Data" too: the envelope is read as a map, whose keys match exactly, as the library's do.)
 func (a *answer) data() (json.RawMessage, error) {
 	b := a.body.Bytes()
-	var env struct {
-		Data json.RawMessage `json:"data"`
-	}
+	var env map[string]json.RawMessage
 	if err := json.Unmarshal(b, &env); err != nil {
-		// The library's error text for an answer that is not an object.
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, err
-		}
 		return nil, err
 	}
+	d, ok := env["data"]
 	switch {
-	case env.Data == nil && !isNull(b):
+	case !ok && !isNull(b):
 		return bytes.Clone(b), nil
-	case env.Data == nil, isNull(env.Data):
+	case !ok, isNull(d):
 		return nil, nil
 	}
-	return env.Data, nil
+	return d, nil
 }
 
 // reply turns the answer into what send returns: its data undecoded, or with decoded its data as generic
