@@ -172,11 +172,37 @@ var PlanEvents = []PlanEvent{PlanPlanned, PlanRejected, PlanHeld, PlanFinished}
 
 const maxClusterName = 64
 
-var (
-	clusterRE = regexp.MustCompile(`^[a-z0-9-]+$`)
-	// nodeRE is PVE's pve-node format.
-	nodeRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
-)
+// The names below are checked on every message of every operation, so byte by byte rather than with regular
+// expressions; each check accepts exactly the language written beside it (a test compares them).
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// every reports whether s is not empty and every byte of it passes ok.
+func every(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// clusterNameOK: ^[a-z0-9-]+$
+func clusterNameOK(s string) bool {
+	return every(s, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' })
+}
+
+// nodeNameOK is PVE's pve-node format: ^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$
+func nodeNameOK(s string) bool {
+	return every(s, func(c byte) bool { return isAlnum(c) || c == '-' }) && s[0] != '-' && s[len(s)-1] != '-'
+}
+
+// keyTokenOK: ^[-_=/a-zA-Z0-9]+$
+func keyTokenOK(s string) bool {
+	return every(s, func(c byte) bool { return isAlnum(c) || c == '-' || c == '_' || c == '=' || c == '/' })
+}
 
 // ValidateCluster checks a cluster name: [a-z0-9-], at most 64 characters.
 func ValidateCluster(name string) error {
@@ -186,7 +212,7 @@ func ValidateCluster(name string) error {
 	if len(name) > maxClusterName {
 		return fmt.Errorf("cluster name %q: longer than %d characters", name, maxClusterName)
 	}
-	if !clusterRE.MatchString(name) {
+	if !clusterNameOK(name) {
 		return fmt.Errorf("cluster name %q: only lowercase letters, digits and '-' are allowed", name)
 	}
 	return nil
@@ -200,7 +226,7 @@ func ValidateNode(name string) error {
 	if len(name) > 64 {
 		return fmt.Errorf("node name %q: longer than 64 characters", name)
 	}
-	if !nodeRE.MatchString(name) {
+	if !nodeNameOK(name) {
 		return fmt.Errorf("node name %q: only letters, digits and inner '-' are allowed", name)
 	}
 	return nil
@@ -506,10 +532,8 @@ func escapeKeyToken(s string) string {
 	return b.String()
 }
 
-var keyTokenRE = regexp.MustCompile(`^[-_=/a-zA-Z0-9]+$`)
-
 func validateKeyToken(what, s string) error {
-	if !keyTokenRE.MatchString(s) {
+	if !keyTokenOK(s) {
 		return fmt.Errorf("%s %q: only letters, digits and -_=/ are allowed", what, s)
 	}
 	return nil

@@ -193,11 +193,11 @@ func (a *applier) what() string {
 // send sends a write and returns the UPID it answered, or a zero UPID for a synchronous (null) answer.
 func (a *applier) send(ctx context.Context, method, tmpl string, args []string, query url.Values,
 	body map[string]string) (UPID, bool, error) {
-	raw, err := a.c.request(ctx, true, method, tmpl, args, query, body)
+	raw, err := a.c.send(ctx, true, true, method, tmpl, args, query, body)
 	if err != nil {
 		return UPID{}, false, err
 	}
-	s, err := decodeString(raw)
+	s, err := raw.text()
 	if err != nil {
 		return UPID{}, false, err
 	}
@@ -1109,7 +1109,7 @@ func (a *applier) volumePresent(ctx context.Context, storage, content, volid str
 	if err != nil {
 		return false, failed(err, "%s: list storage content", a.what())
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return false, failed(err, "%s: list storage content", a.what())
 	}

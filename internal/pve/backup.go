@@ -22,7 +22,7 @@ type BackupJob struct {
 
 // ListBackupJobs lists the backup jobs, sorted by id.
 func (c *Client) ListBackupJobs(ctx context.Context) ([]BackupJob, error) {
-	raw, err := c.get(ctx, "/cluster/backup", nil, nil)
+	raw, err := c.getRaw(ctx, "/cluster/backup", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list backup jobs: %w", err)
 	}

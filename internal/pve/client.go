@@ -132,7 +132,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
 	rt = capTransport{next: rt, max: cfg.MaxResponseBytes}
 	opts := func(retry bool) []proxmox.Option {
 		o := []proxmox.Option{
-			proxmox.WithHTTPClient(&http.Client{Transport: rt, Timeout: cfg.RequestTimeout}),
+			// No http.Client.Timeout: with a transport of its own, net/http would start a goroutine and a
+			// timer per request to enforce it. Each request's context carries RequestTimeout instead (withTimeout).
+			proxmox.WithHTTPClient(&http.Client{Transport: rt}),
 			proxmox.WithUserAgent("proxops"),
 			proxmox.WithRequestInterceptor(c.authenticate),
 		}
@@ -261,7 +263,7 @@ func (c *Client) checkVersion(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read pve version: %w", err)
 	}
-	o, err := decodeObject(raw)
+	o, err := raw.object()
 	if err != nil {
 		return fmt.Errorf("read pve version: %w", err)
 	}
@@ -328,7 +330,9 @@ func (c *Client) login(ctx context.Context, stale string) error {
 	var raw json.RawMessage
 	body := map[string]string{"username": c.cfg.User, "password": c.cfg.Password}
 	start := time.Now()
-	err := c.write.Post(ctx, "/access/ticket", body, &raw)
+	rctx, cancel := c.withTimeout(ctx)
+	err := c.write.Post(rctx, "/access/ticket", body, &raw)
+	cancel()
 	c.observe(http.MethodPost, "/access/ticket", err, start)
 	if err != nil {
 		return fmt.Errorf("pve login as %s: %w", c.cfg.User, err)
@@ -351,12 +355,21 @@ func (c *Client) currentTicket() (string, time.Time) {
 }
 
 // request sends one API request. tmpl is the schema path with {placeholders} filled from args in order
-// (each path-escaped); it also names the request in metrics.
+// (each path-escaped); it also names the request in metrics. It returns the data of PVE's answer undecoded,
+// for a caller that decodes it into its own types.
 func (c *Client) request(ctx context.Context, write bool, method, tmpl string, args []string, query url.Values,
 	body map[string]string) (json.RawMessage, error) {
+	r, err := c.send(ctx, write, false, method, tmpl, args, query, body)
+	return r.raw, err
+}
+
+// send is request; with decoded, the answer comes back decoded as generic values (numbers as
+// json.Number), in one pass over its body.
+func (c *Client) send(ctx context.Context, write, decoded bool, method, tmpl string, args []string, query url.Values,
+	body map[string]string) (reply, error) {
 	p, err := fillPath(tmpl, args)
 	if err != nil {
-		return nil, err
+		return reply{}, err
 	}
 	if len(query) > 0 {
 		p += "?" + query.Encode()
@@ -373,19 +386,29 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 			ticket, issued = c.currentTicket()
 			if time.Since(issued) > ticketLifetime {
 				if err := c.login(ctx, ticket); err != nil {
-					return nil, err
+					return reply{}, err
 				}
 			}
 		}
-		var raw json.RawMessage
+		var rep reply
 		var data []byte
 		if body != nil {
 			if data, err = json.Marshal(body); err != nil {
-				return nil, fmt.Errorf("encode %s %s: %w", method, tmpl, err)
+				return reply{}, fmt.Errorf("encode %s %s: %w", method, tmpl, err)
 			}
 		}
 		start := time.Now()
-		err := cl.Req(ctx, method, p, data, &raw)
+		ans := answers.Get().(*answer)
+		ans.body.Reset()
+		rctx, cancel := c.withTimeout(keeping(ctx, ans))
+		err := cl.Req(rctx, method, p, data, nil)
+		cancel()
+		if err == nil {
+			rep, err = ans.reply(decoded)
+		}
+		if ans.body.Cap() <= 1<<20 {
+			answers.Put(ans) // a large buffer (a big listing) is left to the collector rather than kept
+		}
 		c.observe(method, tmpl, err, start)
 		if err != nil && ctx.Err() == nil && isTimeout(err) {
 			// The request's own timeout, not the caller's deadline: say which request went unanswered.
@@ -395,7 +418,7 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 		// A 401 means the request was not executed: renew the ticket once and send it again.
 		if err != nil && c.cfg.TokenID == "" && statusOf(err) == http.StatusUnauthorized && attempt == 0 {
 			if lerr := c.login(ctx, ticket); lerr != nil {
-				return nil, lerr
+				return reply{}, lerr
 			}
 			continue
 		}
@@ -406,17 +429,23 @@ func (c *Client) request(ctx context.Context, write bool, method, tmpl string, a
 			readTries++
 			if readTries < c.cfg.ReadAttempts {
 				if werr := clock.Sleep(ctx, c.cfg.ReadBackoff<<min(readTries-1, 5)); werr != nil {
-					return nil, err
+					return reply{}, err
 				}
 				continue
 			}
-			return raw, &Error{Class: plan.ErrorRetryable, Status: statusOf(err), Err: namedRead(method, p, err)}
+			return rep, &Error{Class: plan.ErrorRetryable, Status: statusOf(err), Err: namedRead(method, p, err)}
 		}
 		if err != nil && !write {
 			err = namedRead(method, p, err)
 		}
-		return raw, err
+		return rep, err
 	}
+}
+
+// withTimeout bounds one request, its in-place retries by the read client and the reading of its answer
+// included, by RequestTimeout.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
 }
 
 // namedRead names the request a failed read was, unless its text does already (transport errors carry the
@@ -468,7 +497,13 @@ func (c *Client) observe(method, tmpl string, err error, start time.Time) {
 	c.cfg.Metrics.Request(method, tmpl, status, time.Since(start))
 }
 
-func (c *Client) get(ctx context.Context, tmpl string, args []string, query url.Values) (json.RawMessage, error) {
+// get reads: the answer's data decoded as generic values.
+func (c *Client) get(ctx context.Context, tmpl string, args []string, query url.Values) (reply, error) {
+	return c.send(ctx, false, true, http.MethodGet, tmpl, args, query, nil)
+}
+
+// getRaw reads: the answer's data undecoded, for a caller that decodes it into its own types.
+func (c *Client) getRaw(ctx context.Context, tmpl string, args []string, query url.Values) (json.RawMessage, error) {
 	return c.request(ctx, false, http.MethodGet, tmpl, args, query, nil)
 }
 

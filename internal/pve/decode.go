@@ -24,6 +24,72 @@ func decodeJSON(raw []byte, into any) error {
 	return nil
 }
 
+// reply is the data of a successful PVE answer: undecoded (raw) or, when decoded, as generic values (v).
+type reply struct {
+	raw     json.RawMessage
+	v       any
+	decoded bool
+}
+
+// again is the decoded data written back as JSON: the undecoded way's input, for the rare answer whose
+// shape its caller does not expect, so its error is the one that way gives.
+func (r reply) again() []byte {
+	if !r.decoded {
+		return r.raw
+	}
+	b, err := json.Marshal(r.v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// objects is decodeObjects of the answer's data.
+func (r reply) objects() ([]object, error) {
+	if r.decoded {
+		items, ok := r.v.([]any)
+		if r.v == nil {
+			return nil, nil
+		}
+		out := make([]object, 0, len(items))
+		for _, it := range items {
+			m, isMap := it.(map[string]any)
+			if !isMap {
+				ok = false
+				break
+			}
+			out = append(out, object(m))
+		}
+		if ok {
+			return out, nil
+		}
+	}
+	return decodeObjects(r.again())
+}
+
+// object is decodeObject of the answer's data.
+func (r reply) object() (object, error) {
+	if r.decoded {
+		switch v := r.v.(type) {
+		case nil:
+			return object{}, nil
+		case map[string]any:
+			return object(v), nil
+		}
+	}
+	return decodeObject(r.again())
+}
+
+// text is decodeString of the answer's data.
+func (r reply) text() (string, error) {
+	if r.decoded {
+		if s, ok := scalarString(r.v); ok {
+			return s, nil
+		}
+	}
+	return decodeString(r.again())
+}
+
 // decodeObjects decodes a JSON array of objects; null is an empty list.
 func decodeObjects(raw []byte) ([]object, error) {
 	if isNull(raw) {

@@ -139,7 +139,7 @@ func textMap(e map[string]any) map[string]string {
 
 // readRules reads a rule list and its digest.
 func (c *Client) readRules(ctx context.Context, tmpl string, args []string) ([]firewall.Rule, string, error) {
-	raw, err := c.get(ctx, tmpl, args, nil)
+	raw, err := c.getRaw(ctx, tmpl, args, nil)
 	if err != nil {
 		return nil, "", fmt.Errorf("read firewall rules: %w", err)
 	}
@@ -161,7 +161,7 @@ func (c *Client) readRules(ctx context.Context, tmpl string, args []string) ([]f
 
 func (c *Client) readIPSets(ctx context.Context, b fwBase) ([]IPSet, error) {
 	tmpl, args := b.sub("/ipset")
-	raw, err := c.get(ctx, tmpl, args, nil)
+	raw, err := c.getRaw(ctx, tmpl, args, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read firewall ipsets: %w", err)
 	}
@@ -173,7 +173,7 @@ func (c *Client) readIPSets(ctx context.Context, b fwBase) ([]IPSet, error) {
 	for _, m := range list {
 		set := IPSet{Name: m["name"], Comment: m["comment"]}
 		tmpl, args := b.sub("/ipset/{name}", set.Name)
-		raw, err := c.get(ctx, tmpl, args, nil)
+		raw, err := c.getRaw(ctx, tmpl, args, nil)
 		if err != nil {
 			return nil, fmt.Errorf("read firewall ipset %s: %w", set.Name, err)
 		}
@@ -191,7 +191,7 @@ func (c *Client) readIPSets(ctx context.Context, b fwBase) ([]IPSet, error) {
 
 func (c *Client) readAliases(ctx context.Context, b fwBase) ([]Alias, error) {
 	tmpl, args := b.sub("/aliases")
-	raw, err := c.get(ctx, tmpl, args, nil)
+	raw, err := c.getRaw(ctx, tmpl, args, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read firewall aliases: %w", err)
 	}
@@ -208,7 +208,7 @@ func (c *Client) readAliases(ctx context.Context, b fwBase) ([]Alias, error) {
 
 func (c *Client) readOptions(ctx context.Context, b fwBase) (map[string]string, string, error) {
 	tmpl, args := b.sub("/options")
-	raw, err := c.get(ctx, tmpl, args, nil)
+	raw, err := c.getRaw(ctx, tmpl, args, nil)
 	if err != nil {
 		return nil, "", fmt.Errorf("read firewall options: %w", err)
 	}
@@ -244,7 +244,7 @@ func (c *Client) ReadGuestFirewall(ctx context.Context, node, typ string, vmid i
 // ReadClusterFirewallObjects reads the cluster's security groups (with their rules), IP sets and aliases.
 func (c *Client) ReadClusterFirewallObjects(ctx context.Context) (ClusterFirewallObjects, error) {
 	var o ClusterFirewallObjects
-	raw, err := c.get(ctx, "/cluster/firewall/groups", nil, nil)
+	raw, err := c.getRaw(ctx, "/cluster/firewall/groups", nil, nil)
 	if err != nil {
 		return o, fmt.Errorf("read security groups: %w", err)
 	}

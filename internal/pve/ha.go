@@ -58,7 +58,7 @@ type Version struct {
 
 // ReadVersion reads PVE's version.
 func (c *Client) ReadVersion(ctx context.Context) (Version, error) {
-	raw, err := c.get(ctx, "/version", nil, nil)
+	raw, err := c.getRaw(ctx, "/version", nil, nil)
 	if err != nil {
 		return Version{}, fmt.Errorf("read version: %w", err)
 	}
@@ -110,7 +110,7 @@ func (c *Client) ListHAResources(ctx context.Context) ([]HAResource, error) {
 
 // haResources lists the HA resources as resources.cfg holds them (GET /cluster/ha/resources).
 func (c *Client) haResources(ctx context.Context) ([]HAResource, error) {
-	raw, err := c.get(ctx, "/cluster/ha/resources", nil, nil)
+	raw, err := c.getRaw(ctx, "/cluster/ha/resources", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list ha resources: %w", err)
 	}
@@ -145,7 +145,7 @@ func (c *Client) haResources(ctx context.Context) ([]HAResource, error) {
 
 // haStatus is the manager's node and state of each resource.
 func (c *Client) haStatus(ctx context.Context) (map[string][2]string, error) {
-	raw, err := c.get(ctx, "/cluster/ha/status/current", nil, nil)
+	raw, err := c.getRaw(ctx, "/cluster/ha/status/current", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read ha status: %w", err)
 	}
@@ -175,7 +175,7 @@ func (c *Client) haStatus(ctx context.Context) (map[string][2]string, error) {
 
 // ListHARules lists the HA rules (PVE 9).
 func (c *Client) ListHARules(ctx context.Context) ([]HARule, error) {
-	raw, err := c.get(ctx, "/cluster/ha/rules", nil, nil)
+	raw, err := c.getRaw(ctx, "/cluster/ha/rules", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list ha rules: %w", err)
 	}
@@ -203,7 +203,7 @@ func (c *Client) ListHARules(ctx context.Context) ([]HARule, error) {
 
 // ListHAGroups lists the HA groups (PVE 8).
 func (c *Client) ListHAGroups(ctx context.Context) ([]HAGroup, error) {
-	raw, err := c.get(ctx, "/cluster/ha/groups", nil, nil)
+	raw, err := c.getRaw(ctx, "/cluster/ha/groups", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list ha groups: %w", err)
 	}
@@ -245,7 +245,7 @@ var haRuleObject = func() clusterObject {
 	o.update = func(ctx context.Context, c *Client, id string, body map[string]string) error {
 		if body["type"] == "" {
 			// PVE's update names the rule's type; a claim writes only the comment.
-			raw, err := c.get(ctx, "/cluster/ha/rules/{rule}", []string{id}, nil)
+			raw, err := c.getRaw(ctx, "/cluster/ha/rules/{rule}", []string{id}, nil)
 			if err != nil {
 				return err
 			}

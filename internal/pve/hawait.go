@@ -79,7 +79,7 @@ func (a *applier) waitRunState(ctx context.Context, node, want string) error {
 
 // guestRunState reads a guest's status (running or stopped): GET …/status/current.
 func (c *Client) guestRunState(ctx context.Context, node string, op plan.Operation) (string, error) {
-	raw, err := c.get(ctx, "/nodes/{node}/"+string(op.GuestType)+"/{vmid}/status/current", []string{node, fmt.Sprint(op.VMID)}, nil)
+	raw, err := c.getRaw(ctx, "/nodes/{node}/"+string(op.GuestType)+"/{vmid}/status/current", []string{node, fmt.Sprint(op.VMID)}, nil)
 	if err != nil {
 		return "", err
 	}

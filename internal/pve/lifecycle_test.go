@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -626,5 +628,30 @@ func TestATaskEndingWithWarningsIsASuccess(t *testing.T) {
 	}
 	if !c.sim.Running(100) {
 		t.Fatal("the guest is not running after a start that ended with warnings")
+	}
+	if !slices.Contains(out.TaskLog, "WARN: injected warning") {
+		t.Fatalf("the outcome of a task that ended with warnings lacks them: %q", out.TaskLog)
+	}
+}
+
+// A task that ended plainly "OK" logged nothing a result needs: its log is not read. A failed task's log
+// is, and ends up in the error.
+func TestTheLogOfATaskIsReadOnlyWhenItSaysMoreThanOK(t *testing.T) {
+	spec := baseSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	c := newSim(t, spec)
+	cl := c.client(t)
+	const logPath = "/nodes/{node}/tasks/{upid}/log"
+	out := mustApply(t, cl, plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionStart}, pve.ApplyOptions{})
+	if out.UPID == "" || out.TaskLog != nil || c.count("GET", logPath) != 0 {
+		t.Fatalf("a start that ended OK: outcome %+v, %d log reads", out, c.count("GET", logPath))
+	}
+	if err := c.sim.SetFaults(pvesim.Faults{TaskFailureRate: 1, TaskTypes: []string{"qmstop"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := apply(t, cl, plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionStop}, pve.ApplyOptions{})
+	var pe *pve.Error
+	if !errors.As(err, &pe) || len(pe.TaskLog) == 0 || c.count("GET", logPath) != 1 {
+		t.Fatalf("a stop that failed: %v, task log %v, %d log reads", err, pe, c.count("GET", logPath))
 	}
 }

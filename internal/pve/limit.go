@@ -1,9 +1,13 @@
 package pve
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 )
 
 // DefaultMaxResponseBytes caps the body of one PVE answer (64 MiB): the largest answers, a node's guest list
@@ -51,7 +55,86 @@ func (t capTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return res, nil
 	}
 	res.Body = &cappedBody{body: res.Body, left: t.max, tooLarge: tooLarge}
+	if a, ok := r.Context().Value(answerKey{}).(*answer); ok && res.StatusCode >= 200 && res.StatusCode <= 299 {
+		// A successful answer is read here, whole, for the request to decode; the library is handed an
+		// empty body, or one that fails as reading this one did. (A failed answer becomes the library's
+		// *proxmox.APIError, and a retried one is drained and followed by another.)
+		a.body.Reset()
+		_, err := a.body.ReadFrom(res.Body)
+		_ = res.Body.Close()
+		res.Body = http.NoBody
+		if err != nil {
+			res.Body = errBody{err}
+		}
+	}
 	return res, nil
+}
+
+// answer is the body of one successful PVE answer, read by the transport, so that the request decodes PVE's
+// {"data": …} envelope once itself instead of having the library copy and decode it and encode the data for
+// ProxOps to decode again.
+type answer struct{ body bytes.Buffer }
+
+type answerKey struct{}
+
+var answers = sync.Pool{New: func() any { return new(answer) }}
+
+// keeping returns a context whose requests keep their successful answer in a (one request at a time).
+func keeping(ctx context.Context, a *answer) context.Context {
+	return context.WithValue(ctx, answerKey{}, a)
+}
+
+// data returns the data member of the answer's envelope (null as nil) or, when there is none, the whole
+// answer: what the library's own decoding into a json.RawMessage gives, with its errors. (A struct would
+// match "Data" too: the envelope is read as a map, whose keys match exactly, as the library's do.)
+func (a *answer) data() (json.RawMessage, error) {
+	b := a.body.Bytes()
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, err
+	}
+	d, ok := env["data"]
+	switch {
+	case !ok && !isNull(b):
+		return bytes.Clone(b), nil
+	case !ok, isNull(d):
+		return nil, nil
+	}
+	return d, nil
+}
+
+// reply turns the answer into what send returns: its data undecoded, or with decoded its data as generic
+// values when the answer is one JSON object (anything else takes the undecoded way, with its errors).
+func (a *answer) reply(decoded bool) (reply, error) {
+	if decoded {
+		if v, ok := a.value(); ok {
+			return reply{v: v, decoded: true}, nil
+		}
+	}
+	raw, err := a.data()
+	return reply{raw: raw}, err
+}
+
+// value decodes the answer once, numbers as json.Number: the data member (nil for null) or, when there is
+// none, the whole object. ok is false unless the body is one JSON object and nothing after it but white
+// space, where data succeeds too.
+func (a *answer) value() (any, bool) {
+	b := a.body.Bytes()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var env map[string]any
+	if err := dec.Decode(&env); err != nil || env == nil {
+		return nil, false
+	}
+	for _, c := range b[dec.InputOffset():] {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return nil, false
+		}
+	}
+	if d, ok := env["data"]; ok {
+		return d, true
+	}
+	return env, true
 }
 
 // cappedBody reads at most left bytes, then fails with tooLarge if more follows.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxops/proxops/internal/plan"
 	"github.com/proxops/proxops/internal/pve"
@@ -74,5 +75,43 @@ func TestResponseBodyOfExactlyTheCapIsRead(t *testing.T) {
 	nodes, err := c.clientWith(t, cfg).Nodes(testContext(t))
 	if err != nil || len(nodes) != 0 {
 		t.Fatalf("nodes %v, %v; want an empty list read whole", nodes, err)
+	}
+}
+
+// A request whose answer starts but never ends is bounded by the request timeout too: the read of the body
+// fails after it as a retryable failure naming the request and the timeout, not after the caller's deadline.
+func TestAnAnswerThatStopsHalfwayFailsAfterTheRequestTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	release := make(chan struct{})
+	stall := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api2/json/nodes" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"data":[`))
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+	}
+	c := newSimHandler(t, pvesim.DefaultSpec(), stall)
+	t.Cleanup(func() { close(release) })
+	cfg := c.config()
+	cfg.RequestTimeout, cfg.ReadAttempts = timeout, 1
+	cl := c.clientWith(t, cfg)
+	start := time.Now()
+	_, err := cl.Nodes(testContext(t))
+	if waited := time.Since(start); err == nil || waited > 20*timeout {
+		t.Fatalf("listing nodes from an answer that stops: %v after %s", err, waited)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "/nodes") || !strings.Contains(msg, "no answer from PVE within 300ms (request timeout)") {
+		t.Errorf("error %q does not name the request and its timeout", msg)
+	}
+	if class := pve.ClassOf(err); class != plan.ErrorRetryable {
+		t.Errorf("class %s, want retryable", class)
 	}
 }

@@ -102,7 +102,7 @@ func (c *Client) CheckMigration(ctx context.Context, node string, t inventory.Gu
 	if err != nil {
 		return MigrationCheck{}, fmt.Errorf("migrate precondition of %s %d on %s: %w", t, vmid, node, err)
 	}
-	o, err := decodeObject(raw)
+	o, err := raw.object()
 	if err != nil {
 		return MigrationCheck{}, fmt.Errorf("migrate precondition of %s %d: %w", t, vmid, err)
 	}

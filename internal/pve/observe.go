@@ -140,7 +140,7 @@ func (c *Client) listGuests(ctx context.Context, node string, typ inventory.Gues
 	if err != nil {
 		return nil, failed(err, "list %s guests on %s", typ, node)
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, failed(err, "list %s guests on %s", typ, node)
 	}
@@ -174,7 +174,7 @@ func (c *Client) HAResourceStates(ctx context.Context) (map[string]string, error
 	if err != nil {
 		return nil, failed(err, "list ha resources")
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, failed(err, "list ha resources")
 	}
@@ -202,7 +202,7 @@ func (c *Client) listStorages(ctx context.Context, node string) ([]inventory.Sto
 	if err != nil {
 		return nil, failed(err, "list storages on %s", node)
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, failed(err, "list storages on %s", node)
 	}
@@ -285,7 +285,7 @@ func (c *Client) pending(ctx context.Context, node string, typ inventory.GuestTy
 	if err != nil {
 		return nil, "", failed(err, "read %s %d config", typ, vmid)
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, "", failed(err, "read %s %d config", typ, vmid)
 	}
@@ -330,7 +330,7 @@ func (c *Client) cloudInit(ctx context.Context, node string, vmid int) ([]invent
 	if err != nil {
 		return nil, failed(err, "read qemu %d cloud-init state", vmid)
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, failed(err, "read qemu %d cloud-init state", vmid)
 	}
@@ -349,7 +349,7 @@ func (c *Client) cloudInit(ctx context.Context, node string, vmid int) ([]invent
 // tagsCaseSensitive reads the cluster's tag-style (GET /cluster/options, datacenter.cfg): true when it says
 // case-sensitive=1. Without the option (or without Sys.Audit, which hides it) PVE lower-cases tags.
 func (c *Client) tagsCaseSensitive(ctx context.Context) (bool, error) {
-	raw, err := c.get(ctx, "/cluster/options", nil, nil)
+	raw, err := c.getRaw(ctx, "/cluster/options", nil, nil)
 	if err != nil {
 		return false, failed(err, "read cluster options")
 	}
@@ -381,7 +381,7 @@ func TagStyleCaseSensitive(v any) bool {
 // config_with_pending_array skips every value that is a reference: "raw lxc.* keys are added as array
 // ref"). They come back as config entries in file order; a key may repeat.
 func (c *Client) rawKeys(ctx context.Context, node string, vmid int) ([]inventory.Entry, error) {
-	raw, err := c.get(ctx, "/nodes/{node}/lxc/{vmid}/config", []string{node, strconv.Itoa(vmid)}, nil)
+	raw, err := c.getRaw(ctx, "/nodes/{node}/lxc/{vmid}/config", []string{node, strconv.Itoa(vmid)}, nil)
 	if err != nil {
 		return nil, failed(err, "read lxc %d config", vmid)
 	}
@@ -443,7 +443,7 @@ func (c *Client) listContent(ctx context.Context, node string, st inventory.Stor
 	if err != nil {
 		return nil, false, failed(err, "list content of storage %s on %s", st.ID, node)
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, false, failed(err, "list content of storage %s on %s", st.ID, node)
 	}
@@ -520,7 +520,7 @@ func (c *Client) Nodes(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, failed(err, "list nodes")
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, failed(err, "list nodes")
 	}

@@ -67,7 +67,7 @@ func (c *Client) observeFirewalls(ctx context.Context, req ObserveRequest, n *in
 // observeRules reads a rule list with every property PVE reports (without pos and digest), and its digest.
 func (c *Client) observeRules(ctx context.Context, b fwBase) ([]map[string]string, string, error) {
 	tmpl, args := b.sub("/rules")
-	raw, err := c.get(ctx, tmpl, args, nil)
+	raw, err := c.getRaw(ctx, tmpl, args, nil)
 	if err != nil {
 		return nil, "", err
 	}

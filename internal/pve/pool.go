@@ -68,7 +68,7 @@ func (c *Client) ReadPool(ctx context.Context, id string) (p Pool, found bool, e
 	if !known {
 		return Pool{}, false, nil
 	}
-	raw, err := c.get(ctx, "/pools", nil, url.Values{"poolid": {id}})
+	raw, err := c.getRaw(ctx, "/pools", nil, url.Values{"poolid": {id}})
 	if err != nil {
 		return Pool{}, false, fmt.Errorf("read pool %s: %w", id, err)
 	}
@@ -100,7 +100,7 @@ func (c *Client) ReadPool(ctx context.Context, id string) (p Pool, found bool, e
 
 // ListPools lists the pools with their comments (no members): one GET /pools.
 func (c *Client) ListPools(ctx context.Context) ([]Pool, error) {
-	raw, err := c.get(ctx, "/pools", nil, nil)
+	raw, err := c.getRaw(ctx, "/pools", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list pools: %w", err)
 	}
@@ -319,7 +319,7 @@ func (p *poolApplier) members(ctx context.Context) error {
 
 // poolOf is the pool a guest is in, from the cluster's resources ("" for none).
 func (p *poolApplier) poolOf(ctx context.Context, vmid int) (string, error) {
-	raw, err := p.c.get(ctx, "/cluster/resources", nil, url.Values{"type": {"vm"}})
+	raw, err := p.c.getRaw(ctx, "/cluster/resources", nil, url.Values{"type": {"vm"}})
 	if err != nil {
 		return "", fmt.Errorf("%s: read the cluster resources: %w", p.what(), err)
 	}

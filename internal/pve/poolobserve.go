@@ -18,7 +18,7 @@ func (c *Client) observePools(ctx context.Context) ([]inventory.Pool, error) {
 	if err != nil {
 		return nil, failed(err, "observe pools")
 	}
-	raw, err := c.get(ctx, "/cluster/resources", nil, url.Values{"type": {"vm"}})
+	raw, err := c.getRaw(ctx, "/cluster/resources", nil, url.Values{"type": {"vm"}})
 	if err != nil {
 		return nil, failed(err, "observe pools: read the cluster resources")
 	}

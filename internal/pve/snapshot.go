@@ -19,7 +19,7 @@ func (c *Client) ListSnapshots(ctx context.Context, node string, typ inventory.G
 	if err != nil {
 		return nil, failed(err, "list snapshots of %s %d", typ, vmid)
 	}
-	items, err := decodeObjects(raw)
+	items, err := raw.objects()
 	if err != nil {
 		return nil, failed(err, "list snapshots of %s %d", typ, vmid)
 	}

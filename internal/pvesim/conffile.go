@@ -70,11 +70,25 @@ func (d *confDesc) prop(key string) *schema.Prop {
 
 // isDrive reports whether a qemu key is a disk/cdrom drive (pve-qm-ide/scsi/virtio/sata and efidisk/tpm).
 func isDrive(key string) bool {
-	return reDriveKey.MatchString(key)
+	switch key {
+	case "efidisk0", "tpmstate0":
+		return true
+	}
+	for _, bus := range driveBuses {
+		if n, ok := strings.CutPrefix(key, bus.prefix); ok {
+			return smallIndex(n, bus.max)
+		}
+	}
+	return false
 }
 
+// driveBuses are the drive keys with an index: ide0-3, sata0-5, scsi0-30, virtio0-15.
+var driveBuses = [...]struct {
+	prefix string
+	max    int
+}{{"ide", 3}, {"sata", 5}, {"scsi", 30}, {"virtio", 15}}
+
 var (
-	reDriveKey    = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
 	reLXCRawLine  = regexp.MustCompile(`^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$`)
 	reDescrLine   = regexp.MustCompile(`^(description):\s*(.*\S)\s*$`)
 	reDeleteLine  = regexp.MustCompile(`^delete:\s*(.*\S)\s*$`)

@@ -89,6 +89,15 @@ func (s *Sim) handleConfigGet(c *call) (any, error) {
 	return out, nil
 }
 
+// pendingItem is one key of GET …/pending. Its fields are in the order of their names, as PVE's JSON (and
+// a map's) has them; an absent one is left out.
+type pendingItem struct {
+	Delete  int    `json:"delete,omitempty"`
+	Key     string `json:"key"`
+	Pending any    `json:"pending,omitempty"`
+	Value   any    `json:"value,omitempty"`
+}
+
 // handlePending is GET …/pending (PVE::GuestHelpers config_with_pending_array), sorted by key.
 func (s *Sim) handlePending(c *call) (any, error) {
 	kind := kindOf(c)
@@ -129,19 +138,19 @@ func (s *Sim) handlePending(c *call) (any, error) {
 	for k := range dels {
 		keys[k] = true
 	}
-	out := []map[string]any{}
+	out := []pendingItem{}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		item := map[string]any{"key": k}
+		item := pendingItem{Key: k}
 		if v, ok := cur[k]; ok {
-			item["value"] = mask(k, v)
+			item.Value = mask(k, v)
 		}
 		if v, ok := pend[k]; ok {
-			item["pending"] = mask(k, v)
+			item.Pending = mask(k, v)
 		}
 		if force, ok := dels[k]; ok {
-			item["delete"] = 1
+			item.Delete = 1
 			if force {
-				item["delete"] = 2
+				item.Delete = 2
 			}
 		}
 		out = append(out, item)

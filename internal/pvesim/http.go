@@ -12,7 +12,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -401,9 +400,12 @@ func templateParam(ts string) (string, bool) {
 // extractParams merges body, query and path parameters as AnyEvent.pm extract_params does.
 func extractParams(r *http.Request, pathParams map[string]string) (map[string]value, *apiError) {
 	params := map[string]value{}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	if err != nil {
-		return nil, &apiError{status: 400, msg: "unable to read request body\n"}
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody { // a request without a body (most reads) has nothing to read
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(r.Body, 64<<20)); err != nil {
+			return nil, &apiError{status: 400, msg: "unable to read request body\n"}
+		}
 	}
 	if len(bytes.TrimSpace(body)) > 0 && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
 		return nil, &apiError{status: 501, msg: fmt.Sprintf("Unexpected content for method '%s'\n", r.Method)}
@@ -471,23 +473,29 @@ func jsonValue(raw json.RawMessage) value {
 	return value{s: string(t)}
 }
 
+// answerEnvelope is PVE's answer object; its members are in the order of their names, as PVE writes them.
+type answerEnvelope struct {
+	Data    any               `json:"data"`
+	Errors  map[string]string `json:"errors,omitempty"`
+	Message string            `json:"message,omitempty"`
+	Total   int               `json:"total,omitempty"`
+}
+
 // envelope renders {"data":…} or the error form, and the reason phrase (the message's first line).
 func envelope(status int, data any, e *apiError, total int) ([]byte, string) {
-	out := map[string]any{"data": data}
+	out := answerEnvelope{Data: data}
 	reason := http.StatusText(status)
 	if e != nil {
-		out["data"] = nil
+		out.Data = nil
 		msg := e.msg
 		if msg == "" {
 			msg = http.StatusText(status)
 		}
-		out["message"] = msg
-		if len(e.errors) > 0 {
-			out["errors"] = e.errors
-		}
+		out.Message = msg
+		out.Errors = e.errors
 		reason = strings.SplitN(msg, "\n", 2)[0]
 	} else if total > 0 {
-		out["total"] = total
+		out.Total = total
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -495,8 +503,6 @@ func envelope(status int, data any, e *apiError, total int) ([]byte, string) {
 	_ = enc.Encode(out)
 	return bytes.TrimRight(buf.Bytes(), "\n"), reason
 }
-
-var reReasonSafe = regexp.MustCompile(`[^\x20-\x7e]`)
 
 // writeResponse writes the answer. Errors carry PVE's reason phrase: when the connection can be hijacked
 // (HTTP/1.x) the status line is written by hand, since net/http always uses the standard phrase.
@@ -507,7 +513,7 @@ func writeResponse(w http.ResponseWriter, status int, reason string, body []byte
 		}
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-	reason = reReasonSafe.ReplaceAllString(reason, " ")
+	reason = safeReason(reason)
 	if status >= 400 && reason != http.StatusText(status) {
 		if hj, ok := w.(http.Hijacker); ok {
 			conn, rw, err := hj.Hijack()
@@ -543,8 +549,6 @@ func writeRaw(rw *bufio.ReadWriter, status int, reason string, h http.Header, bo
 
 // --- authentication ---
 
-var reTokenHeader = regexp.MustCompile(`(?:^|\s)PVEAPIToken(?:=| )([^;]*)`)
-
 // authCredentials finds a request's ticket or API token as pve-http-server does: the PVEAuthCookie
 // cookie first, then "PVEAuthCookie=" in the Authorization header, and only without a ticket the
 // PVEAPIToken value of the Authorization header (hasToken reports that one was sent).
@@ -558,7 +562,8 @@ func authCredentials(r *http.Request) (ticket string, hasToken bool) {
 			return t, false
 		}
 	}
-	return "", reTokenHeader.MatchString(authz)
+	_, hasToken = tokenHeader(authz)
+	return "", hasToken
 }
 
 // authenticate checks a ticket (cookie PVEAuthCookie, CSRFPreventionToken header on writes) or, without
@@ -568,10 +573,10 @@ func authCredentials(r *http.Request) (ticket string, hasToken bool) {
 func (s *Sim) authenticate(r *http.Request, upload bool) (string, bool, *apiError) {
 	ticket, hasToken := authCredentials(r)
 	if hasToken {
-		m := reTokenHeader.FindStringSubmatch(r.Header.Get("Authorization"))
-		val, err := url.PathUnescape(strings.TrimSpace(m[1]))
+		raw, _ := tokenHeader(r.Header.Get("Authorization"))
+		val, err := url.PathUnescape(strings.TrimSpace(raw))
 		if err != nil {
-			val = m[1]
+			val = raw
 		}
 		i := strings.LastIndex(val, "=")
 		if i < 0 {

@@ -13,7 +13,9 @@ import (
 // src/PVE/UPID.pm).
 
 type task struct {
-	upid      string
+	upid string
+	// parsable is whether upid is in the form PVE's task lookups accept (reUPID), decided once.
+	parsable  bool
 	node      string
 	pid       int
 	pstart    int
@@ -184,6 +186,7 @@ func (s *Sim) spawn(ts *taskSpec) string {
 	t := &task{node: ts.node, pid: s.nextPID, pstart: int(now.Sub(s.bootTime)/(10*time.Millisecond)) + 1000,
 		starttime: now.Unix(), typ: ts.typ, id: ts.id, user: ts.user, running: true}
 	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", ts.node, t.pid, t.pstart, t.starttime, ts.typ, ts.id, ts.user)
+	t.parsable = reUPID.MatchString(t.upid)
 	s.tasks[t.upid] = t
 	s.taskOrder = append(s.taskOrder, t)
 	d, ok := s.durations[ts.typ]
@@ -297,11 +300,10 @@ func (s *Sim) handleTaskStatus(c *call) (any, error) {
 
 func (s *Sim) findTask(c *call) (*task, error) {
 	upid := c.str("upid")
-	m := reUPID.FindStringSubmatch(upid)
-	if m == nil {
+	t, ok := s.tasks[upid]
+	if ok && !t.parsable || !ok && !reUPID.MatchString(upid) {
 		return nil, paramErr(map[string]string{"upid": "unable to parse worker upid"})
 	}
-	t, ok := s.tasks[upid]
 	if !ok || t.node != c.str("node") {
 		return nil, dieErr("no such task")
 	}

@@ -47,9 +47,7 @@ func addError(errs map[string]string, path, msg string) {
 }
 
 var (
-	reIsNumber  = regexp.MustCompile(`^[+-]?(\d+\.\d+|\d+\.|\.\d+|\d+)([eE][+-]?\d+)?$`)
-	reIsInteger = regexp.MustCompile(`^[+-]?\d+$`)
-	reIndexed   = regexp.MustCompile(`^([a-z][a-z_\-]*?)(\d+)$`)
+	reIndexed = regexp.MustCompile(`^([a-z][a-z_\-]*?)(\d+)$`)
 )
 
 // indexMax is the highest index of each indexed option, from the option descriptions in qemu-server and
@@ -151,7 +149,7 @@ func checkProp(v value, p *schema.Prop, path string, errs map[string]string) {
 		addError(errs, path, fmt.Sprintf("value must be at least %d characters long", *p.MinLength))
 		return
 	}
-	if reIsNumber.MatchString(s) {
+	if isNumber(s) {
 		f, _ := strconv.ParseFloat(s, 64)
 		if p.Maximum != nil && f > *p.Maximum {
 			addError(errs, path, "value must have a maximum value of "+perlNum(*p.Maximum))
@@ -207,12 +205,12 @@ func checkType(v value, typ, path string, errs map[string]string) bool {
 			return false
 		}
 	case "integer":
-		if !reIsInteger.MatchString(v.s) {
+		if !isInteger(v.s) {
 			addError(errs, path, fmt.Sprintf("type check ('integer') failed - got '%s'", v.s))
 			return false
 		}
 	case "number":
-		if !reIsNumber.MatchString(v.s) {
+		if !isNumber(v.s) {
 			addError(errs, path, fmt.Sprintf("type check ('number') failed - got '%s'", v.s))
 			return false
 		}
@@ -267,8 +265,6 @@ func checkNamedFormat(format, v, path string) error {
 	return f(v)
 }
 
-var rePSKeyValue = regexp.MustCompile(`^([^=]+)=(.+)$`)
-
 // parsePropertyString is JSONSchema::parse_property_string: it splits on commas, resolves the default key
 // and aliases (keyAlias, e.g. virtio=MAC → model=virtio,macaddr=MAC), normalises booleans, and checks the
 // result against the sub-schema. The returned map uses the canonical key names.
@@ -279,8 +275,7 @@ func parsePropertyString(format map[string]*schema.Prop, data, path string) (map
 		if strings.TrimSpace(part) == "" {
 			continue
 		}
-		if m := rePSKeyValue.FindStringSubmatch(part); m != nil {
-			k, v := m[1], m[2]
+		if k, v, ok := keyValue(part); ok {
 			if _, dup := res[k]; dup {
 				return nil, ferr("duplicate key in comma-separated list property: %s", k)
 			}

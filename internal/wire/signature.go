@@ -23,11 +23,13 @@ type Signature struct {
 
 // operationSigningBytes is an operation's canonical encoding: deterministic protobuf of the message with
 // signer and signature cleared. Fields a newer planner adds and this build does not know are kept as
-// received and covered too.
+// received and covered too. p is the caller's own message: the two fields are cleared for the encoding and
+// put back, rather than the whole operation copied.
 func operationSigningBytes(p *planv1.Operation) ([]byte, error) {
-	c := proto.CloneOf(p)
-	c.Signer, c.Signature = "", nil
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	signer, sig := p.Signer, p.Signature
+	p.Signer, p.Signature = "", nil
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	p.Signer, p.Signature = signer, sig
 	if err != nil {
 		return nil, fmt.Errorf("operation %s: canonical bytes: %w", p.GetOpId(), err)
 	}
