@@ -103,8 +103,6 @@ type executor struct {
 
 func (e *executor) run(ctx context.Context) error {
 	observeSubject, _ := bus.ObserveSubject(e.cfg.Cluster, e.cfg.Node)
-	opSubject, _ := bus.OpSubject(e.cfg.Cluster, e.cfg.Node)
-	durable, _ := bus.ExecutorConsumer(e.cfg.Cluster, e.cfg.Node)
 	svc, err := e.bus.Serve(ctx, observeSubject, bus.QueueExecutors, bus.ServeOptions{Concurrency: 2}, e.observe)
 	if err != nil {
 		return err
@@ -119,45 +117,89 @@ func (e *executor) run(ctx context.Context) error {
 	}
 	if e.cfg.ObserveOnly {
 		e.log.Info("executor ready (observe only: no operation is applied)", "pve_version", e.version)
-		if e.cfg.OnReady != nil {
-			e.cfg.OnReady()
-		}
+		e.ready()
 		<-ctx.Done()
 		e.log.Info("executor stopped")
 		return nil
 	}
-	// executor.concurrency bounds the node, not each replica: the node's consumer hands out at most that
-	// many unacknowledged operations across all replicas. A replica configured differently from the one
-	// that set the consumer up takes it over with its own value (the last replica started wins), and says so.
+	queues, err := e.ensureQueues(ctx)
+	if err != nil {
+		return err
+	}
+	stopWatch, err := e.watchExhausted(ctx, queues)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
+	work, release := e.graceContext(ctx)
+	defer release()
+	e.log.Info("executor ready", "pve_version", e.version, "concurrency", e.cfg.Concurrency)
+	e.ready()
+	err = e.consume(ctx, work, queues)
+	e.log.Info("executor stopped")
+	return err
+}
+
+func (e *executor) ready() {
+	if e.cfg.OnReady != nil {
+		e.cfg.OnReady()
+	}
+}
+
+// opQueues are the durable consumers an executor takes operations from, by scope: the node's own, and the
+// cluster's work queue (bus.ClusterScope) of the objects that belong to no node.
+type opQueues map[string]string
+
+// ensureQueues creates or updates both consumers. executor.concurrency bounds the node, not each replica:
+// the node's consumer hands out at most that many unacknowledged operations across all replicas. A replica
+// configured differently from the one that set the consumer up takes it over with its own value (the last
+// replica started wins), and says so. The cluster's work queue is served by every executor of the cluster,
+// one operation at a time across all of them.
+func (e *executor) ensureQueues(ctx context.Context) (opQueues, error) {
+	durable, _ := bus.ExecutorConsumer(e.cfg.Cluster, e.cfg.Node)
+	opSubject, _ := bus.OpSubject(e.cfg.Cluster, e.cfg.Node)
 	e.warnConcurrencyChange(ctx, durable)
 	if err := e.bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: durable, Filter: opSubject,
 		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: e.cfg.Concurrency,
 		Description: "operations for " + e.cfg.Cluster + "/" + e.cfg.Node}); err != nil {
-		return err
+		return nil, err
 	}
-	// The cluster's work queue (the objects that belong to no node) is served by every executor of the
-	// cluster, one operation at a time across all of them.
 	clusterSubject, _ := bus.OpSubject(e.cfg.Cluster, bus.ClusterScope)
 	clusterDurable, _ := bus.ExecutorConsumer(e.cfg.Cluster, bus.ClusterScope)
 	if err := e.bus.EnsureConsumer(ctx, bus.ConsumerConfig{Stream: bus.StreamOps, Durable: clusterDurable, Filter: clusterSubject,
 		AckWait: e.cfg.AckWait, MaxDeliver: e.cfg.MaxDeliver, MaxAckPending: 1,
 		Description: "operations for cluster " + e.cfg.Cluster + " that belong to no node"}); err != nil {
-		return err
+		return nil, err
 	}
-	// An operation whose deliveries all ran out with none settled (every replica that took it died or hung)
-	// is announced by the server; one of the replicas that serve its queue reports it failed and
-	// dead-letters it.
-	for scope, d := range map[string]string{e.cfg.Node: durable, bus.ClusterScope: clusterDurable} {
-		watcher, err := e.bus.OnMaxDeliveries(ctx, bus.StreamOps, d, bus.QueueExecutors,
+	return opQueues{e.cfg.Node: durable, bus.ClusterScope: clusterDurable}, nil
+}
+
+// watchExhausted listens for the server's announcement of an operation whose deliveries all ran out with
+// none settled (every replica that took it died or hung): one of the replicas that serve its queue reports
+// it failed and dead-letters it. The returned function stops listening.
+func (e *executor) watchExhausted(ctx context.Context, queues opQueues) (stop func(), err error) {
+	var watchers []*bus.Watcher
+	stop = func() {
+		for _, w := range watchers {
+			w.Stop()
+		}
+	}
+	for scope, d := range queues {
+		w, err := e.bus.OnMaxDeliveries(ctx, bus.StreamOps, d, bus.QueueExecutors,
 			func(ctx context.Context, adv bus.MaxDeliveries) { e.exhausted(ctx, scope, adv) })
 		if err != nil {
-			return err
+			stop()
+			return nil, err
 		}
-		defer watcher.Stop()
+		watchers = append(watchers, w)
 	}
-	// Operations in flight get ShutdownGrace to finish once ctx ends.
+	return stop, nil
+}
+
+// graceContext is the context operations run in: it outlives ctx by Config.ShutdownGrace, so operations in
+// flight may finish once ctx ends. release ends it.
+func (e *executor) graceContext(ctx context.Context) (work context.Context, release func()) {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
 	stop := context.AfterFunc(ctx, func() {
 		t := time.NewTimer(e.cfg.ShutdownGrace)
 		defer t.Stop()
@@ -167,21 +209,24 @@ func (e *executor) run(ctx context.Context) error {
 		}
 		cancelWork()
 	})
-	defer stop()
-	e.log.Info("executor ready", "pve_version", e.version, "concurrency", e.cfg.Concurrency)
-	if e.cfg.OnReady != nil {
-		e.cfg.OnReady()
+	return work, func() {
+		stop()
+		cancelWork()
 	}
+}
+
+// consume takes operations from both queues until ctx ends: the node's with the configured concurrency, the
+// cluster's one at a time. Operations run in work.
+func (e *executor) consume(ctx, work context.Context, queues opQueues) error {
 	var clusterErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		clusterErr = e.bus.Consume(ctx, bus.StreamOps, clusterDurable, bus.ConsumeOptions{Concurrency: 1, MaxWait: 2 * time.Second},
+		clusterErr = e.bus.Consume(ctx, bus.StreamOps, queues[bus.ClusterScope], bus.ConsumeOptions{Concurrency: 1, MaxWait: 2 * time.Second},
 			func(_ context.Context, d *bus.Delivery) error { return e.handle(work, bus.ClusterScope, d) })
 	})
-	err = e.bus.Consume(ctx, bus.StreamOps, durable, bus.ConsumeOptions{Concurrency: e.cfg.Concurrency, MaxWait: 2 * time.Second},
+	err := e.bus.Consume(ctx, bus.StreamOps, queues[e.cfg.Node], bus.ConsumeOptions{Concurrency: e.cfg.Concurrency, MaxWait: 2 * time.Second},
 		func(_ context.Context, d *bus.Delivery) error { return e.handle(work, e.cfg.Node, d) })
 	wg.Wait()
-	e.log.Info("executor stopped")
 	return errors.Join(err, clusterErr)
 }
 
@@ -438,28 +483,8 @@ func (h *opRun) log() *slog.Logger {
 
 func (h *opRun) run(ctx context.Context) error {
 	e := h.e
-	msg := e.refusal(h.op.Cluster, h.op.Node, h.op.BaseURL)
-	if msg == "" && h.op.Node != h.scope {
-		msg = fmt.Sprintf("refused: an operation for %s/%s arrived on the work queue of %s/%s", h.op.Cluster, h.op.Node, e.cfg.Cluster, h.scope)
-	}
-	if msg != "" {
-		h.log().Warn("operation refused", "reason", msg)
-		e.metrics.operation(string(h.op.Action), "refused")
-		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
-		return h.d.Term(msg)
-	}
-	if err := h.op.CheckSecretRefs(); err != nil {
-		return h.refuse(ctx, "secret_reference", "refused: "+err.Error())
-	}
-	// A signed operation is good for the run it was signed for, while that run is open: published again
-	// later (a replay), it is refused. Within the open run, its journal entry settles it once.
-	open, err := e.runOpen(ctx, h.op)
-	if err != nil {
-		return h.retry(ctx, err)
-	}
-	if !open {
-		return h.refuse(ctx, "run_not_open", fmt.Sprintf("refused: run %s is not the run in progress for cluster %s "+
-			"(an operation is only run while its run is open)", h.op.RunID, h.op.Cluster))
+	if settled, err := h.admit(ctx); settled {
+		return err
 	}
 	defer e.metrics.applying()()
 	stopBeat := h.heartbeat(ctx)
@@ -493,21 +518,59 @@ func (h *opRun) run(ctx context.Context) error {
 	if h.attempt == 1 {
 		h.publish(ctx, plan.Result{Status: plan.StatusStarted})
 	}
-	lockSince := time.Time{}
-	delay := e.cfg.RetryBackoff
-	taskRetries := 0
+	return h.applyUntilSettled(ctx, opCtx, j)
+}
+
+// admit refuses an operation this executor must not run: one for another cluster, node or endpoint, one
+// on the wrong work queue, one with a malformed secret reference, or one whose run is not open (a signed
+// operation is good for the run it was signed for, while that run is open: published again later, a
+// replay, it is refused; within the open run, its journal entry settles it once). settled reports that the
+// delivery has been answered, with err as run's result.
+func (h *opRun) admit(ctx context.Context) (settled bool, err error) {
+	e := h.e
+	msg := e.refusal(h.op.Cluster, h.op.Node, h.op.BaseURL)
+	if msg == "" && h.op.Node != h.scope {
+		msg = fmt.Sprintf("refused: an operation for %s/%s arrived on the work queue of %s/%s", h.op.Cluster, h.op.Node, e.cfg.Cluster, h.scope)
+	}
+	if msg != "" {
+		h.log().Warn("operation refused", "reason", msg)
+		e.metrics.operation(string(h.op.Action), "refused")
+		h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: msg})
+		return true, h.d.Term(msg)
+	}
+	if err := h.op.CheckSecretRefs(); err != nil {
+		return true, h.refuse(ctx, "secret_reference", "refused: "+err.Error())
+	}
+	open, err := e.runOpen(ctx, h.op)
+	if err != nil {
+		return true, h.retry(ctx, err)
+	}
+	if !open {
+		return true, h.refuse(ctx, "run_not_open", fmt.Sprintf("refused: run %s is not the run in progress for cluster %s "+
+			"(an operation is only run while its run is open)", h.op.RunID, h.op.Cluster))
+	}
+	return false, nil
+}
+
+// applyRetries is what an operation's attempts within one delivery have used up: since when the guest has
+// been locked, the next lock wait, and how many failed tasks were tried again.
+type applyRetries struct {
+	lockSince   time.Time
+	delay       time.Duration
+	taskRetries int
+}
+
+// applyUntilSettled applies the operation against PVE until it succeeds, is refused, fails, or is handed
+// back, waiting on a locked guest and trying an unexplained task failure again as configured.
+func (h *opRun) applyUntilSettled(ctx, opCtx context.Context, j *journal) error {
+	e := h.e
+	tries := applyRetries{delay: e.cfg.RetryBackoff}
 	for {
 		var out pve.Outcome
 		client, secrets, err := e.pve.current(opCtx)
 		if err == nil {
 			if merr := secretsMismatch(h.op, secrets); merr != nil {
-				h.log().Warn("operation refused", "reason", merr)
-				e.metrics.operation(string(h.op.Action), "refused")
-				if jerr := j.finish(ctx, plan.StatusFailed, merr.Error(), ""); jerr != nil {
-					h.log().Warn("record outcome", "err", jerr)
-				}
-				h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: merr.Error()})
-				return h.d.Term(merr.Error())
+				return h.secretsRefused(ctx, j, merr)
 			}
 			out, err = client.Apply(opCtx, h.op, pve.ApplyOptions{Journal: j, Prior: j.prior(), Secrets: secrets,
 				Progress: h.progress(ctx), Ownership: ownership{b: e.bus, cluster: h.op.Cluster},
@@ -516,81 +579,112 @@ func (h *opRun) run(ctx context.Context) error {
 			err = &pve.Error{Class: plan.ErrorRetryable, Err: err}
 		}
 		if err == nil {
-			result := "succeeded"
-			if out.AlreadyDone {
-				result = "already_done"
-			}
-			e.metrics.operation(string(h.op.Action), result)
-			msg := out.Message
-			if msg == "" && out.AlreadyDone {
-				msg = "already done"
-			}
-			if jerr := j.finish(ctx, plan.StatusSucceeded, msg, out.Fingerprint); jerr != nil {
-				h.log().Warn("record outcome", "err", jerr)
-			}
-			h.publish(ctx, plan.Result{Status: plan.StatusSucceeded, Message: msg, UPID: out.UPID, TaskLog: out.TaskLog,
-				AlreadyDone: out.AlreadyDone, Fingerprint: out.Fingerprint})
-			h.log().Info("operation succeeded", "upid", out.UPID, "already_done", out.AlreadyDone)
-			return h.d.Ack(ctx)
+			return h.succeeded(ctx, j, out)
 		}
-		if reason, ok := pve.RefusalOf(err); ok {
-			// Not ProxOps' guest, or not the guest the claim was planned for: nothing was written.
-			if jerr := j.finish(ctx, plan.StatusFailed, err.Error(), ""); jerr != nil {
-				h.log().Warn("record outcome", "err", jerr)
-			}
-			return h.refuse(ctx, reason, err.Error())
+		if again, rerr := h.afterFailure(ctx, opCtx, j, err, &tries); !again {
+			return rerr
 		}
-		if ctx.Err() != nil {
-			// Shutting down: hand the operation back; the journal lets the next delivery re-attach.
-			_ = h.d.NakWithDelay(0)
-			return ctx.Err()
+	}
+}
+
+// secretsRefused refuses an operation resolved against another secrets file than this executor's.
+func (h *opRun) secretsRefused(ctx context.Context, j *journal, merr error) error {
+	h.log().Warn("operation refused", "reason", merr)
+	h.e.metrics.operation(string(h.op.Action), "refused")
+	if jerr := j.finish(ctx, plan.StatusFailed, merr.Error(), ""); jerr != nil {
+		h.log().Warn("record outcome", "err", jerr)
+	}
+	h.publish(ctx, plan.Result{Status: plan.StatusFailed, ErrorClass: plan.ErrorTerminal, Message: merr.Error()})
+	return h.d.Term(merr.Error())
+}
+
+// succeeded records, reports and acknowledges a successful operation.
+func (h *opRun) succeeded(ctx context.Context, j *journal, out pve.Outcome) error {
+	result := "succeeded"
+	if out.AlreadyDone {
+		result = "already_done"
+	}
+	h.e.metrics.operation(string(h.op.Action), result)
+	msg := out.Message
+	if msg == "" && out.AlreadyDone {
+		msg = "already done"
+	}
+	if jerr := j.finish(ctx, plan.StatusSucceeded, msg, out.Fingerprint); jerr != nil {
+		h.log().Warn("record outcome", "err", jerr)
+	}
+	h.publish(ctx, plan.Result{Status: plan.StatusSucceeded, Message: msg, UPID: out.UPID, TaskLog: out.TaskLog,
+		AlreadyDone: out.AlreadyDone, Fingerprint: out.Fingerprint})
+	h.log().Info("operation succeeded", "upid", out.UPID, "already_done", out.AlreadyDone)
+	return h.d.Ack(ctx)
+}
+
+// afterFailure decides what follows a failed attempt: again is true when the operation is to be applied
+// once more in this delivery; otherwise ret is run's result.
+func (h *opRun) afterFailure(ctx, opCtx context.Context, j *journal, err error, tries *applyRetries) (again bool, ret error) {
+	e := h.e
+	if reason, ok := pve.RefusalOf(err); ok {
+		// Not ProxOps' guest, or not the guest the claim was planned for: nothing was written.
+		if jerr := j.finish(ctx, plan.StatusFailed, err.Error(), ""); jerr != nil {
+			h.log().Warn("record outcome", "err", jerr)
 		}
-		if opCtx.Err() != nil {
-			// The guest guard went to another replica (this one stalled for longer than its TTL): stop
-			// acting on the guest and let the operation come back later.
-			h.log().Warn("guest guard lost; handing the operation back", "err", err)
-			return h.d.NakWithDelay(e.cfg.RetryBackoff)
-		}
-		// A guest busy with a long job (backup, migrate, ...) or whose config file lock another PVE worker
-		// holds is waited on here, heartbeat after heartbeat, without spending deliveries, up to LockWait.
-		if lock, ok := pve.LockOf(err); ok {
-			if lockSince.IsZero() {
-				lockSince = time.Now()
-			}
-			waited := time.Since(lockSince)
-			if waited >= e.cfg.LockWait {
-				return h.lockWaitExceeded(ctx, j, lock, waited, err)
-			}
-			wait := min(delay, e.cfg.LockWait-waited)
-			h.log().Info("guest locked; waiting", "lock", lock, "retry_in", wait)
-			h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "waiting: " + lockText(lock)})
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				_ = h.d.NakWithDelay(0)
-				return ctx.Err()
-			}
-			delay = min(2*delay, time.Minute)
-			continue
-		}
-		if pve.UnexplainedTaskFailure(err) && taskRetries < e.cfg.TaskRetries {
-			// Apply starts over from what PVE shows now: the journal holds the failed task, so a create,
-			// clone or download is only sent again once PVE shows its target free or absent.
-			taskRetries++
-			e.metrics.operation(string(h.op.Action), "retried")
-			h.log().Warn("PVE task failed; trying again", "err", err, "retry_in", e.cfg.RetryBackoff)
-			upid, tail := failedTask(err)
-			h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "retrying after a failed task: " + err.Error(),
-				ErrorClass: plan.ErrorRetryable, UPID: upid, TaskLog: tail})
-			select {
-			case <-time.After(e.cfg.RetryBackoff):
-			case <-ctx.Done():
-				_ = h.d.NakWithDelay(0)
-				return ctx.Err()
-			}
-			continue
-		}
-		return h.fail(ctx, j, err)
+		return false, h.refuse(ctx, reason, err.Error())
+	}
+	if ctx.Err() != nil {
+		// Shutting down: hand the operation back; the journal lets the next delivery re-attach.
+		_ = h.d.NakWithDelay(0)
+		return false, ctx.Err()
+	}
+	if opCtx.Err() != nil {
+		// The guest guard went to another replica (this one stalled for longer than its TTL): stop
+		// acting on the guest and let the operation come back later.
+		h.log().Warn("guest guard lost; handing the operation back", "err", err)
+		return false, h.d.NakWithDelay(e.cfg.RetryBackoff)
+	}
+	if lock, ok := pve.LockOf(err); ok {
+		return h.waitForLock(ctx, j, lock, err, tries)
+	}
+	if pve.UnexplainedTaskFailure(err) && tries.taskRetries < e.cfg.TaskRetries {
+		// Apply starts over from what PVE shows now: the journal holds the failed task, so a create,
+		// clone or download is only sent again once PVE shows its target free or absent.
+		tries.taskRetries++
+		e.metrics.operation(string(h.op.Action), "retried")
+		h.log().Warn("PVE task failed; trying again", "err", err, "retry_in", e.cfg.RetryBackoff)
+		upid, tail := failedTask(err)
+		h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "retrying after a failed task: " + err.Error(),
+			ErrorClass: plan.ErrorRetryable, UPID: upid, TaskLog: tail})
+		return h.pause(ctx, e.cfg.RetryBackoff)
+	}
+	return false, h.fail(ctx, j, err)
+}
+
+// waitForLock waits on a guest busy with a long job (backup, migrate, ...) or whose config file lock another
+// PVE worker holds, heartbeat after heartbeat, without spending deliveries, up to LockWait in all.
+func (h *opRun) waitForLock(ctx context.Context, j *journal, lock string, err error, tries *applyRetries) (again bool, ret error) {
+	e := h.e
+	if tries.lockSince.IsZero() {
+		tries.lockSince = time.Now()
+	}
+	waited := time.Since(tries.lockSince)
+	if waited >= e.cfg.LockWait {
+		return false, h.lockWaitExceeded(ctx, j, lock, waited, err)
+	}
+	wait := min(tries.delay, e.cfg.LockWait-waited)
+	h.log().Info("guest locked; waiting", "lock", lock, "retry_in", wait)
+	h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "waiting: " + lockText(lock)})
+	tries.delay = min(2*tries.delay, time.Minute)
+	return h.pause(ctx, wait)
+}
+
+// pause waits d before the next attempt; when ctx ends first, the operation is handed back at once.
+func (h *opRun) pause(ctx context.Context, d time.Duration) (again bool, ret error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-ctx.Done():
+		_ = h.d.NakWithDelay(0)
+		return false, ctx.Err()
 	}
 }
 
