@@ -155,139 +155,192 @@ func (s *Sim) Handler() http.Handler { return s }
 const apiPrefix = "/api2/json"
 
 func (s *Sim) serve(r *http.Request, local string) (int, []byte, string, http.Header) {
-	entry := RequestLogEntry{Time: time.Now(), Method: r.Method}
-	hdr := http.Header{}
-	finish := func(status int, data any, e *apiError, total int) (int, []byte, string, http.Header) {
-		body, reason := envelope(status, data, e, total)
-		entry.Status = status
-		if str, ok := data.(string); ok && strings.HasPrefix(str, "UPID:") {
-			entry.UPID = str
-		}
-		s.mu.Lock()
-		s.log = append(s.log, entry)
-		if entry.Template != "" {
-			s.counters[entry.Method+" "+entry.Template]++
-		}
-		s.mu.Unlock()
-		return status, body, reason, hdr
+	x := &exchange{s: s, r: r, entry: RequestLogEntry{Time: time.Now(), Method: r.Method}, hdr: http.Header{}}
+	pathParams, e := x.resolve(local)
+	if e == nil {
+		e = x.authenticate()
 	}
+	if e == nil {
+		e = x.readParams(pathParams)
+	}
+	if e == nil {
+		e = x.injected()
+	}
+	if e != nil {
+		return x.finish(e.status, nil, e, 0)
+	}
+	data, e := x.dispatch()
+	if e != nil {
+		return x.finish(e.status, nil, e, 0)
+	}
+	return x.finish(200, data, nil, x.c.total)
+}
+
+// exchange is one request on its way through the simulator: the log entry it leaves, the headers of its
+// answer, and the call a handler gets. Each step of serve returns the API error that ends the request, or
+// nil to go on.
+type exchange struct {
+	s     *Sim
+	r     *http.Request
+	entry RequestLogEntry
+	hdr   http.Header
+	c     *call
+}
+
+// finish writes the answer's envelope and logs the request.
+func (x *exchange) finish(status int, data any, e *apiError, total int) (int, []byte, string, http.Header) {
+	body, reason := envelope(status, data, e, total)
+	x.entry.Status = status
+	if str, ok := data.(string); ok && strings.HasPrefix(str, "UPID:") {
+		x.entry.UPID = str
+	}
+	s := x.s
+	s.mu.Lock()
+	s.log = append(s.log, x.entry)
+	if x.entry.Template != "" {
+		s.counters[x.entry.Method+" "+x.entry.Template]++
+	}
+	s.mu.Unlock()
+	return status, body, reason, x.hdr
+}
+
+// resolve finds the API method the path and HTTP method name (HTTPServer.pm's find_handler: "Method '$method
+// $path' not implemented" when there is none) and returns the path's parameters.
+func (x *exchange) resolve(local string) (map[string]string, *apiError) {
+	r := x.r
 	raw := r.URL.EscapedPath()
-	if !strings.HasPrefix(raw, "/api2/") {
-		entry.Path = raw
-		return finish(501, nil, &apiError{status: 501, msg: "no such uri"}, 0)
+	if !strings.HasPrefix(raw, "/api2/") || (!strings.HasPrefix(raw, apiPrefix+"/") && raw != apiPrefix) {
+		x.entry.Path = raw
+		return nil, &apiError{status: 501, msg: "no such uri"}
 	}
-	if !strings.HasPrefix(raw, apiPrefix+"/") && raw != apiPrefix {
-		entry.Path = raw
-		return finish(501, nil, &apiError{status: 501, msg: "no such uri"}, 0)
-	}
-	rel := strings.TrimPrefix(raw, apiPrefix)
-	segs, ok := splitPath(rel)
-	entry.Path = "/" + strings.Join(segs, "/")
+	segs, ok := splitPath(strings.TrimPrefix(raw, apiPrefix))
+	x.entry.Path = "/" + strings.Join(segs, "/")
 	if !ok {
-		return finish(400, nil, &apiError{status: 400, msg: "invalid path"}, 0)
+		return nil, &apiError{status: 400, msg: "invalid path"}
 	}
-	template, pathParams := s.route(segs)
+	template, pathParams := x.s.route(segs)
 	var m *schema.Method
 	if template != "" {
-		m = s.api.Method(template, r.Method)
+		m = x.s.api.Method(template, r.Method)
 	}
 	if m == nil {
-		// HTTPServer.pm: find_handler fails → "Method '$method $path' not implemented".
-		return finish(501, nil, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, entry.Path)}, 0)
+		return nil, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, x.entry.Path)}
 	}
-	entry.Template = template
-	c := &call{method: r.Method, path: entry.Path, template: template, schema: m, local: local}
-	isUpload := template == "/nodes/{node}/storage/{storage}/upload" && r.Method == http.MethodPost
+	x.entry.Template = template
+	x.c = &call{method: r.Method, path: x.entry.Path, template: template, schema: m, local: local}
+	return pathParams, nil
+}
 
-	// Auth. The ticket endpoint needs none (PVE::HTTPServer auth_handler), but a token header sent to it
-	// is still seen, and the endpoint does not allow tokens (rest_handler: raise_perm_exc).
-	if template == "/access/ticket" && r.Method == http.MethodPost {
-		_, hasToken := authCredentials(r)
-		c.isToken = hasToken
+// isUpload reports whether the request is a storage upload (multipart, authenticated by its own rules).
+func (x *exchange) isUpload() bool {
+	return x.c.template == "/nodes/{node}/storage/{storage}/upload" && x.r.Method == http.MethodPost
+}
+
+// authenticate checks the ticket or API token. The ticket endpoint needs none (PVE::HTTPServer
+// auth_handler), but a token header sent to it is still seen, and the endpoint does not allow tokens
+// (rest_handler: raise_perm_exc); nor does any method whose schema says so.
+func (x *exchange) authenticate() *apiError {
+	s, r, c := x.s, x.r, x.c
+	if c.template == "/access/ticket" && r.Method == http.MethodPost {
+		_, c.isToken = authCredentials(r)
 	} else {
-		user, isToken, aerr := s.authenticate(r, isUpload)
+		user, isToken, aerr := s.authenticate(r, x.isUpload())
 		if aerr != nil {
 			if s.authDelay > 0 {
 				time.Sleep(s.authDelay)
 			}
-			return finish(aerr.status, nil, aerr, 0)
+			return aerr
 		}
 		c.user, c.isToken = user, isToken
-		entry.User = user
+		x.entry.User = user
 	}
-	if c.isToken && !m.TokensAllowed() {
-		e := permErr(fmt.Sprintf("URI '%s' not available with API token, need proper ticket.\n", entry.Path))
-		return finish(403, nil, e, 0)
+	if c.isToken && !c.schema.TokensAllowed() {
+		return permErr(fmt.Sprintf("URI '%s' not available with API token, need proper ticket.\n", x.entry.Path))
 	}
+	return nil
+}
 
+// readParams reads the query and body parameters (or an upload's parts) and logs them redacted.
+func (x *exchange) readParams(pathParams map[string]string) *apiError {
 	var params map[string]value
 	var perr *apiError
-	if isUpload {
-		params, c.upload, perr = extractUpload(r, pathParams)
+	if x.isUpload() {
+		params, x.c.upload, perr = extractUpload(x.r, pathParams)
 	} else {
-		params, perr = extractParams(r, pathParams)
+		params, perr = extractParams(x.r, pathParams)
 	}
-	entry.Params = redact(params)
+	x.entry.Params = redact(params)
 	if perr != nil {
-		return finish(perr.status, nil, perr, 0)
+		return perr
 	}
-	c.params = params
+	x.c.params = params
+	return nil
+}
 
+// injected applies what a test or spec injects: a request fault of the spec, then the hooks in order (a
+// delay, and an answer in place of the handler's).
+func (x *exchange) injected() *apiError {
+	s, r, c := x.s, x.r, x.c
 	s.mu.Lock()
-	delay, fault := s.requestFault(r.Method, template, params)
+	delay, fault := s.requestFault(r.Method, c.template, c.params)
+	hooks := append([]Hook(nil), s.hooks...)
 	s.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
 	}
 	if fault != nil {
-		return finish(fault.status, nil, fault, 0)
+		return fault
 	}
-
-	s.mu.Lock()
-	hooks := append([]Hook(nil), s.hooks...)
-	s.mu.Unlock()
-	if len(hooks) > 0 {
-		info := RequestInfo{Method: r.Method, Path: entry.Path, Template: template, Params: plain(params), User: c.user}
-		for _, h := range hooks {
-			if f := h(info); f != nil {
-				if f.Delay > 0 {
-					time.Sleep(f.Delay)
-				}
-				if f.Status != 0 {
-					msg := f.Message
-					if !strings.HasSuffix(msg, "\n") {
-						msg += "\n"
-					}
-					return finish(f.Status, nil, &apiError{status: f.Status, msg: msg, errors: f.Errors}, 0)
-				}
+	if len(hooks) == 0 {
+		return nil
+	}
+	info := RequestInfo{Method: r.Method, Path: x.entry.Path, Template: c.template, Params: plain(c.params), User: c.user}
+	for _, h := range hooks {
+		f := h(info)
+		if f == nil {
+			continue
+		}
+		if f.Delay > 0 {
+			time.Sleep(f.Delay)
+		}
+		if f.Status != 0 {
+			msg := f.Message
+			if !strings.HasSuffix(msg, "\n") {
+				msg += "\n"
 			}
+			return &apiError{status: f.Status, msg: msg, errors: f.Errors}
 		}
 	}
+	return nil
+}
 
+// dispatch checks the parameters against the method's schema and runs its handler under the simulator's
+// lock. A request for an unknown node fails as PVE's proxy does (PVE::Cluster::remote_node_ip). Only an
+// *apiError returned as such sets the status: one wrapped in an "unable to create ..." message stays a 500
+// carrying the whole message.
+func (x *exchange) dispatch() (any, *apiError) {
+	s, r, c := x.s, x.r, x.c
 	kind := ""
-	if strings.HasPrefix(template, "/nodes/{node}/qemu") {
+	if strings.HasPrefix(c.template, "/nodes/{node}/qemu") {
 		kind = "qemu"
-	} else if strings.HasPrefix(template, "/nodes/{node}/lxc") {
+	} else if strings.HasPrefix(c.template, "/nodes/{node}/lxc") {
 		kind = "lxc"
 	}
-	if errs := validateParams(m, kind, params); len(errs) > 0 {
-		return finish(400, nil, paramErr(errs), 0)
+	if errs := validateParams(c.schema, kind, c.params); len(errs) > 0 {
+		return nil, paramErr(errs)
 	}
-	h := handlers[r.Method+" "+template]
+	h := handlers[r.Method+" "+c.template]
 	if h == nil {
-		return finish(501, nil, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, entry.Path)}, 0)
+		return nil, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, x.entry.Path)}
 	}
 	s.mu.Lock()
-	if n := c.str("node"); n != "" && s.node(n) == nil && strings.HasPrefix(template, "/nodes/{node}") {
+	if n := c.str("node"); n != "" && s.node(n) == nil && strings.HasPrefix(c.template, "/nodes/{node}") {
 		s.mu.Unlock()
-		// The proxy to an unknown node fails in PVE::Cluster::remote_node_ip.
-		return finish(500, nil, dieErr("hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known", n, n), 0)
+		return nil, dieErr("hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known", n, n)
 	}
 	data, err := h(s, c)
 	s.mu.Unlock()
 	if err != nil {
-		// Only an *apiError returned as such sets the status: one wrapped in an "unable to create ..." message
-		// stays a 500 carrying the whole message, as before.
 		ae, ok := err.(*apiError) //nolint:errorlint // the top-level type is the handler contract, see above
 		if !ok {
 			ae = &apiError{status: 500, msg: err.Error()}
@@ -295,12 +348,12 @@ func (s *Sim) serve(r *http.Request, local string) (int, []byte, string, http.He
 		if ae.status == 401 && s.authDelay > 0 {
 			time.Sleep(s.authDelay)
 		}
-		return finish(ae.status, nil, ae, 0)
+		return nil, ae
 	}
 	if setCookie, ok := data.(ticketResult); ok {
 		data = map[string]any(setCookie)
 	}
-	return finish(200, data, nil, c.total)
+	return data, nil
 }
 
 type ticketResult map[string]any
