@@ -177,7 +177,8 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	if err != nil {
 		return err
 	}
-	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: src.Process})
+	files := snap.FS() // one index of the snapshot's files, for the load and the executors
+	r := repo.LoadWith(files, repo.LoadOptions{Process: src.Process})
 	selected, err := selectClusters(r, opts.clusters)
 	if err != nil {
 		return err
@@ -196,7 +197,7 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	defer release()
 	if b == nil {
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: !apply, Warnings: errOut, Logger: cliLogger(errOut, opts.logLevel),
-			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, selected, opts.pve),
+			Executors: localExecutors(ctx, errOut, r, files, root, selected, opts.pve),
 			// A diff never carries on an apply an earlier command left open on the data directory.
 			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply, Process: src.Process,
 				// The snapshot is parsed once: the planner plans the tree this command loaded.
