@@ -111,10 +111,10 @@ func CurrentBranch(repoPath string) (string, error) {
 	return ref.Target().Short(), nil
 }
 
-// openLocal opens a local repository for reading. Its packfiles, once opened, stay open until close is
+// openLocal opens a local repository for reading. Its packfiles, once opened, stay open until closeRepo is
 // called, rather than being opened again for every object read: a snapshot reads every manifest blob of a
 // commit, and most of them are in one packfile.
-func openLocal(p string) (repo *git.Repository, close func() error, err error) {
+func openLocal(p string) (repo *git.Repository, closeRepo func() error, err error) {
 	repo, err = git.PlainOpenWithOptions(p, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		// A bare repository has no .git and no commondir: go-git only opens it without those options.

@@ -142,26 +142,9 @@ func TestSnapshotBranchReadsAPackedRepositoryAndClosesItsPackfiles(t *testing.T)
 			t.Errorf("%s: %q, want the committed %q", f, got, want)
 		}
 	}
-	if open := openFilesBelow(t, repo.dir); len(open) > 0 {
+	if open := watcher.OpenFilesBelow(t, repo.dir); len(open) > 0 {
 		t.Errorf("files of the repository left open after the snapshot: %v", open)
 	}
-}
-
-// openFilesBelow lists the files below dir this process holds open (Linux's /proc/self/fd).
-func openFilesBelow(t *testing.T, dir string) []string {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("open descriptors cannot be listed here: %v", err)
-	}
-	var out []string
-	for _, fd := range fds {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
-		if err == nil && strings.HasPrefix(target, dir+string(filepath.Separator)) {
-			out = append(out, target)
-		}
-	}
-	return out
 }
 
 func TestSnapshotWorktreeReadsFilesAsTheyAreOnDisk(t *testing.T) {
