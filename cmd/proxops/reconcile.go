@@ -162,6 +162,9 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 		return reconcileURLMode(ctx, out, errOut, opts, src, apply)
 	}
 	root := src.Root
+	// Reading and parsing the snapshot allocates as much as the system's run does: the collector's target
+	// is relaxed for both.
+	defer relaxCollector()()
 	var snap event.TreeSnapshot
 	if opts.worktree {
 		snap, err = watcher.SnapshotWorktree(ctx, root)
@@ -174,7 +177,8 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	if err != nil {
 		return err
 	}
-	r := repo.LoadWith(snap.FS(), repo.LoadOptions{Process: src.Process})
+	files := snap.FS() // one index of the snapshot's files, for the load and the executors
+	r := repo.LoadWith(files, repo.LoadOptions{Process: src.Process})
 	selected, err := selectClusters(r, opts.clusters)
 	if err != nil {
 		return err
@@ -192,9 +196,8 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	}
 	defer release()
 	if b == nil {
-		defer relaxCollector()()
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: !apply, Warnings: errOut, Logger: cliLogger(errOut, opts.logLevel),
-			Executors: localExecutors(ctx, errOut, r, snap.FS(), root, selected, opts.pve),
+			Executors: localExecutors(ctx, errOut, r, files, root, selected, opts.pve),
 			// A diff never carries on an apply an earlier command left open on the data directory.
 			Planner: planner.Config{LocalSecrets: true, PlanOnly: !apply, Process: src.Process,
 				// The snapshot is parsed once: the planner plans the tree this command loaded.
@@ -227,10 +230,11 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	return res.exit(out, opts, apply)
 }
 
-// commandGCPercent is the collector's target while diff or apply runs the whole system for one reconcile:
-// the heap may grow to three times what is live rather than twice. Parsing the repository and decoding
-// every guest's config allocate about 100 KB per guest, and with the default target collecting took a fifth
-// of a converged diff of 10,000 guests; the peak it costs is measured (BenchmarkScale, MB-diff-peak).
+// commandGCPercent is the collector's target while diff or apply reads and parses a repository and runs the
+// whole system for one reconcile: the heap may grow to three times what is live rather than twice. Parsing
+// the repository and decoding every guest's config allocate about 100 KB per guest, and with the default
+// target collecting took a fifth of a converged diff of 10,000 guests (and a fifth of parsing 10,000
+// guests' manifests); the peak it costs is measured (BenchmarkScale, MB-diff-peak).
 const commandGCPercent = 200
 
 // relaxCollector sets commandGCPercent, unless GOGC is set, and returns what puts the previous target back.

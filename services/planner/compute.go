@@ -85,15 +85,19 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 		}
 		resolver = storeSecrets{store}
 	}
-	owned, err := p.owned(ctx, cluster)
-	if err != nil {
-		return computed{}, transient(err)
-	}
+	// The ownership inventory (a record per guest) is read while the nodes are observed: the observe needs it
+	// only to learn a cluster's nodes when it has no allowlist.
+	owned := p.readOwned(ctx, cluster)
 	ownedObjects, err := p.ownedObjects(ctx, cluster)
 	if err != nil {
+		_, _ = owned.wait()
 		return computed{}, transient(err)
 	}
 	observed, diags, refused, err := p.observe(ctx, c, owned, plan.NeededObjects(c, ownedObjects))
+	guests, ownedErr := owned.wait()
+	if err == nil {
+		err = ownedErr
+	}
 	if err != nil {
 		return computed{}, transient(err)
 	}
@@ -106,7 +110,7 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	if err != nil {
 		return computed{}, transient(err)
 	}
-	in := plan.Input{Cluster: c, Observed: observed, Owned: owned, OwnedObjects: ownedObjects, Secrets: resolver,
+	in := plan.Input{Cluster: c, Observed: observed, Owned: guests, OwnedObjects: ownedObjects, Secrets: resolver,
 		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced,
 		SnapshotRecords: snaps, Now: time.Now()}
 	var pl plan.Plan
@@ -322,6 +326,29 @@ func (s storeSecrets) CheckPassword(ref string) error {
 	return err
 }
 
+// ownedRead is a cluster's ownership inventory being read.
+type ownedRead struct {
+	done  chan struct{}
+	owned []plan.Owned
+	err   error
+}
+
+// readOwned starts reading a cluster's ownership inventory.
+func (p *planner) readOwned(ctx context.Context, cluster string) *ownedRead {
+	r := &ownedRead{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.owned, r.err = p.owned(ctx, cluster)
+	}()
+	return r
+}
+
+// wait returns the inventory once it is read.
+func (r *ownedRead) wait() ([]plan.Owned, error) {
+	<-r.done
+	return r.owned, r.err
+}
+
 // owned reads a cluster's ownership inventory.
 func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, error) {
 	entries, err := p.bus.Entries(ctx, bus.BucketOwned, cluster+".*")
@@ -346,7 +373,7 @@ func (p *planner) owned(ctx context.Context, cluster string) ([]plan.Owned, erro
 // repository or the ownership inventory names (ObserveRequest.ListNodes). permanent reports that a node's
 // failure will not go away by itself (refused credentials, TLS verification, a refusal of the request):
 // refused lists those nodes, sorted.
-func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Owned, needs plan.ObjectsNeeded) (_ inventory.Cluster, _ diag.List, refused []string, _ error) {
+func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned *ownedRead, needs plan.ObjectsNeeded) (_ inventory.Cluster, _ diag.List, refused []string, _ error) {
 	start := time.Now()
 	defer func() { p.metrics.observeSeconds.Observe(time.Since(start).Seconds()) }()
 	content := plan.ContentStorages(c)
@@ -366,7 +393,11 @@ func (p *planner) observe(ctx context.Context, c *repo.Cluster, owned []plan.Own
 		}
 	}
 	if len(nodes) == 0 {
-		seeds := seedNodes(c, owned)
+		guests, err := owned.wait()
+		if err != nil {
+			return inventory.Cluster{}, nil, nil, err
+		}
+		seeds := seedNodes(c, guests)
 		if len(seeds) == 0 {
 			seeds = p.inventoriedNodes(ctx, c.Name)
 		}

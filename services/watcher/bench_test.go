@@ -1,6 +1,7 @@
 package watcher_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -62,4 +63,23 @@ func BenchmarkWebhookToRepoChanged(b *testing.B) {
 	slices.Sort(latencies)
 	b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkSnapshotBranch reads a commit of 10,000 small manifests that git has packed, as a converged diff of
+// 10,000 guests does first.
+func BenchmarkSnapshotBranch(b *testing.B) {
+	repo := newWorkRepo(b, b.TempDir())
+	runGit(b, repo.dir, "config", "gc.auto", "0") // packed below, once, rather than by a commit in the background
+	for i := range 10000 {
+		name := fmt.Sprintf("g-%05d", i)
+		repo.write("vm/lab/"+name+".yaml", "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata: {name: "+name+"}\nspec:\n  node: pve1\n  vmid: "+strconv.Itoa(1000+i)+"\n  memory: 512MiB\n")
+	}
+	repo.commit("10,000 guests")
+	runGit(b, repo.dir, "repack", "-a", "-d", "-q")
+	for b.Loop() {
+		snap, err := watcher.SnapshotBranch(b.Context(), repo.dir, "main")
+		if err != nil || len(snap.Files) != 10000 {
+			b.Fatalf("%d files, %v", len(snap.Files), err)
+		}
+	}
 }

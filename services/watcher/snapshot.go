@@ -18,9 +18,11 @@ import (
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/repofs"
@@ -69,10 +71,11 @@ func isManifestRoot(name string) bool {
 // HEAD points to. Nothing of the repository, its index or its work tree is written. The snapshot is named by
 // its content (event.TreeName) and carries the commit.
 func SnapshotBranch(ctx context.Context, repoPath, branch string) (TreeSnapshot, error) {
-	repo, err := openLocal(repoPath)
+	repo, closeRepo, err := openLocal(repoPath)
 	if err != nil {
 		return TreeSnapshot{}, err
 	}
+	defer func() { _ = closeRepo() }()
 	var hash plumbing.Hash
 	if branch == "" {
 		ref, err := repo.Head()
@@ -93,10 +96,11 @@ func SnapshotBranch(ctx context.Context, repoPath, branch string) (TreeSnapshot,
 // CurrentBranch returns the branch HEAD points to in the local repository at repoPath (its work tree, a
 // directory below it, or its git directory). A detached HEAD is an error.
 func CurrentBranch(repoPath string) (string, error) {
-	repo, err := openLocal(repoPath)
+	repo, closeRepo, err := openLocal(repoPath)
 	if err != nil {
 		return "", err
 	}
+	defer func() { _ = closeRepo() }()
 	ref, err := repo.Storer.Reference(plumbing.HEAD)
 	if err != nil {
 		return "", fmt.Errorf("repository %s: read HEAD: %w", repoPath, err)
@@ -107,17 +111,29 @@ func CurrentBranch(repoPath string) (string, error) {
 	return ref.Target().Short(), nil
 }
 
-// openLocal opens a local repository for reading.
-func openLocal(p string) (*git.Repository, error) {
-	repo, err := git.PlainOpenWithOptions(p, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+// openLocal opens a local repository for reading. Its packfiles, once opened, stay open until closeRepo is
+// called, rather than being opened again for every object read: a snapshot reads every manifest blob of a
+// commit, and most of them are in one packfile.
+func openLocal(p string) (repo *git.Repository, closeRepo func() error, err error) {
+	repo, err = git.PlainOpenWithOptions(p, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		// A bare repository has no .git and no commondir: go-git only opens it without those options.
 		repo, err = git.PlainOpen(p)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open repository %s: %w", p, err)
+		return nil, nil, fmt.Errorf("open repository %s: %w", p, err)
 	}
-	return repo, nil
+	found, ok := repo.Storer.(*filesystem.Storage)
+	if !ok {
+		return repo, func() error { return nil }, nil
+	}
+	// The same git directory (and common directory), read through a storage that keeps its packfiles open.
+	storage := filesystem.NewStorageWithOptions(found.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	if repo, err = git.Open(storage, nil); err != nil {
+		_ = storage.Close()
+		return nil, nil, fmt.Errorf("open repository %s: %w", p, err)
+	}
+	return repo, storage.Close, nil
 }
 
 // branchCommit resolves refs/heads/<branch>.

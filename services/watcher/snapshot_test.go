@@ -113,6 +113,40 @@ func TestSnapshotBranchReadsTheCommittedManifests(t *testing.T) {
 	}
 }
 
+// A repository whose objects git has packed is read from its packfile, with the same content as the files
+// committed, and the snapshot leaves none of the repository's files open.
+func TestSnapshotBranchReadsAPackedRepositoryAndClosesItsPackfiles(t *testing.T) {
+	repo := newWorkRepo(t, t.TempDir())
+	copyCorpus(t, repo.dir)
+	commit := repo.commit("example repository")
+	runGit(t, repo.dir, "gc", "-q")
+	if packs, _ := filepath.Glob(filepath.Join(repo.dir, ".git", "objects", "pack", "*.pack")); len(packs) == 0 {
+		t.Fatal("git gc left no packfile")
+	}
+	snap, err := watcher.SnapshotBranch(t.Context(), repo.dir, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(corpusManifests, paths(snap)); diff != "" {
+		t.Errorf("paths (-want +got):\n%s", diff)
+	}
+	if snap.Commit != commit || snap.Tree != repo.treeOf(commit) {
+		t.Errorf("snapshot of commit %s tree %s, want %s %s", snap.Commit, snap.Tree, commit, repo.treeOf(commit))
+	}
+	for _, f := range corpusManifests {
+		want, err := os.ReadFile(filepath.Join(repo.dir, filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fileContent(snap, f); got != string(want) {
+			t.Errorf("%s: %q, want the committed %q", f, got, want)
+		}
+	}
+	if open := watcher.OpenFilesBelow(t, repo.dir); len(open) > 0 {
+		t.Errorf("files of the repository left open after the snapshot: %v", open)
+	}
+}
+
 func TestSnapshotWorktreeReadsFilesAsTheyAreOnDisk(t *testing.T) {
 	repo := newWorkRepo(t, t.TempDir())
 	copyCorpus(t, repo.dir)

@@ -189,9 +189,16 @@ func (s *remoteSource) fetch(ctx context.Context) (plumbing.Hash, error) {
 }
 
 func (s *remoteSource) snapshot(ctx context.Context, commit plumbing.Hash) (TreeSnapshot, string, error) {
-	repo, err := s.open()
-	if err != nil {
+	if _, err := s.open(); err != nil {
 		return TreeSnapshot{}, "", err
+	}
+	// The snapshot reads the mirror through a storage of its own that keeps the packfiles it opens open
+	// until the snapshot is read, rather than opening them again for every blob.
+	storage := filesystem.NewStorageWithOptions(osfs.New(s.dir), cache.NewObjectLRU(mirrorCacheSize), filesystem.Options{KeepDescriptors: true})
+	defer func() { _ = storage.Close() }()
+	repo, err := git.Open(storage, nil)
+	if err != nil {
+		return TreeSnapshot{}, "", fmt.Errorf("mirror %s: %w", s.dir, err)
 	}
 	return snapshotCommit(ctx, repo, commit)
 }
@@ -204,10 +211,11 @@ type localSource struct {
 }
 
 func (s *localSource) head(context.Context) (plumbing.Hash, error) {
-	repo, err := openLocal(s.path)
+	repo, closeRepo, err := openLocal(s.path)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
+	defer func() { _ = closeRepo() }()
 	ref, err := repo.Reference(s.branch, true)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return plumbing.ZeroHash, fmt.Errorf("%s: %s: %w", s.path, s.branch.Short(), errBranchNotFound)
@@ -223,9 +231,10 @@ func (s *localSource) have() (plumbing.Hash, error) { return s.head(context.Back
 func (s *localSource) fetch(ctx context.Context) (plumbing.Hash, error) { return s.head(ctx) }
 
 func (s *localSource) snapshot(ctx context.Context, commit plumbing.Hash) (TreeSnapshot, string, error) {
-	repo, err := openLocal(s.path)
+	repo, closeRepo, err := openLocal(s.path)
 	if err != nil {
 		return TreeSnapshot{}, "", err
 	}
+	defer func() { _ = closeRepo() }()
 	return snapshotCommit(ctx, repo, commit)
 }

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,4 +107,63 @@ func TestUnreadableMirrorIsClonedAgain(t *testing.T) {
 	if head.String() != gitCLI(t, work, "rev-parse", "HEAD") {
 		t.Errorf("mirror head %s after recovery", head)
 	}
+}
+
+// A snapshot of the mirror reads the committed files from the packfile the fetch wrote, and leaves none of
+// the mirror's files open.
+func TestMirrorSnapshotReadsThePackedMirrorAndClosesItsPackfiles(t *testing.T) {
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	gitCLI(t, root, "init", "-q", "-b", "main", work)
+	files := map[string]string{"clusters/lab/config.yaml": "pve: {}\n", "vm/lab/a.yaml": "kind: VM\n", "vm/lab/b.yaml": "kind: VM\nb: 1\n"}
+	for p, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitCLI(t, work, "add", "-A")
+	gitCLI(t, work, "commit", "-q", "-m", "guests")
+	s := &remoteSource{url: work, branch: plumbing.NewBranchReferenceName("main"), dir: filepath.Join(root, "mirror"),
+		access: remoteAccess{auth: func() (transport.AuthMethod, error) { return nil, nil }}}
+	head, err := s.fetch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if packs, _ := filepath.Glob(filepath.Join(s.dir, "objects", "pack", "*.pack")); len(packs) == 0 {
+		t.Fatal("the fetch left no packfile in the mirror")
+	}
+	snap, _, err := s.snapshot(t.Context(), head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range snap.Files {
+		got[f.Path] = string(f.Content)
+	}
+	if !maps.Equal(got, files) {
+		t.Errorf("snapshot of the mirror: %v, want %v", got, files)
+	}
+	if open := openFilesBelow(t, s.dir); len(open) > 0 {
+		t.Errorf("files of the mirror left open after the snapshot: %v", open)
+	}
+}
+
+// openFilesBelow lists the files below dir this process holds open (Linux's /proc/self/fd).
+func openFilesBelow(t *testing.T, dir string) []string {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("open descriptors cannot be listed here: %v", err)
+	}
+	var out []string
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			out = append(out, target)
+		}
+	}
+	return out
 }

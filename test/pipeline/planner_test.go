@@ -439,6 +439,42 @@ func TestClusterWithoutAllowlistIsObservedOnEveryNodePVELists(t *testing.T) {
 	}
 }
 
+// A cluster without a node allowlist whose manifests name no node any more is observed through the nodes its
+// owned guests are on: the guest dropped from the repository is found, and its prune planned.
+func TestClusterWithoutAllowlistIsObservedThroughTheNodesOfItsOwnedGuests(t *testing.T) {
+	e := newEnv(t, pvesim.DefaultSpec())
+	e.startExecutors("pve1", "pve2", "pve3")
+	e.startPlanner(e.plannerConfig("a"))
+	withoutAllowlist := func(files repoFiles) repoFiles {
+		files["clusters/lab/config.yaml"] = strings.Replace(files["clusters/lab/config.yaml"], "      nodes: [pve1, pve2, pve3]\n", "", 1)
+		return files
+	}
+	e.apply(withoutAllowlist(e.vms(map[string]int{"web-01": 101})))
+	if !e.sim.Exists(101) {
+		t.Fatal("web-01 was not created")
+	}
+	// Without the executors' published inventories, the ownership record is what names a node.
+	inventories, err := e.bus.JetStream().Stream(testContext(t), bus.StreamInventory)
+	if err == nil {
+		err = inventories.Purge(testContext(t))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry := e.wait(e.announce(withoutAllowlist(e.vms(map[string]int{})), true), time.Minute)
+	if len(dry.planned) == 0 {
+		t.Fatalf("no plan: %+v", dry.last())
+	}
+	pl := dry.planned[0].Plan
+	pruned := slices.Contains(pl.HeldPrunes, "VM/web-01")
+	for _, op := range pl.Operations {
+		pruned = pruned || (op.Action == plan.ActionDelete && op.VMID == 101)
+	}
+	if !pruned {
+		t.Fatalf("the prune of web-01 is not planned: operations %+v, held prunes %v", pl.Operations, pl.HeldPrunes)
+	}
+}
+
 // A plan-only planner (what proxops diff runs) plans dry runs and records apply requests, but never takes
 // a lease: the apply waits for a planner that drives clusters.
 func TestPlanOnlyPlannerRecordsAppliesButNeverDrives(t *testing.T) {
