@@ -54,119 +54,22 @@ func rejected(cluster, reason string, diags diag.List) computed {
 func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster string) (computed, error) {
 	start := time.Now()
 	defer func() { p.metrics.planSeconds.Observe(time.Since(start).Seconds()) }()
-	r, err := p.repository(ctx, ev.Tree)
-	if err != nil {
-		if errors.Is(err, bus.ErrNotFound) {
-			return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error,
-				Message: fmt.Sprintf("plan error: tree snapshot %s is not in the tree store", ev.Tree)}}), nil
-		}
-		if errors.Is(err, event.ErrTreeMismatch) {
-			return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error,
-				Message: fmt.Sprintf("plan error: tree snapshot %s was altered (%v); nothing is planned from it", ev.Tree, err)}}), nil
-		}
-		return computed{}, transient(err)
-	}
-	c := r.Cluster(cluster)
-	if c == nil {
-		return rejected(cluster, plan.RejectParse, diag.List{{Severity: diag.Error, File: repo.ClustersDir + "/" + cluster,
-			Message: fmt.Sprintf("manifest parse error: cluster %s is not in the repository (no clusters/%s/)", cluster, cluster)}}), nil
-	}
-	if ds := r.ClusterDiagnostics(cluster); ds.HasErrors() {
-		return rejected(cluster, plan.RejectParse, ds), nil
+	r, c, early, err := p.loadCluster(ctx, ev.Tree, cluster)
+	if early != nil || err != nil {
+		return stopWith(early, err)
 	}
 	out := computed{suspended: c.Config.Suspend != nil && *c.Config.Suspend}
-	var resolver plan.SecretResolver
-	var store *secrets.Store
-	if c.Config.SecretsFile != "" {
-		var diags diag.List
-		store, diags = p.decryptSecrets(ctx, ev.Tree, r, c)
-		if len(diags) > 0 {
-			return rejected(cluster, plan.RejectSecrets, diags), nil
-		}
-		resolver = storeSecrets{store}
+	in, store, early, err := p.planInput(ctx, ev, r, c)
+	if early != nil || err != nil {
+		return stopWith(early, err)
 	}
-	// The ownership inventory (a record per guest) is read while the nodes are observed: the observe needs it
-	// only to learn a cluster's nodes when it has no allowlist.
-	owned := p.readOwned(ctx, cluster)
-	ownedObjects, err := p.ownedObjects(ctx, cluster)
-	if err != nil {
-		_, _ = owned.wait()
-		return computed{}, transient(err)
+	observed := in.Observed
+	pl, early, err := p.planCluster(ctx, ev, c, &in, &out)
+	if early != nil || err != nil {
+		return stopWith(early, err)
 	}
-	observed, diags, refused, err := p.observe(ctx, c, owned, plan.NeededObjects(c, ownedObjects))
-	guests, ownedErr := owned.wait()
-	if err == nil {
-		err = ownedErr
-	}
-	if err != nil {
-		return computed{}, transient(err)
-	}
-	if len(diags) > 0 {
-		out := rejected(cluster, plan.RejectObserve, diags)
-		out.rejection.Transient, out.refused = len(refused) == 0, refused
-		return out, nil
-	}
-	snaps, err := p.snapshotRecords(ctx, cluster)
-	if err != nil {
-		return computed{}, transient(err)
-	}
-	in := plan.Input{Cluster: c, Observed: observed, Owned: guests, OwnedObjects: ownedObjects, Secrets: resolver,
-		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced,
-		SnapshotRecords: snaps, Now: time.Now()}
-	var pl plan.Plan
-	switch {
-	case ev.Rollback != nil && !ev.DryRun && ev.RequestedBy == "":
-		// The watcher announces a rollback to apply only for an operator's request on its own subject.
-		return rejected(cluster, plan.RejectRollback, diag.List{{Severity: diag.Error, Ref: ev.Rollback.Guest,
-			Message: "a rollback is an operator's request, on the operator's own subject; this event names no operator"}}), nil
-	case ev.Rollback != nil:
-		pl, err = plan.RollbackPlan(in, plan.RollbackRequest{Guest: ev.Rollback.Guest, Snapshot: ev.Rollback.Snapshot,
-			RequestedBy: cmp.Or(ev.RequestedBy, "an operator")})
-	default:
-		ctl, _, cerr := p.readControl(ctx, cluster)
-		if cerr != nil {
-			return computed{}, transient(cerr)
-		}
-		if len(ctl.SuspendedGuests) > 0 {
-			fsys, ferr := p.treeFS(ctx, ev.Tree)
-			if ferr != nil {
-				return computed{}, transient(ferr)
-			}
-			in.Suspended, out.lifted = suspensions(ctl, fsys, c)
-		}
-		pl, err = plan.Diff(in)
-		if err == nil && p.askAboutMoves(ctx, c, &in.Observed, pl) {
-			// What PVE says about the moves (and HA's rules) may turn some into diagnostics.
-			pl, err = plan.Diff(in)
-		}
-	}
-	var rej *plan.RejectedError
-	switch {
-	case errors.As(err, &rej):
-		return computed{rejection: &rej.Rejection}, nil
-	case err != nil:
-		return rejected(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error, File: c.Config.File,
-			Message: "plan error: " + err.Error()}}), nil
-	}
-	// An operation with secret references names the version of the secrets file it was planned with: an
-	// executor holding another version refuses it rather than write other keys than the ones compared. Every
-	// operation names the base-url the commit declares: an executor with its own endpoint refuses one that
-	// names another, so a commit cannot redirect its credentials.
-	var bad diag.List
-	for i := range pl.Operations {
-		if err := pl.Operations[i].CheckSecretRefs(); err != nil {
-			bad = append(bad, diag.Diagnostic{Severity: diag.Error, File: c.Config.File, Ref: pl.Operations[i].Ref,
-				Message: "plan error: " + err.Error()})
-		}
-	}
-	if len(bad) > 0 {
-		return rejected(cluster, plan.RejectInternal, bad), nil
-	}
-	for i := range pl.Operations {
-		pl.Operations[i].BaseURL = c.Config.BaseURL
-		if hasSecretRefs(pl.Operations[i]) {
-			pl.Operations[i].SecretsDigest = store.Digest()
-		}
+	if early := sealOperations(c, store, &pl); early != nil {
+		return *early, nil
 	}
 	managed := map[int]manifest.Ref{}
 	for _, res := range c.Resources {
@@ -177,6 +80,160 @@ func (p *planner) compute(ctx context.Context, ev event.RepoChanged, cluster str
 	pl.Gaps = adopt.ManagedGaps(observed, managed)
 	out.plan = pl
 	return out, nil
+}
+
+// stopWith is compute's result when a step ends it early: the step's outcome (a rejection), or its error.
+func stopWith(early *computed, err error) (computed, error) {
+	if early != nil {
+		return *early, err
+	}
+	return computed{}, err
+}
+
+// rejectedWith is a rejection as an early outcome of one of compute's steps.
+func rejectedWith(cluster, reason string, diags diag.List) *computed {
+	out := rejected(cluster, reason, diags)
+	return &out
+}
+
+// loadCluster reads the tree snapshot and finds the cluster in it; a missing or altered snapshot, a cluster
+// the repository does not have, or one with repository errors ends compute with a rejection.
+func (p *planner) loadCluster(ctx context.Context, tree, cluster string) (*repo.Repository, *repo.Cluster, *computed, error) {
+	r, err := p.repository(ctx, tree)
+	if err != nil {
+		if errors.Is(err, bus.ErrNotFound) {
+			return nil, nil, rejectedWith(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error,
+				Message: fmt.Sprintf("plan error: tree snapshot %s is not in the tree store", tree)}}), nil
+		}
+		if errors.Is(err, event.ErrTreeMismatch) {
+			return nil, nil, rejectedWith(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error,
+				Message: fmt.Sprintf("plan error: tree snapshot %s was altered (%v); nothing is planned from it", tree, err)}}), nil
+		}
+		return nil, nil, nil, transient(err)
+	}
+	c := r.Cluster(cluster)
+	if c == nil {
+		return nil, nil, rejectedWith(cluster, plan.RejectParse, diag.List{{Severity: diag.Error, File: repo.ClustersDir + "/" + cluster,
+			Message: fmt.Sprintf("manifest parse error: cluster %s is not in the repository (no clusters/%s/)", cluster, cluster)}}), nil
+	}
+	if ds := r.ClusterDiagnostics(cluster); ds.HasErrors() {
+		return nil, nil, rejectedWith(cluster, plan.RejectParse, ds), nil
+	}
+	return r, c, nil, nil
+}
+
+// planInput gathers what a plan of the cluster is computed from: its secrets, the ownership records, the
+// observed nodes and the safety-snapshot records. Secrets that cannot be read and nodes that cannot be
+// observed end compute with a rejection.
+func (p *planner) planInput(ctx context.Context, ev event.RepoChanged, r *repo.Repository, c *repo.Cluster) (plan.Input, *secrets.Store, *computed, error) {
+	cluster := c.Name
+	var resolver plan.SecretResolver
+	var store *secrets.Store
+	if c.Config.SecretsFile != "" {
+		var diags diag.List
+		store, diags = p.decryptSecrets(ctx, ev.Tree, r, c)
+		if len(diags) > 0 {
+			return plan.Input{}, nil, rejectedWith(cluster, plan.RejectSecrets, diags), nil
+		}
+		resolver = storeSecrets{store}
+	}
+	// The ownership inventory (a record per guest) is read while the nodes are observed: the observe needs it
+	// only to learn a cluster's nodes when it has no allowlist.
+	owned := p.readOwned(ctx, cluster)
+	ownedObjects, err := p.ownedObjects(ctx, cluster)
+	if err != nil {
+		_, _ = owned.wait()
+		return plan.Input{}, nil, nil, transient(err)
+	}
+	observed, diags, refused, err := p.observe(ctx, c, owned, plan.NeededObjects(c, ownedObjects))
+	guests, ownedErr := owned.wait()
+	if err == nil {
+		err = ownedErr
+	}
+	if err != nil {
+		return plan.Input{}, nil, nil, transient(err)
+	}
+	if len(diags) > 0 {
+		out := rejected(cluster, plan.RejectObserve, diags)
+		out.rejection.Transient, out.refused = len(refused) == 0, refused
+		return plan.Input{}, nil, &out, nil
+	}
+	snaps, err := p.snapshotRecords(ctx, cluster)
+	if err != nil {
+		return plan.Input{}, nil, nil, transient(err)
+	}
+	return plan.Input{Cluster: c, Observed: observed, Owned: guests, OwnedObjects: ownedObjects, Secrets: resolver,
+		Settings: plan.SettingsFor(r.Config, c.Config), Tree: ev.Tree, MoveMisplaced: ev.MoveMisplaced,
+		SnapshotRecords: snaps, Now: time.Now()}, store, nil, nil
+}
+
+// planCluster computes the plan: an operator's rollback, or the diff of the commit against the cluster
+// (with the guests an operator suspended, and asked again once PVE has said what it thinks of the moves).
+// It notes in out the suspensions the commit lifts.
+func (p *planner) planCluster(ctx context.Context, ev event.RepoChanged, c *repo.Cluster, in *plan.Input, out *computed) (plan.Plan, *computed, error) {
+	cluster := c.Name
+	var pl plan.Plan
+	var err error
+	switch {
+	case ev.Rollback != nil && !ev.DryRun && ev.RequestedBy == "":
+		// The watcher announces a rollback to apply only for an operator's request on its own subject.
+		return pl, rejectedWith(cluster, plan.RejectRollback, diag.List{{Severity: diag.Error, Ref: ev.Rollback.Guest,
+			Message: "a rollback is an operator's request, on the operator's own subject; this event names no operator"}}), nil
+	case ev.Rollback != nil:
+		pl, err = plan.RollbackPlan(*in, plan.RollbackRequest{Guest: ev.Rollback.Guest, Snapshot: ev.Rollback.Snapshot,
+			RequestedBy: cmp.Or(ev.RequestedBy, "an operator")})
+	default:
+		ctl, _, cerr := p.readControl(ctx, cluster)
+		if cerr != nil {
+			return pl, nil, transient(cerr)
+		}
+		if len(ctl.SuspendedGuests) > 0 {
+			fsys, ferr := p.treeFS(ctx, ev.Tree)
+			if ferr != nil {
+				return pl, nil, transient(ferr)
+			}
+			in.Suspended, out.lifted = suspensions(ctl, fsys, c)
+		}
+		pl, err = plan.Diff(*in)
+		if err == nil && p.askAboutMoves(ctx, c, &in.Observed, pl) {
+			// What PVE says about the moves (and HA's rules) may turn some into diagnostics.
+			pl, err = plan.Diff(*in)
+		}
+	}
+	var rej *plan.RejectedError
+	switch {
+	case errors.As(err, &rej):
+		return pl, &computed{rejection: &rej.Rejection}, nil
+	case err != nil:
+		return pl, rejectedWith(cluster, plan.RejectInternal, diag.List{{Severity: diag.Error, File: c.Config.File,
+			Message: "plan error: " + err.Error()}}), nil
+	}
+	return pl, nil, nil
+}
+
+// sealOperations binds each operation to what it was planned with. An operation with secret references
+// names the version of the secrets file it was planned with: an executor holding another version refuses
+// it rather than write other keys than the ones compared. Every operation names the base-url the commit
+// declares: an executor with its own endpoint refuses one that names another, so a commit cannot redirect
+// its credentials. A malformed secret reference rejects the plan.
+func sealOperations(c *repo.Cluster, store *secrets.Store, pl *plan.Plan) *computed {
+	var bad diag.List
+	for i := range pl.Operations {
+		if err := pl.Operations[i].CheckSecretRefs(); err != nil {
+			bad = append(bad, diag.Diagnostic{Severity: diag.Error, File: c.Config.File, Ref: pl.Operations[i].Ref,
+				Message: "plan error: " + err.Error()})
+		}
+	}
+	if len(bad) > 0 {
+		return rejectedWith(c.Name, plan.RejectInternal, bad)
+	}
+	for i := range pl.Operations {
+		pl.Operations[i].BaseURL = c.Config.BaseURL
+		if hasSecretRefs(pl.Operations[i]) {
+			pl.Operations[i].SecretsDigest = store.Digest()
+		}
+	}
+	return nil
 }
 
 // hasSecretRefs reports whether any value of an operation is resolved from secrets by the executor.
