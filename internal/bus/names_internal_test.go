@@ -12,7 +12,6 @@ var nameLanguages = []struct {
 	check func(string) bool
 }{
 	{"cluster", regexp.MustCompile(`^[a-z0-9-]+$`), clusterNameOK},
-	{"node", regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`), nodeNameOK},
 	{"key token", regexp.MustCompile(`^[-_=/a-zA-Z0-9]+$`), keyTokenOK},
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // Every subject, stream, consumer, bucket, object store and header ProxOps uses on NATS is spelled here and
@@ -194,11 +196,6 @@ func clusterNameOK(s string) bool {
 	return every(s, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' })
 }
 
-// nodeNameOK is PVE's pve-node format: ^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$
-func nodeNameOK(s string) bool {
-	return every(s, func(c byte) bool { return isAlnum(c) || c == '-' }) && s[0] != '-' && s[len(s)-1] != '-'
-}
-
 // keyTokenOK: ^[-_=/a-zA-Z0-9]+$
 func keyTokenOK(s string) bool {
 	return every(s, func(c byte) bool { return isAlnum(c) || c == '-' || c == '_' || c == '=' || c == '/' })
@@ -223,10 +220,10 @@ func ValidateNode(name string) error {
 	if name == "" {
 		return fmt.Errorf("node name is empty")
 	}
-	if len(name) > 64 {
-		return fmt.Errorf("node name %q: longer than 64 characters", name)
+	if len(name) > pveformat.MaxNodeName {
+		return fmt.Errorf("node name %q: longer than %d characters", name, pveformat.MaxNodeName)
 	}
-	if !nodeNameOK(name) {
+	if !pveformat.ValidNodeName(name) {
 		return fmt.Errorf("node name %q: only letters, digits and inner '-' are allowed", name)
 	}
 	return nil

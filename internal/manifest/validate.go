@@ -20,8 +20,6 @@ import (
 var (
 	// nameRE is the metadata.name grammar: lower-case letters and digits, single hyphens between them.
 	nameRE = regexp.MustCompile(`^[a-z0-9](-?[a-z0-9])*$`)
-	// nodeRE is PVE's node name format.
-	nodeRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
 	// storageRE is PVE's storage id format.
 	storageRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9\-_.]*[a-zA-Z0-9]$`)
 	// dnsNameRE is PVE's dns-name format (qemu name, lxc hostname).
@@ -185,7 +183,7 @@ func (c *checker) node(field, v string) {
 	switch {
 	case v == "":
 		c.errorf(field, "required")
-	case len(v) > 64 || !nodeRE.MatchString(v):
+	case len(v) > pveformat.MaxNodeName || !pveformat.ValidNodeName(v):
 		c.errorf(field, "invalid node name %s", diag.Excerpt(v))
 	}
 }

@@ -110,7 +110,7 @@ func (c *Client) Apply(ctx context.Context, op plan.Operation, opts ApplyOptions
 		return c.applyClusterObject(ctx, op, opts)
 	}
 	a := &applier{c: c, op: op, opts: opts}
-	if !validNodeName(op.Node) {
+	if !pveformat.ValidNodeName(op.Node) {
 		return Outcome{}, terminal("%s: invalid node %q", op.Action, op.Node)
 	}
 	if op.Action != plan.ActionDownload {
@@ -475,7 +475,7 @@ func (a *applier) clone(ctx context.Context) error {
 	}
 	targetNode := a.op.Node
 	if t, ok := a.op.Param("target"); ok && t != "" {
-		if !validNodeName(t) {
+		if !pveformat.ValidNodeName(t) {
 			return terminal("%s: invalid target node %q", a.what(), t)
 		}
 		targetNode = t

@@ -219,7 +219,7 @@ func (a *applier) opGuest(what string) (node string, err error) {
 		return "", terminal("%s: invalid guest %s %d", what, op.GuestType, op.VMID)
 	}
 	node, _ = op.Param("node")
-	if !validNodeName(node) {
+	if !pveformat.ValidNodeName(node) {
 		return "", terminal("%s: invalid guest node %q", what, node)
 	}
 	return node, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/proxops/proxops/internal/clock"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/plan"
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // migrateParams are the operation parameters a migration passes to PVE, per guest type.
@@ -26,7 +27,7 @@ var migrateParams = map[inventory.GuestType][]string{
 // migration in flight, waited for until the lock goes.
 func (a *applier) migrate(ctx context.Context) error {
 	target, _ := a.op.Param("target")
-	if !validNodeName(target) || target == a.op.Node {
+	if !pveformat.ValidNodeName(target) || target == a.op.Node {
 		return terminal("%s: invalid target node %q", a.what(), target)
 	}
 	taskType := map[string]string{"qemu": "qmigrate", "lxc": "vzmigrate"}[a.typ()]
@@ -182,7 +183,7 @@ func (a *applier) haSID() string {
 // crash never asks twice: a guest already on the target is done, and a migration HA is running is waited for.
 func (a *applier) haMigrate(ctx context.Context) error {
 	target, _ := a.op.Param("target")
-	if !validNodeName(target) || target == a.op.Node {
+	if !pveformat.ValidNodeName(target) || target == a.op.Node {
 		return terminal("%s: invalid target node %q", a.what(), target)
 	}
 	sid := a.haSID()

@@ -54,7 +54,7 @@ var artifactContent = []string{"iso", "vztmpl", "import"}
 // inventory.CIPasswordPresent.
 func (c *Client) Observe(ctx context.Context, req ObserveRequest) (inventory.Node, error) {
 	n := inventory.Node{Cluster: req.Cluster, Node: req.Node, PVEVersion: c.version}
-	if !validNodeName(req.Node) {
+	if !pveformat.ValidNodeName(req.Node) {
 		return n, terminal("observe: invalid node name %q", req.Node)
 	}
 	qemu, err := c.listGuests(ctx, req.Node, inventory.QEMU)
@@ -527,7 +527,7 @@ func (c *Client) Nodes(ctx context.Context) ([]string, error) {
 	var out []string
 	for _, it := range items {
 		n := it.str("node")
-		if !validNodeName(n) {
+		if !pveformat.ValidNodeName(n) {
 			return nil, terminal("list nodes: invalid node name %q", n)
 		}
 		out = append(out, n)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/proxops/proxops/internal/pveformat"
 )
 
 // UPID identifies a PVE task: UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>: (pve-common
@@ -41,7 +43,7 @@ func ParseUPID(s string) (UPID, error) {
 	if len(f) != 7 {
 		return bad(fmt.Sprintf("want 7 fields, got %d", len(f)))
 	}
-	if !validNodeName(f[0]) {
+	if !pveformat.ValidNodeName(f[0]) {
 		return bad("invalid node name")
 	}
 	u := UPID{Node: f[0], Type: f[4], ID: f[5], User: f[6], raw: s}
@@ -85,21 +87,6 @@ func upidText(s string) bool {
 	for _, r := range s {
 		switch r {
 		case ':', '/', ' ', '\t', '\n', '\r', '\f', '\v':
-			return false
-		}
-	}
-	return true
-}
-
-// validNodeName is PVE's node name rule: [a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?.
-func validNodeName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (c != '-' || i == 0 || i == len(s)-1) {
 			return false
 		}
 	}
