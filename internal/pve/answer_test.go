@@ -59,7 +59,7 @@ func TestADecodedAnswerReadsAsItsUndecodedData(t *testing.T) {
 	} {
 		var a answer
 		a.body.WriteString(body)
-		decoded, derr := a.reply(true)
+		decoded, derr := a.decoded()
 		raw, rerr := a.data()
 		if (derr == nil) != (rerr == nil) || derr != nil && derr.Error() != rerr.Error() {
 			t.Errorf("%q: error %v, undecoded %v", body, derr, rerr)

@@ -193,7 +193,7 @@ func (a *applier) what() string {
 // send sends a write and returns the UPID it answered, or a zero UPID for a synchronous (null) answer.
 func (a *applier) send(ctx context.Context, method, tmpl string, args []string, query url.Values,
 	body map[string]string) (UPID, bool, error) {
-	raw, err := a.c.send(ctx, true, true, method, tmpl, args, query, body)
+	raw, err := a.c.send(ctx, true, (*answer).decoded, method, tmpl, args, query, body)
 	if err != nil {
 		return UPID{}, false, err
 	}

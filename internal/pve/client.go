@@ -359,14 +359,13 @@ func (c *Client) currentTicket() (string, time.Time) {
 // for a caller that decodes it into its own types.
 func (c *Client) request(ctx context.Context, write bool, method, tmpl string, args []string, query url.Values,
 	body map[string]string) (json.RawMessage, error) {
-	r, err := c.send(ctx, write, false, method, tmpl, args, query, body)
+	r, err := c.send(ctx, write, (*answer).undecoded, method, tmpl, args, query, body)
 	return r.raw, err
 }
 
-// send is request; with decoded, the answer comes back decoded as generic values (numbers as
-// json.Number), in one pass over its body.
-func (c *Client) send(ctx context.Context, write, decoded bool, method, tmpl string, args []string, query url.Values,
-	body map[string]string) (reply, error) {
+// send is request, with the answer's data read by read: undecoded, or decoded as generic values.
+func (c *Client) send(ctx context.Context, write bool, read func(*answer) (reply, error), method, tmpl string,
+	args []string, query url.Values, body map[string]string) (reply, error) {
 	p, err := fillPath(tmpl, args)
 	if err != nil {
 		return reply{}, err
@@ -404,7 +403,7 @@ func (c *Client) send(ctx context.Context, write, decoded bool, method, tmpl str
 		err := cl.Req(rctx, method, p, data, nil)
 		cancel()
 		if err == nil {
-			rep, err = ans.reply(decoded)
+			rep, err = read(ans)
 		}
 		if ans.body.Cap() <= 1<<20 {
 			answers.Put(ans) // a large buffer (a big listing) is left to the collector rather than kept
@@ -499,7 +498,7 @@ func (c *Client) observe(method, tmpl string, err error, start time.Time) {
 
 // get reads: the answer's data decoded as generic values.
 func (c *Client) get(ctx context.Context, tmpl string, args []string, query url.Values) (reply, error) {
-	return c.send(ctx, false, true, http.MethodGet, tmpl, args, query, nil)
+	return c.send(ctx, false, (*answer).decoded, http.MethodGet, tmpl, args, query, nil)
 }
 
 // getRaw reads: the answer's data undecoded, for a caller that decodes it into its own types.

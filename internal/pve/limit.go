@@ -103,16 +103,19 @@ func (a *answer) data() (json.RawMessage, error) {
 	return d, nil
 }
 
-// reply turns the answer into what send returns: its data undecoded, or with decoded its data as generic
-// values when the answer is one JSON object (anything else takes the undecoded way, with its errors).
-func (a *answer) reply(decoded bool) (reply, error) {
-	if decoded {
-		if v, ok := a.value(); ok {
-			return reply{v: v, decoded: true}, nil
-		}
-	}
+// undecoded is the answer's data as it came, for a caller that decodes it into its own types.
+func (a *answer) undecoded() (reply, error) {
 	raw, err := a.data()
 	return reply{raw: raw}, err
+}
+
+// decoded is the answer's data as generic values (numbers as json.Number), in one pass over the body, when
+// the answer is one JSON object; anything else takes the undecoded way, with its errors.
+func (a *answer) decoded() (reply, error) {
+	if v, ok := a.value(); ok {
+		return reply{v: v, decoded: true}, nil
+	}
+	return a.undecoded()
 }
 
 // value decodes the answer once, numbers as json.Number: the data member (nil for null) or, when there is
