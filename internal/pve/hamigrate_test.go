@@ -2,6 +2,7 @@ package pve_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,5 +79,52 @@ func TestRedeliveredHAMigrateWaitsForHAsMigration(t *testing.T) {
 	}
 	if n := c.count("POST", "/cluster/ha/resources/{sid}/migrate"); n != 1 {
 		t.Fatalf("%d HA migrations requested, want only the earlier one", n)
+	}
+}
+
+// HA may finish the migration between the read of the guest and the read of HA's status: the guest then
+// shows on the source while HA already has it on the target. That is a migration in its last step, not a
+// failed one, and the operation waits for the guest to show on the target.
+func TestHAMigrateFinishingBetweenTheTwoReadsIsNotAFailure(t *testing.T) {
+	spec := baseSpec()
+	spec.HADelay = pvesim.Duration(150 * time.Millisecond)
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM, Running: true, HA: true}}
+	c := newSim(t, spec)
+	cl := c.client(t)
+	var mu sync.Mutex
+	statusReads, held := 0, false
+	c.sim.Use(func(r pvesim.RequestInfo) *pvesim.Fault {
+		if r.Method != "GET" || r.Template != "/cluster/ha/status/current" || c.count("POST", "/cluster/ha/resources/{sid}/migrate") == 0 {
+			return nil
+		}
+		mu.Lock()
+		statusReads++
+		hold := statusReads == 2
+		held = held || hold
+		mu.Unlock()
+		// The second status read after the request (the first one saw the move) waits until HA has moved the
+		// guest, so the guest read just before it still found the source.
+		for hold {
+			if node, _, _ := c.sim.NodeOf(100); node == "pve2" {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	out := mustApply(t, cl, haMigrateOp(100, "pve1", "pve2"), pve.ApplyOptions{})
+	if out.AlreadyDone {
+		t.Fatalf("outcome %+v: the guest moved during this delivery", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !held {
+		t.Fatal("no HA status read was held until the move; the race was not exercised")
+	}
+	if node, _, _ := c.sim.NodeOf(100); node != "pve2" {
+		t.Fatalf("guest on %s, want pve2", node)
+	}
+	if n := c.count("POST", "/cluster/ha/resources/{sid}/migrate"); n != 1 {
+		t.Fatalf("%d HA migrations requested, want 1", n)
 	}
 }

@@ -227,14 +227,17 @@ func (a *applier) haMigrate(ctx context.Context) error {
 			return nil
 		case res.State == "ignored":
 			return conflict("%s: HA ignores %s now; the next plan moves it directly", a.what(), sid)
-		case !moving && !asked:
+		case !moving && !asked && res.Node != target:
 			if _, err := a.c.request(ctx, true, http.MethodPost, "/cluster/ha/resources/{sid}/migrate", []string{sid}, nil,
 				map[string]string{"node": target}); err != nil {
 				return failed(err, "%s to %s", a.what(), target)
 			}
 			asked = true
 			a.out.Message = fmt.Sprintf("asked HA to migrate %s to %s", sid, target)
-		case !moving && sawMove && node != target:
+		case !moving && sawMove && node != target && res.Node != target:
+			// The guest was read before the HA status: a migration that ends between the two reads shows the
+			// guest on the source and HA with it on the target, which the next round confirms. Only HA's own
+			// word that the guest stayed elsewhere ends the wait.
 			return &Error{Class: plan.ErrorRetryable, Err: fmt.Errorf("%s: HA's migration of %s to %s ended with the guest still on node %s", a.what(), sid, target, node)}
 		}
 		if a.opts.Progress != nil {
