@@ -80,8 +80,8 @@ type Config struct {
 	GuardTTL time.Duration
 	// MaxDeliver bounds an operation's deliveries (default 10); the last failed one goes to PROXOPS_DLQ.
 	MaxDeliver int
-	// RetryBackoff is the first redelivery delay after a retryable failure (default 2s, doubling, at
-	// most 2 min).
+	// RetryBackoff is the first redelivery delay after a retryable failure or a delivery the bus could not
+	// serve (default 2s, doubling with each delivery, at most 2 min).
 	RetryBackoff time.Duration
 	// TaskRetries is how often an operation whose PVE task failed for a reason PVE's text does not explain
 	// is tried again in place, re-observing first, before it is reported failed (default 1; -1 never).

@@ -1,7 +1,9 @@
 package executor_test
 
 import (
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +82,50 @@ func TestOperationOutOfDeliveriesWithNoneSettledIsFailedAndDeadLettered(t *testi
 	}
 	if n := e.sim.Count("POST", "/nodes/{node}/qemu/{vmid}/config"); n != 0 {
 		t.Errorf("%d config writes reached PVE from hung deliveries", n)
+	}
+}
+
+// An operation handed back because the bus cannot serve its guard (a stream without a leader, an outage)
+// waits longer after each delivery, so that a bus outage of more than a few seconds does not use up its
+// deliveries; once the bus is back it runs.
+func TestAnOperationTheBusCannotServeWaitsLongerEachDelivery(t *testing.T) {
+	spec := pvesim.DefaultSpec()
+	spec.Guests = []pvesim.GuestSpec{{VMID: 100, Type: "qemu", Node: "pve1", Config: seedVM}}
+	e := newEnv(t, spec)
+	var mu sync.Mutex
+	var at []time.Time
+	cfg := e.config()
+	cfg.RetryBackoff = 100 * time.Millisecond
+	cfg.Fault = func(point string) {
+		if point == "received" {
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+		}
+	}
+	e.start(cfg)
+	if err := e.bus.JetStream().DeleteStream(testContext(t), "KV_"+bus.BucketOps); err != nil {
+		t.Fatal(err)
+	}
+	op := e.dispatch(plan.Operation{Node: "pve1", VMID: 100, GuestType: inventory.QEMU, Action: plan.ActionConfigure,
+		Values: kvs("cores", "4")})
+	deliveries := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
+	testkit.Eventually(t, 30*time.Second, "five deliveries", func() bool { return len(deliveries()) >= 5 })
+	got := deliveries()
+	for i := 1; i < 5; i++ {
+		want := cfg.RetryBackoff << (i - 1)
+		if gap := got[i].Sub(got[i-1]); gap < want {
+			t.Errorf("delivery %d came %s after the one before, want at least %s", i+1, gap, want)
+		}
+	}
+	if _, err := e.bus.Provision(testContext(t), bus.ProvisionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.final(op, 60*time.Second); r.Status != plan.StatusSucceeded {
+		t.Fatalf("final result %s: %s", r.Status, r.Message)
 	}
 }

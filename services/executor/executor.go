@@ -720,7 +720,7 @@ func (h *opRun) busy(ctx context.Context, busy *errGuestBusy) error {
 		}
 		return h.fail(ctx, j, err)
 	}
-	delay := min(h.e.cfg.RetryBackoff<<min(h.attempt-1, 6), 2*time.Minute)
+	delay := h.backoff()
 	h.e.metrics.operation(string(h.op.Action), "busy")
 	h.log().Info("guest busy on another replica; later", "holder", busy.holder.String(), "retry_in", delay)
 	h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "waiting: " + busy.Error()})
@@ -734,8 +734,7 @@ func (h *opRun) fail(ctx context.Context, j *journal, err error) error {
 	class := pve.ClassOf(err)
 	upid, tail := failedTask(err)
 	if class == plan.ErrorRetryable && !h.d.LastDelivery() {
-		delay := h.e.cfg.RetryBackoff << min(h.attempt-1, 6)
-		delay = min(delay, 2*time.Minute)
+		delay := h.backoff()
 		e.metrics.operation(string(h.op.Action), "retried")
 		h.log().Warn("operation failed; will retry", "err", err, "retry_in", delay)
 		h.publish(ctx, plan.Result{Status: plan.StatusProgress, Message: "retrying: " + err.Error(), ErrorClass: class, UPID: upid, TaskLog: tail})
@@ -770,9 +769,19 @@ func failedTask(err error) (upid string, tail []string) {
 	return "", nil
 }
 
+// retry hands a delivery back when the bus could not serve what the operation needs first (its guard, its
+// journal, its run), with the same growing delay as a retryable failure: an outage of the bus outlasts a
+// few quick redeliveries, and must not use up the operation's deliveries before the bus is back.
 func (h *opRun) retry(ctx context.Context, err error) error {
-	h.log().Warn("operation postponed", "err", err)
-	return h.d.NakWithDelay(h.e.cfg.RetryBackoff)
+	delay := h.backoff()
+	h.log().Warn("operation postponed", "err", err, "retry_in", delay)
+	return h.d.NakWithDelay(delay)
+}
+
+// backoff is the delay before the next delivery of an operation handed back after this one:
+// RetryBackoff, doubling with each delivery up to 64 times it, and at most two minutes.
+func (h *opRun) backoff() time.Duration {
+	return min(h.e.cfg.RetryBackoff<<min(max(h.attempt, 1)-1, 6), 2*time.Minute)
 }
 
 // heartbeat keeps the delivery alive while the operation runs or waits.

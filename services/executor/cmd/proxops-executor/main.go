@@ -78,7 +78,7 @@ func configure(ctx context.Context, args []string, lookup func(string) (string, 
 	fs.DurationVar(&cfg.PVE.TaskPollMin, "task-poll", 250*time.Millisecond, "first interval between task status polls")
 	fs.DurationVar(&cfg.AckWait, "ack-wait", 30*time.Second, "redelivery timeout of an unacknowledged operation (also the guest guard's TTL)")
 	fs.IntVar(&cfg.MaxDeliver, "max-deliver", 10, "deliveries of an operation before it is dead-lettered")
-	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 2*time.Second, "first delay before a retryable failure is retried")
+	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", 2*time.Second, "first delay before a retryable failure, or an operation the bus could not serve, is retried (doubling, at most 2 min)")
 	fs.IntVar(&cfg.TaskRetries, "task-retries", 1, "times an operation whose PVE task failed without a known reason is tried again (0: never)")
 	var trusted keyList
 	fs.Var(&trusted, "trusted-planner-key", "public nkey (U…) of a planner whose signed operations this executor runs; repeat it to "+
