@@ -329,7 +329,7 @@ func (c *checker) firewallRule(p string, r FirewallRule, nics []string) {
 		case r.DPort != "":
 			c.errorf(p+".icmp-type", "cannot be given with dport")
 		default:
-			if err := firewall.CheckICMPType(r.ICMPType); err != nil {
+			if err := firewall.CheckICMPType(r.Proto, r.ICMPType); err != nil {
 				c.errorf(p+".icmp-type", "%v", err)
 			}
 		}

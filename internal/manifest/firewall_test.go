@@ -99,3 +99,22 @@ func TestFirewallRulesAreEnabledUnlessSaidAndMacrosTakePVEsSpelling(t *testing.T
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
 }
+
+// An ICMP type is checked against its rule's protocol, as PVE checks it: an ICMPv6 name in an icmp rule (or
+// the reverse) is refused in git rather than by PVE mid-apply; numbers suit both.
+func TestFirewallICMPTypesAreCheckedAgainstTheRulesProtocol(t *testing.T) {
+	src := firewallVM + `      - {type: in, action: ACCEPT, proto: icmp, icmp-type: echo-request}
+      - {type: in, action: ACCEPT, proto: icmp, icmp-type: neighbor-solicitation}
+      - {type: in, action: ACCEPT, proto: icmpv6, icmp-type: neighbor-solicitation}
+      - {type: in, action: ACCEPT, proto: ipv6-icmp, icmp-type: any}
+      - {type: in, action: ACCEPT, proto: icmpv6, icmp-type: "135/0"}
+      - {type: in, action: ACCEPT, proto: icmp, icmp-type: "256"}
+`
+	_, diags := manifest.Parse("vm/web.yaml", []byte(src))
+	want := `vm/web.yaml:15:60: VM/web: spec.firewall.rules[1].icmp-type: invalid icmp-type "neighbor-solicitation" for proto icmp
+vm/web.yaml:17:65: VM/web: spec.firewall.rules[3].icmp-type: invalid icmp-type "any" for proto ipv6-icmp
+vm/web.yaml:19:60: VM/web: spec.firewall.rules[5].icmp-type: invalid icmp-type "256" for proto icmp`
+	if diff := cmp.Diff(want, lines(diags)); diff != "" {
+		t.Errorf("diagnostics (-want +got):\n%s", diff)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/proxops/proxops/internal/firewall"
 )
 
 // The firewall (pve-firewall src/PVE/API2/Firewall/*.pm over src/PVE/Firewall.pm): a guest's options,
@@ -54,75 +56,12 @@ var (
 	rePortNum    = regexp.MustCompile(`^([0-9]+)$`)
 )
 
-// fwMacros are the names of PVE's standard macros ($pve_fw_macros); a rule names one case-insensitively
-// and PVE stores the preferred spelling.
-var fwMacros = []string{"Amanda", "Auth", "BGP", "BitTorrent", "BitTorrent32", "Ceph", "CVS", "Citrix", "DAAP",
-	"DCC", "DHCPfwd", "DHCPv6", "DNS", "Distcc", "FTP", "Finger", "GNUnet", "GRE", "Git", "HKP", "HTTP", "HTTPS",
-	"ICPV2", "ICQ", "IMAP", "IMAPS", "IPIP", "IPsec", "IPsecah", "IPsecnat", "IRC", "Jetdirect", "L2TP", "LDAP",
-	"LDAPS", "MSNP", "MSSQL", "Mail", "MDNS", "Munin", "MySQL", "NNTP", "NNTPS", "NTP", "NeighborDiscovery", "OSPF",
-	"OpenVPN", "PCA", "PMG", "POP3", "POP3S", "PPtP", "Ping", "PostgreSQL", "Printer", "RDP", "RIP", "RNDC", "Razor",
-	"Rdate", "Rsync", "SANE", "SMB", "SMBswat", "SMTP", "SMTPS", "SNMP", "SPAMD", "SPICEproxy", "SSH", "SVN", "SixXS",
-	"Squid", "Submission", "Syslog", "TFTP", "Telnet", "Telnets", "Time", "Trcrt", "VNC", "VNCL", "Web", "Webcache",
-	"Webmin", "Whois"}
-
-var fwMacroByLower = func() map[string]string {
-	m := map[string]string{}
-	for _, n := range fwMacros {
-		m[strings.ToLower(n)] = n
-	}
-	return m
-}()
-
-// fwProtocols are the names and numbers of /etc/protocols on a PVE node (the common part).
-var fwProtocols = map[string]int{"ip": 0, "icmp": 1, "igmp": 2, "ggp": 3, "ipencap": 4, "st": 5, "tcp": 6,
-	"egp": 8, "igp": 9, "pup": 12, "udp": 17, "hmp": 20, "xns-idp": 22, "rdp": 27, "iso-tp4": 29, "dccp": 33,
-	"xtp": 36, "ddp": 37, "idpr-cmtp": 38, "ipv6": 41, "ipv6-route": 43, "ipv6-frag": 44, "idrp": 45, "rsvp": 46,
-	"gre": 47, "esp": 50, "ah": 51, "skip": 57, "ipv6-icmp": 58, "icmpv6": 58, "ipv6-nonxt": 59, "ipv6-opts": 60,
-	"rspf": 73, "vmtp": 81, "eigrp": 88, "ospf": 89, "ax.25": 93, "ipip": 94, "etherip": 97, "encap": 98,
-	"pim": 103, "ipcomp": 108, "vrrp": 112, "l2tp": 115, "isis": 124, "sctp": 132, "fc": 133,
-	"mobility-header": 135, "udplite": 136, "mpls-in-ip": 137, "manet": 138, "hip": 139, "shim6": 140,
-	"wesp": 141, "rohc": 142, "ethernet": 143}
-
-// fwProtocolsWithPorts is $PROTOCOLS_WITH_PORTS.
-var fwProtocolsWithPorts = map[string]bool{"udp": true, "17": true, "udplite": true, "136": true, "tcp": true,
-	"6": true, "dccp": true, "33": true, "sctp": true, "132": true}
-
-// fwServices are service names of /etc/services a port list may use (a common subset).
-var fwServices = map[string]bool{"ftp-data": true, "ftp": true, "ssh": true, "telnet": true, "smtp": true,
-	"domain": true, "tftp": true, "http": true, "kerberos": true, "pop3": true, "sunrpc": true, "ntp": true,
-	"imap2": true, "snmp": true, "bgp": true, "ldap": true, "https": true, "submissions": true, "syslog": true,
-	"submission": true, "ldaps": true, "imaps": true, "pop3s": true, "openvpn": true, "mysql": true,
-	"postgresql": true, "rsync": true, "microsoft-ds": true, "netbios-ns": true, "netbios-dgm": true,
-	"netbios-ssn": true, "bootps": true, "bootpc": true, "isakmp": true, "ipsec-nat-t": true}
-
-// fwICMPTypes and fwICMPv6Types are $icmp_type_names and $icmpv6_type_names.
-var fwICMPTypes = map[string]bool{"any": true, "echo-reply": true, "destination-unreachable": true,
-	"network-unreachable": true, "host-unreachable": true, "protocol-unreachable": true, "port-unreachable": true,
-	"fragmentation-needed": true, "source-route-failed": true, "network-unknown": true, "host-unknown": true,
-	"network-prohibited": true, "host-prohibited": true, "TOS-network-unreachable": true,
-	"TOS-host-unreachable": true, "communication-prohibited": true, "host-precedence-violation": true,
-	"precedence-cutoff": true, "source-quench": true, "redirect": true, "network-redirect": true,
-	"host-redirect": true, "TOS-network-redirect": true, "TOS-host-redirect": true, "echo-request": true,
-	"router-advertisement": true, "router-solicitation": true, "time-exceeded": true, "ttl-zero-during-transit": true,
-	"ttl-zero-during-reassembly": true, "parameter-problem": true, "ip-header-bad": true,
-	"required-option-missing": true, "timestamp-request": true, "timestamp-reply": true, "address-mask-request": true,
-	"address-mask-reply": true}
-
-var fwICMPv6Types = map[string]bool{"destination-unreachable": true, "no-route": true,
-	"communication-prohibited": true, "beyond-scope": true, "address-unreachable": true, "port-unreachable": true,
-	"failed-policy": true, "reject-route": true, "packet-too-big": true, "time-exceeded": true,
-	"ttl-zero-during-transit": true, "ttl-zero-during-reassembly": true, "parameter-problem": true,
-	"bad-header": true, "unknown-header-type": true, "unknown-option": true, "echo-request": true,
-	"echo-reply": true, "router-solicitation": true, "router-advertisement": true, "neighbor-solicitation": true,
-	"neighbour-solicitation": true, "neighbor-advertisement": true, "neighbour-advertisement": true,
-	"redirect": true}
-
 func init() {
 	namedFormats["pve-fw-addr-spec"] = func(v string) error { _, err := fwParseAddressList(v); return err }
 	namedFormats["pve-fw-dport-spec"] = func(v string) error { return fwParsePorts(v, true) }
 	namedFormats["pve-fw-sport-spec"] = func(v string) error { return fwParsePorts(v, false) }
 	namedFormats["pve-fw-protocol-spec"] = func(v string) error {
-		if _, ok := fwProtocols[v]; ok || v == "" {
+		if v == "" || firewall.IsProtocolName(v) {
 			return nil
 		}
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 && n <= 255 {
@@ -131,7 +70,7 @@ func init() {
 		return ferr("unknown protocol '%s'", v)
 	}
 	namedFormats["pve-fw-icmp-type-spec"] = func(v string) error {
-		if v == "" || fwICMPTypes[v] || fwICMPv6Types[v] || isICMPNumber(v) {
+		if v == "" || firewall.ValidICMPType("", v) {
 			return nil
 		}
 		return ferr("invalid icmp-type value '%s'", v)
@@ -150,20 +89,6 @@ func init() {
 		}
 		return nil
 	}
-}
-
-// isICMPNumber accepts the numeric icmp types (a type, or type/code) newer PVE versions allow.
-func isICMPNumber(v string) bool {
-	t, c, hasCode := strings.Cut(v, "/")
-	n, err := strconv.Atoi(t)
-	if err != nil || n < 0 || n > 255 {
-		return false
-	}
-	if hasCode {
-		m, err := strconv.Atoi(c)
-		return err == nil && m >= 0 && m <= 255
-	}
-	return true
 }
 
 // fwScopedName splits a reference's scope: "dc/name" and "guest/name" name the cluster's or the guest's
@@ -276,9 +201,9 @@ func fwParsePorts(v string, dport bool) error {
 			if n, _ := strconv.Atoi(m[1]); n > 65535 {
 				return ferr("invalid port '%s'", m[1])
 			}
-		} else if dport && (fwICMPTypes[item] || fwICMPv6Types[item]) {
+		} else if dport && firewall.IsICMPTypeName("", item) {
 			icmp = true
-		} else if !fwServices[item] {
+		} else if !firewall.IsServiceName(item) {
 			return ferr("invalid port '%s'", item)
 		}
 	}
@@ -652,7 +577,7 @@ func (s *Sim) verifyRule(rule fwRule, sc *fwScope) error {
 		}
 	}
 	if m := rule["macro"]; m != "" {
-		pref, ok := fwMacroByLower[strings.ToLower(m)]
+		pref, ok := firewall.CanonicalMacro(m)
 		if !ok {
 			return fail("macro", fmt.Sprintf("unknown macro '%s'", m))
 		}
@@ -679,7 +604,7 @@ func (s *Sim) verifyRule(rule fwRule, sc *fwScope) error {
 		if proto == "" {
 			return fail("proto", "missing property - 'dport' requires this property")
 		}
-		if !fwProtocolsWithPorts[proto] && proto != "icmp" && proto != "icmpv6" {
+		if !firewall.ProtoHasPorts(proto) && proto != "icmp" && proto != "icmpv6" {
 			return fail("dport", fmt.Sprintf("protocol '%s' does not support ports", proto))
 		}
 	}
@@ -690,10 +615,7 @@ func (s *Sim) verifyRule(rule fwRule, sc *fwScope) error {
 		if rule["dport"] != "" {
 			return fail("icmp-type", "'icmp-type' cannot be specified together with 'dport'")
 		}
-		if proto == "icmp" && !fwICMPTypes[it] && !isICMPNumber(it) {
-			return fail("icmp-type", fmt.Sprintf("invalid icmp-type '%s' for proto 'icmp'", it))
-		}
-		if proto != "icmp" && !fwICMPv6Types[it] && !isICMPNumber(it) {
+		if !firewall.ValidICMPType(proto, it) {
 			return fail("icmp-type", fmt.Sprintf("invalid icmp-type '%s' for proto '%s'", it, proto))
 		}
 	}
@@ -701,7 +623,7 @@ func (s *Sim) verifyRule(rule fwRule, sc *fwScope) error {
 		if proto == "" {
 			return fail("proto", "missing property - 'sport' requires this property")
 		}
-		if !fwProtocolsWithPorts[proto] {
+		if !firewall.ProtoHasPorts(proto) {
 			return fail("sport", fmt.Sprintf("protocol '%s' does not support ports", proto))
 		}
 	}
