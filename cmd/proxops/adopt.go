@@ -260,7 +260,8 @@ func writeAdoption(root, cluster string, res adopt.Result, update bool) (render.
 	if err != nil {
 		return render.Adoption{}, err
 	}
-	a := render.Adoption{Result: res, CompositionFile: compFile, Missing: missing}
+	a := render.Adoption{Result: res, CompositionFile: compFile, ConfigFile: path.Join(repo.ClustersDir, cluster, repo.ClusterConfigFile),
+		Missing: missing}
 	if update && len(missing) > 0 {
 		updated, err := adopt.AppendComposition(compFile, data, missing)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -270,5 +271,65 @@ func TestAdoptionDoesNotReadOrWriteThroughALinkLeavingTheRepository(t *testing.T
 	}
 	if info, err := os.Lstat(filepath.Join(root, "clusters", "lab", "resources.yaml")); err != nil || info.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the link was replaced: %v, %v", info, err)
+	}
+}
+
+// A cluster whose own firewall was enabled by hand: adopt offers the block that declares it (in text and
+// JSON); added to the cluster's config.yaml it is managed, adopt offers it no more, and the diff plans no
+// change to it.
+func TestAdoptOffersTheClustersOwnFirewallWhichThenPlansNoChange(t *testing.T) {
+	e := newAdoptEnv(t)
+	for _, w := range []struct {
+		method, path string
+		params       url.Values
+	}{
+		{http.MethodPost, "/cluster/firewall/rules", url.Values{"type": {"in"}, "action": {"ACCEPT"}, "proto": {"tcp"},
+			"dport": {"22,8006"}, "source": {"192.0.2.0/24"}, "comment": {"administrators"}, "enable": {"1"}}},
+		{http.MethodPut, "/cluster/firewall/options", url.Values{"enable": {"1"}, "policy_in": {"DROP"}}},
+	} {
+		if err := e.sim.AdminRequest(w.method, w.path, w.params); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	text := e.mustRun(0, "adopt", "--cluster", "lab", "--update-resources")
+	offer := "adopt: the cluster's own firewall is not managed by ProxOps; to manage it as it is, add under pve.clusters.lab in clusters/lab/config.yaml:\n" +
+		"  firewall:\n    manage-cluster: true\n    enabled: true\n    policy-in: DROP\n    rules:\n      - type: in\n"
+	if !strings.Contains(text, offer) {
+		t.Errorf("the report does not offer the cluster's firewall:\n%s", text)
+	}
+	var doc struct {
+		ClusterFirewall *struct{ File, Under, YAML string } `json:"cluster_firewall"`
+	}
+	js := e.mustRun(0, "adopt", "--cluster", "lab", "--output", "json")
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || doc.ClusterFirewall == nil ||
+		doc.ClusterFirewall.File != "clusters/lab/config.yaml" || doc.ClusterFirewall.Under != "pve.clusters.lab" {
+		t.Fatalf("json report (%v):\n%s", err, js)
+	}
+	config := e.read("clusters/lab/config.yaml")
+	for line := range strings.SplitSeq(strings.TrimRight(doc.ClusterFirewall.YAML, "\n"), "\n") {
+		config += "      " + line + "\n"
+	}
+	e.write("clusters/lab/config.yaml", config)
+	e.commit("adopt the lab cluster and its firewall")
+
+	if again := e.mustRun(0, "adopt", "--cluster", "lab"); strings.Contains(again, "cluster's own firewall") {
+		t.Errorf("a managed cluster firewall is offered again:\n%s", again)
+	}
+	var diff struct {
+		Clusters []struct {
+			Operations []struct {
+				Action string `json:"action"`
+			} `json:"operations"`
+		} `json:"clusters"`
+	}
+	out := e.mustRun(0, "diff", "--cluster", "lab", "--output", "json")
+	if err := json.Unmarshal([]byte(out), &diff); err != nil || len(diff.Clusters) != 1 {
+		t.Fatalf("diff json (%v):\n%s", err, out)
+	}
+	for _, op := range diff.Clusters[0].Operations {
+		if op.Action != "claim-tag" {
+			t.Errorf("the adopted repository plans %s:\n%s", op.Action, out)
+		}
 	}
 }

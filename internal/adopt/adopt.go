@@ -47,6 +47,9 @@ type Input struct {
 	Keys KeyStore
 	// Adopted are the files adoption wrote for the cluster before; one it does not write again is reported.
 	Adopted []string
+	// ClusterFirewallManaged says the cluster's config manages its own firewall (firewall.manage-cluster):
+	// adoption then offers no declaration of it.
+	ClusterFirewallManaged bool
 }
 
 // Result is a cluster's adoption.
@@ -63,6 +66,10 @@ type Result struct {
 	// Warnings do not stop anything but deserve a look.
 	Warnings []string
 	Census   Census
+	// ClusterFirewall is the firewall: block to add under pve.clusters.<name> in the cluster's config.yaml
+	// to manage its own firewall as it is live; empty when the config manages it already, when it is PVE's
+	// default, or when a rule the model cannot carry is a gap.
+	ClusterFirewall []byte
 }
 
 // Manifest is one file adoption writes.
@@ -190,6 +197,9 @@ func Adopt(in Input) (Result, error) {
 		return Result{}, err
 	}
 	if err := r.adoptFirewallObjects(); err != nil {
+		return Result{}, err
+	}
+	if err := r.adoptClusterFirewall(); err != nil {
 		return Result{}, err
 	}
 	if err := r.adoptArtifacts(); err != nil {

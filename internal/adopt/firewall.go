@@ -143,8 +143,11 @@ func unknownRuleKeys(m map[string]string) []string {
 }
 
 // ruleIndex reads N from "firewall.rules[N]…".
-func ruleIndex(field string) (int, bool) {
-	rest, ok := strings.CutPrefix(field, "firewall.rules[")
+func ruleIndex(field string) (int, bool) { return indexAfter(field, "firewall.rules") }
+
+// indexAfter reads N from a field path list+"[N]…".
+func indexAfter(field, list string) (int, bool) {
+	rest, ok := strings.CutPrefix(field, list+"[")
 	if !ok {
 		return 0, false
 	}

@@ -24,19 +24,8 @@ func (l *lab) fwWrite(t *testing.T, method, path string, kv ...string) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		form.Set(kv[i], kv[i+1])
 	}
-	req, err := http.NewRequest(method, l.srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
-	if err != nil {
+	if err := l.sim.AdminRequest(method, path, form); err != nil {
 		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: %s", method, path, resp.Status)
 	}
 }
 

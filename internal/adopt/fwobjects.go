@@ -153,13 +153,7 @@ func groupSpec(g inventory.FirewallGroup) (*manifest.SecurityGroupSpec, []invent
 }
 
 // groupRuleIndex reads N from "spec.rules[N]…".
-func groupRuleIndex(field string) (int, bool) {
-	after, ok := strings.CutPrefix(field, "spec.")
-	if !ok {
-		return 0, false
-	}
-	return ruleIndex("firewall." + after)
-}
+func groupRuleIndex(field string) (int, bool) { return indexAfter(field, "spec.rules") }
 
 func liveGroupRules(g inventory.FirewallGroup) []firewall.Rule {
 	out := make([]firewall.Rule, len(g.Rules))

@@ -35,6 +35,9 @@ var (
 	NameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_]+$`)
 	// GuestIfaceRE is the interface of a guest's rule: one of its NICs.
 	GuestIfaceRE = regexp.MustCompile(`^net[0-9]+$`)
+	// IfaceRE is PVE's interface name of a rule (pve-iface): a host interface, with a VLAN (.N) or alias
+	// (:N) suffix.
+	IfaceRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{1,20}([:.]\d+)?$`)
 )
 
 // CheckPorts checks a port list as PVE does: numbers, ranges lo:hi, service names, at most 15 numbers.

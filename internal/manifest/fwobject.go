@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
@@ -245,9 +244,6 @@ type FieldProblem struct {
 	Message string
 }
 
-// hostIfaceRE is the interface of a rule of the cluster's own firewall: a host interface (pve-iface).
-var hostIfaceRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.\-]{1,19}$`)
-
 // CheckClusterFirewallRules checks the rules of the cluster's own (datacenter) firewall, listed at prefix,
 // as pve-firewall does: a guest's rule forms and group rules, an iface that is a host interface, no guest/
 // names. It returns every problem by field.
@@ -255,7 +251,7 @@ func CheckClusterFirewallRules(prefix string, rules []FirewallRule) []FieldProbl
 	c := &checker{r: &Resource{}}
 	for i, r := range rules {
 		p := yamldecode.Index(prefix, i)
-		if r.Iface != "" && !hostIfaceRE.MatchString(r.Iface) {
+		if r.Iface != "" && !firewall.IfaceRE.MatchString(r.Iface) {
 			c.errorf(p+".iface", "invalid interface %s (a host interface, e.g. vmbr0)", diag.Excerpt(r.Iface))
 		}
 		r.Iface = ""

@@ -3,7 +3,11 @@ package pvesim
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -239,4 +243,27 @@ func (s *Sim) checkPool(pool string) error {
 		return nil
 	}
 	return permErr(fmt.Sprintf("pool '%s' does not exist", pool))
+}
+
+// AdminRequest sends one API request as the default root token, in process, the way an administrator
+// changes PVE by hand outside ProxOps (pvesh, the web interface): it passes every check any request passes
+// and is logged like one. params travel as the form body (the query of a GET or DELETE). It returns an error
+// naming the request, the status and PVE's answer when PVE refuses it.
+func (s *Sim) AdminRequest(method, path string, params url.Values) error {
+	target, body := "/api2/json"+path, params.Encode()
+	if method == http.MethodGet || method == http.MethodDelete {
+		if body != "" {
+			target += "?" + body
+		}
+		body = ""
+	}
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "PVEAPIToken="+DefaultRootTokenID+"="+DefaultRootTokenSecret)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s: %s", method, path, rec.Code, http.StatusText(rec.Code), strings.TrimSpace(rec.Body.String()))
+	}
+	return nil
 }

@@ -50,7 +50,6 @@ var ruleKeys = []string{"type", "action", "macro", "iface", "source", "dest", "p
 var (
 	reFWName     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9\-_]+$`)
 	reFWAction   = regexp.MustCompile(`^(ACCEPT|DROP|REJECT)$`)
-	reFWIface    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{1,20}([:.]\d+)?$`)
 	reFWGuestNet = regexp.MustCompile(`^net(\d+)$`)
 	rePortRange  = regexp.MustCompile(`^([0-9]+):([0-9]+)$`)
 	rePortNum    = regexp.MustCompile(`^([0-9]+)$`)
@@ -84,7 +83,7 @@ func init() {
 		return err
 	}
 	namedFormats["pve-iface"] = func(v string) error {
-		if !reFWIface.MatchString(v) {
+		if !firewall.IfaceRE.MatchString(v) {
 			return ferr("invalid network interface name '%s'", v)
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/proxops/proxops/internal/pvesim"
@@ -258,4 +259,23 @@ func TestFirewallFileGoesWithTheGuest(t *testing.T) {
 	mustOK(t, c.do(http.MethodPost, fwBase+"/rules", form("type", "in", "action", "ACCEPT")), "create")
 	wantFail(t, c.do(http.MethodGet, "/nodes/pve1/qemu/999/firewall/rules", nil), 500,
 		"Configuration file 'nodes/pve1/qemu-server/999.conf' does not exist\n")
+}
+
+// An administrator's request made in process passes the checks any request passes: a valid one changes the
+// cluster, a refused one is an error naming the request and PVE's answer, and both are logged.
+func TestAnAdministratorsRequestIsCheckedAndLoggedLikeAnyOther(t *testing.T) {
+	c := fwCluster(t)
+	if err := c.sim.AdminRequest(http.MethodPost, fwBase+"/rules", url.Values{"type": {"in"}, "action": {"ACCEPT"}, "macro": {"ssh"}}); err != nil {
+		t.Fatal(err)
+	}
+	if rules, _ := c.fwRules(fwBase + "/rules"); len(rules) != 1 || rules[0].Macro != "SSH" {
+		t.Fatalf("rules after the request: %+v", rules)
+	}
+	err := c.sim.AdminRequest(http.MethodPost, fwBase+"/rules", url.Values{"type": {"in"}, "action": {"ACCEPT"}, "macro": {"nope"}})
+	if err == nil || !strings.Contains(err.Error(), "POST "+fwBase+"/rules: 400") || !strings.Contains(err.Error(), "unknown macro 'nope'") {
+		t.Fatalf("refused request: %v", err)
+	}
+	if n := c.sim.Count(http.MethodPost, "/nodes/{node}/qemu/{vmid}/firewall/rules"); n != 2 {
+		t.Errorf("%d requests logged, want 2", n)
+	}
 }

@@ -18,6 +18,8 @@ type Adoption struct {
 	Result adopt.Result
 	// CompositionFile is the cluster's resources.yaml, relative to the repository root.
 	CompositionFile string
+	// ConfigFile is the cluster's config.yaml, relative to the repository root.
+	ConfigFile string
 	// Missing are the composition entries of complete manifests the file does not list yet, sorted.
 	Missing []string
 	// Updated: the command appended Missing to the composition file (--update-resources).
@@ -77,6 +79,12 @@ func AdoptionText(a Adoption) string {
 			fmt.Fprintf(&b, "  - %s\n", p)
 		}
 	}
+	if len(r.ClusterFirewall) > 0 {
+		line("the cluster's own firewall is not managed by ProxOps; to manage it as it is, add under pve.clusters.%s in %s:", r.Cluster, a.ConfigFile)
+		for l := range strings.SplitSeq(strings.TrimRight(string(r.ClusterFirewall), "\n"), "\n") {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
 	c := r.Census
 	if c.SSHKeyGuests > 0 {
 		line("cloud-init: SSH keys on %s (%s): %d as ssh-key-refs, %d left to PVE (ssh-keys: [\"*\"])",
@@ -124,8 +132,11 @@ func guestOutcomes(r adopt.Result) GuestOutcomesJSON {
 }
 
 // gapObject names what a gap is about: <Kind> on <node>#<vmid> for a guest, <Kind>/<name> on <node> for a
-// file.
+// file, <Kind>/<name> for a cluster object.
 func gapObject(g inventory.Gap) string {
+	if g.Node == "" {
+		return g.Kind + "/" + g.Name
+	}
 	if g.VMID == 0 {
 		return g.Kind + "/" + g.Name + " on " + g.Node
 	}
@@ -166,6 +177,16 @@ type AdoptionJSON struct {
 	Refused     []SkippedJSON     `json:"refused"`
 	Composition CompositionJSON   `json:"composition"`
 	Census      adoptionCensusDoc `json:"cloud_init"`
+	// ClusterFirewall is the block that declares the cluster's own firewall as it is live; null when there
+	// is none to offer.
+	ClusterFirewall *ClusterFirewallJSON `json:"cluster_firewall"`
+}
+
+// ClusterFirewallJSON is where to add the declaration of the cluster's own firewall, and the block.
+type ClusterFirewallJSON struct {
+	File  string `json:"file"`
+	Under string `json:"under"`
+	YAML  string `json:"yaml"`
 }
 
 // AdoptedJSON is one file adoption wrote.
@@ -225,6 +246,9 @@ func NewAdoptionJSON(a Adoption) AdoptionJSON {
 		Composition: CompositionJSON{File: a.CompositionFile, Entries: nonNil(r.Composition()), Missing: nonNil(a.Missing), Updated: a.Updated},
 		Census: adoptionCensusDoc{SSHKeyGuests: r.Census.SSHKeyGuests, SSHKeySets: r.Census.SSHKeySets,
 			SSHKeyRefs: r.Census.SSHKeyRefs, SSHKeysPVE: r.Census.SSHKeysPVE, Passwords: r.Census.Passwords}}
+	if len(r.ClusterFirewall) > 0 {
+		doc.ClusterFirewall = &ClusterFirewallJSON{File: a.ConfigFile, Under: "pve.clusters." + r.Cluster, YAML: string(r.ClusterFirewall)}
+	}
 	for _, m := range r.Manifests {
 		doc.Manifests = append(doc.Manifests, AdoptedJSON{Path: m.Path, Kind: string(m.Kind), Name: m.Name,
 			Node: m.Node, VMID: m.VMID, Volid: m.Volid, Complete: m.Complete(), Incomplete: m.Incomplete})

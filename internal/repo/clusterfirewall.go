@@ -15,8 +15,10 @@ type ClusterFirewall struct {
 	// Enabled turns the cluster's firewall on (PVE enable; default off).
 	Enabled *bool `yaml:"enabled,omitempty"`
 	// PolicyIn and PolicyOut are ACCEPT, DROP or REJECT (PVE's defaults: DROP in, ACCEPT out).
-	PolicyIn    string `yaml:"policy-in,omitempty"`
-	PolicyOut   string `yaml:"policy-out,omitempty"`
+	PolicyIn  string `yaml:"policy-in,omitempty"`
+	PolicyOut string `yaml:"policy-out,omitempty"`
+	// LogLevelIn and LogLevelOut are refused: PVE's cluster firewall has no such options (log levels are a
+	// node's firewall options); they are read only to say so.
 	LogLevelIn  string `yaml:"log-level-in,omitempty"`
 	LogLevelOut string `yaml:"log-level-out,omitempty"`
 	// Rules in the order PVE evaluates them: in, out and group rules; iface is a host interface.
@@ -24,8 +26,8 @@ type ClusterFirewall struct {
 }
 
 // ClusterFirewallOptionKeys are PVE's keys of the cluster firewall options ProxOps owns; the others
-// (ebtables, log_ratelimit, policy_forward, ...) it leaves alone.
-var ClusterFirewallOptionKeys = []string{"enable", "log_level_in", "log_level_out", "policy_in", "policy_out"}
+// (ebtables, log_ratelimit, policy_forward) it leaves alone.
+var ClusterFirewallOptionKeys = []string{"enable", "policy_in", "policy_out"}
 
 // Managed reports whether the cluster's own firewall is managed.
 func (f *ClusterFirewall) Managed() bool { return f != nil && f.ManageCluster }
@@ -40,8 +42,7 @@ func (f *ClusterFirewall) PVEOptions() map[string]string {
 			m["enable"] = "1"
 		}
 	}
-	for k, v := range map[string]string{"policy_in": f.PolicyIn, "policy_out": f.PolicyOut,
-		"log_level_in": f.LogLevelIn, "log_level_out": f.LogLevelOut} {
+	for k, v := range map[string]string{"policy_in": f.PolicyIn, "policy_out": f.PolicyOut} {
 		if v != "" {
 			m[k] = v
 		}
@@ -78,7 +79,7 @@ func validateClusterFirewall(c *configChecker, p string, f *ClusterFirewall) {
 	}
 	for _, o := range []struct{ field, v string }{{"log-level-in", f.LogLevelIn}, {"log-level-out", f.LogLevelOut}} {
 		if o.v != "" {
-			c.enum(p+"."+o.field, o.v, firewall.LogLevels...)
+			c.errorf(p+"."+o.field, "the cluster's firewall has no %s option: PVE sets log levels per node (pvesh set /nodes/<node>/firewall/options)", o.field)
 		}
 	}
 	for _, pr := range manifest.CheckClusterFirewallRules(p+".rules", f.Rules) {

@@ -46,7 +46,8 @@ func AdoptResultToProto(requestID string, r adopt.Result) proto.Message {
 	c := r.Census
 	p := &adoptv1.AdoptResult{Cluster: r.Cluster, RequestId: requestID, Nodes: r.Nodes, Gaps: gapsToProto(r.Gaps),
 		Warnings: r.Warnings, Census: &adoptv1.CloudInitCensus{SshKeyGuests: int64(c.SSHKeyGuests), SshKeySets: int64(c.SSHKeySets),
-			SshKeyRefs: int64(c.SSHKeyRefs), SshKeysLeftToPve: int64(c.SSHKeysPVE), PasswordGuests: int64(c.Passwords)}}
+			SshKeyRefs: int64(c.SSHKeyRefs), SshKeysLeftToPve: int64(c.SSHKeysPVE), PasswordGuests: int64(c.Passwords)},
+		ClusterFirewall: r.ClusterFirewall}
 	for _, m := range r.Manifests {
 		p.Manifests = append(p.Manifests, &adoptv1.AdoptedManifest{Path: m.Path, Kind: string(m.Kind), Name: m.Name, Node: m.Node,
 			Vmid: int64(m.VMID), Volid: m.Volid, Incomplete: m.Incomplete, Content: m.Content})
@@ -75,7 +76,8 @@ func AdoptResultFromProto(m proto.Message) (string, adopt.Result, error) {
 	c := p.GetCensus()
 	r := adopt.Result{Cluster: p.GetCluster(), Nodes: p.GetNodes(), Gaps: gapsFromProto(p.GetGaps()), Warnings: p.GetWarnings(),
 		Census: adopt.Census{SSHKeyGuests: int(c.GetSshKeyGuests()), SSHKeySets: int(c.GetSshKeySets()), SSHKeyRefs: int(c.GetSshKeyRefs()),
-			SSHKeysPVE: int(c.GetSshKeysLeftToPve()), Passwords: int(c.GetPasswordGuests())}}
+			SSHKeysPVE: int(c.GetSshKeysLeftToPve()), Passwords: int(c.GetPasswordGuests())},
+		ClusterFirewall: p.GetClusterFirewall()}
 	for _, pm := range p.GetManifests() {
 		k, err := kind(pm.GetKind())
 		if err != nil {

@@ -28,10 +28,11 @@ func TestAdoptionRoundTripsWithTheFilesAsWritten(t *testing.T) {
 			{Path: "vm/lab/web.yaml", Kind: manifest.KindVM, Name: "web", Node: "pve1", VMID: 100, Content: []byte("# Adopted by proxops from lab vmid 100 on pve1.\n")},
 			{Path: "iso/lab/x-iso.yaml", Kind: manifest.KindISO, Name: "x-iso", Node: "pve1", Volid: "local:iso/x.iso", Incomplete: []string{"why"}, Content: []byte("x")},
 		},
-		Skipped:  []adopt.Skipped{{Kind: manifest.KindVM, Node: "pve1", VMID: 101, Refused: true, Reason: "PVE refuses this config: no"}},
-		Gaps:     []inventory.Gap{{Setting: inventory.Setting{Kind: "VM", Name: "web", Node: "pve1", VMID: 100, Key: "args", Value: "-x"}, Note: "n"}},
-		Warnings: []string{"w"},
-		Census:   adopt.Census{SSHKeyGuests: 3, SSHKeySets: 2, SSHKeyRefs: 1, SSHKeysPVE: 2, Passwords: 1},
+		Skipped:         []adopt.Skipped{{Kind: manifest.KindVM, Node: "pve1", VMID: 101, Refused: true, Reason: "PVE refuses this config: no"}},
+		Gaps:            []inventory.Gap{{Setting: inventory.Setting{Kind: "VM", Name: "web", Node: "pve1", VMID: 100, Key: "args", Value: "-x"}, Note: "n"}},
+		Warnings:        []string{"w"},
+		Census:          adopt.Census{SSHKeyGuests: 3, SSHKeySets: 2, SSHKeyRefs: 1, SSHKeysPVE: 2, Passwords: 1},
+		ClusterFirewall: []byte("firewall:\n  manage-cluster: true\n"),
 	}
 	var pres adoptv1.AdoptResult
 	roundTrip(t, wire.AdoptResultToProto("adopt-1", res), &pres)

@@ -78,7 +78,7 @@ func (a *adopter) adoptCluster(ctx context.Context, req wire.AdoptRequest) (adop
 		return adopt.Result{}, err
 	}
 	return adopt.Adopt(adopt.Input{Cluster: c.Name, Observed: observed, Declared: st.Declared, Occupied: st.Occupied,
-		Templates: st.Templates, Adopted: st.Adopted, Keys: keys})
+		Templates: st.Templates, Adopted: st.Adopted, Keys: keys, ClusterFirewallManaged: c.Config.Firewall.Managed()})
 }
 
 // configured lists the clusters that have a pve.clusters entry.

@@ -2,7 +2,6 @@ package executor_test
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,19 +43,8 @@ func (e *env) redeliver(op plan.Operation, copyName string) {
 // simPost sends a request straight to the simulator (test setup outside the executor).
 func (e *env) simPost(path string) {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(testContext(e.t), http.MethodPost, e.srv.URL+"/api2/json"+path,
-		strings.NewReader(url.Values{}.Encode()))
-	if err != nil {
+	if err := e.sim.AdminRequest(http.MethodPost, path, nil); err != nil {
 		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		e.t.Fatalf("POST %s: %s", path, res.Status)
 	}
 }
 

@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -433,20 +432,8 @@ func (e *env) post(path string, form url.Values) {
 // send sends a request to the simulator as root, outside ProxOps.
 func (e *env) send(method, path string, form url.Values) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
-	if err != nil {
+	if err := e.sim.AdminRequest(method, path, form); err != nil {
 		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		e.t.Fatalf("%s %s: %s: %s", method, path, res.Status, body)
 	}
 }
 

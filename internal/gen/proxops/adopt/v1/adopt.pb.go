@@ -109,11 +109,14 @@ type AdoptResult struct {
 	Manifests []*AdoptedManifest `protobuf:"bytes,4,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	Skipped   []*SkippedObject   `protobuf:"bytes,5,rep,name=skipped,proto3" json:"skipped,omitempty"`
 	// Live settings the manifests do not carry, sorted.
-	Gaps          []*v1.Gap        `protobuf:"bytes,6,rep,name=gaps,proto3" json:"gaps,omitempty"`
-	Warnings      []string         `protobuf:"bytes,7,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	Census        *CloudInitCensus `protobuf:"bytes,8,opt,name=census,proto3" json:"census,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Gaps     []*v1.Gap        `protobuf:"bytes,6,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	Warnings []string         `protobuf:"bytes,7,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Census   *CloudInitCensus `protobuf:"bytes,8,opt,name=census,proto3" json:"census,omitempty"`
+	// The firewall: block to add under pve.clusters.<cluster> in the cluster's config.yaml to manage its own
+	// firewall as it is live; empty when there is none to offer.
+	ClusterFirewall []byte `protobuf:"bytes,9,opt,name=cluster_firewall,json=clusterFirewall,proto3" json:"cluster_firewall,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AdoptResult) Reset() {
@@ -198,6 +201,13 @@ func (x *AdoptResult) GetWarnings() []string {
 func (x *AdoptResult) GetCensus() *CloudInitCensus {
 	if x != nil {
 		return x.Census
+	}
+	return nil
+}
+
+func (x *AdoptResult) GetClusterFirewall() []byte {
+	if x != nil {
+		return x.ClusterFirewall
 	}
 	return nil
 }
@@ -480,7 +490,7 @@ const file_proxops_adopt_v1_adopt_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05nodes\x18\x03 \x03(\tR\x05nodes\x12\x12\n" +
-	"\x04tree\x18\x04 \x01(\tR\x04tree\"\xde\x02\n" +
+	"\x04tree\x18\x04 \x01(\tR\x04tree\"\x89\x03\n" +
 	"\vAdoptResult\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1d\n" +
 	"\n" +
@@ -490,7 +500,8 @@ const file_proxops_adopt_v1_adopt_proto_rawDesc = "" +
 	"\askipped\x18\x05 \x03(\v2\x1f.proxops.adopt.v1.SkippedObjectR\askipped\x12-\n" +
 	"\x04gaps\x18\x06 \x03(\v2\x19.proxops.inventory.v1.GapR\x04gaps\x12\x1a\n" +
 	"\bwarnings\x18\a \x03(\tR\bwarnings\x129\n" +
-	"\x06census\x18\b \x01(\v2!.proxops.adopt.v1.CloudInitCensusR\x06census\"\xc5\x01\n" +
+	"\x06census\x18\b \x01(\v2!.proxops.adopt.v1.CloudInitCensusR\x06census\x12)\n" +
+	"\x10cluster_firewall\x18\t \x01(\fR\x0fclusterFirewall\"\xc5\x01\n" +
 	"\x0fAdoptedManifest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
