@@ -305,22 +305,9 @@ func (e *demoEnv) handMove(node string, vmid int, target string) {
 
 // post sends a write to the simulator as root, outside ProxOps, and fails the test unless PVE accepts it.
 func (e *demoEnv) post(path string, form url.Values) {
-	t := e.t
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+demoToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("POST %s: %s: %s", path, res.Status, body)
+	e.t.Helper()
+	if err := e.sim.AdminRequest(http.MethodPost, path, form); err != nil {
+		e.t.Fatal(err)
 	}
 }
 

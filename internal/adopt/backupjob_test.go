@@ -2,13 +2,11 @@ package adopt_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,20 +22,8 @@ import (
 // postJob creates a backup job on the simulator, outside ProxOps.
 func (l *lab) postJob(t *testing.T, form url.Values) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, l.srv.URL+"/api2/json/cluster/backup", strings.NewReader(form.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("create job %v: %s: %s", form, res.Status, body)
+	if err := l.sim.AdminRequest(http.MethodPost, "/cluster/backup", form); err != nil {
+		t.Fatalf("create job %v: %v", form, err)
 	}
 }
 

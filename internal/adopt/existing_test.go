@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -159,19 +160,12 @@ func TestAForeignPendingChangeIsUndoneOnOwnedKeysAndLeftAloneElsewhere(t *testin
 	l.apply(t, p)
 	setByHand := func(form string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPut, l.srv.URL+"/api2/json/nodes/pve1/qemu/100/config", strings.NewReader(form))
+		params, err := url.ParseQuery(form)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("set %s: %s", form, resp.Status)
+		if err := l.sim.AdminRequest(http.MethodPut, "/nodes/pve1/qemu/100/config", params); err != nil {
+			t.Fatalf("set %s: %v", form, err)
 		}
 	}
 	// Someone raises the cores of the running VM: PVE keeps the change pending until a restart.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -97,19 +98,12 @@ func TestAdoptedFirewallObjectsPlanToTheClaimOnly(t *testing.T) {
 		{"/cluster/firewall/groups/webservers", "type=in&action=ACCEPT&proto=tcp&dport=443&enable=1"},
 		{"/cluster/firewall/groups/webservers", "type=in&action=ACCEPT&macro=SSH&source=%2BOffice_Net&enable=1"},
 	} {
-		req, err := http.NewRequest(http.MethodPost, l.srv.URL+"/api2/json"+w.path, strings.NewReader(w.form))
+		params, err := url.ParseQuery(w.form)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
+		if err := l.sim.AdminRequest(http.MethodPost, w.path, params); err != nil {
 			t.Fatal(err)
-		}
-		_ = res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s %s: %s", w.path, w.form, res.Status)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -252,7 +252,7 @@ func TestUnmarkedFirewallObjectsAreNeverTouchedButCanBeClaimed(t *testing.T) {
 	ctx := testContext(t)
 	opts := fwOpts()
 	rec := opts.Objects.(fwRecords)
-	c.root(t, http.MethodPost, "/cluster/firewall/ipset", "name", "admins", "comment", "by+hand")
+	c.root(t, http.MethodPost, "/cluster/firewall/ipset", "name", "admins", "comment", "by hand")
 	c.root(t, http.MethodPost, "/cluster/firewall/ipset/admins", "cidr", "10.0.0.0/8")
 	c.root(t, http.MethodPost, "/cluster/firewall/aliases", "name", "gw", "cidr", "192.0.2.1")
 	rec.objects["ipset/admins"], rec.objects["alias/gw"] = true, true // a record alone is not enough

@@ -505,18 +505,8 @@ func TestRedeliveredDownloadReattachesToTheRunningTask(t *testing.T) {
 // operation for, such as pausing a VM).
 func (c *simCluster) simPost(t *testing.T, path string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, c.srv.URL+"/api2/json"+path, strings.NewReader(url.Values{}.Encode()))
-	if err != nil {
+	if err := c.sim.AdminRequest(http.MethodPost, path, nil); err != nil {
 		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("POST %s: %s", path, res.Status)
 	}
 }
 

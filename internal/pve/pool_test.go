@@ -3,6 +3,7 @@ package pve_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -63,26 +64,12 @@ func expectComment(op plan.Operation, observed string) plan.Operation {
 // root sends a request to the simulator as root@pam, for the test's own arrangements (a hand change).
 func (c *simCluster) root(t *testing.T, method, path string, form ...string) {
 	t.Helper()
-	body := strings.Builder{}
+	params := url.Values{}
 	for i := 0; i+1 < len(form); i += 2 {
-		if i > 0 {
-			body.WriteByte('&')
-		}
-		body.WriteString(form[i] + "=" + form[i+1])
+		params.Add(form[i], form[i+1])
 	}
-	req, err := http.NewRequest(method, c.srv.URL+"/api2/json"+path, strings.NewReader(body.String()))
-	if err != nil {
+	if err := c.sim.AdminRequest(method, path, params); err != nil {
 		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("%s %s: %s", method, path, resp.Status)
 	}
 }
 
@@ -138,19 +125,19 @@ func TestPoolCreateConfigureDeleteOwned(t *testing.T) {
 		t.Fatalf("configured comment = %q", p.Comment)
 	}
 	// A comment changed by hand since the plan observed it makes the plan stale.
-	c.root(t, http.MethodPut, "/pools", "poolid", "web", "comment", "hand+edit+[proxops]")
+	c.root(t, http.MethodPut, "/pools", "poolid", "web", "comment", "hand edit [proxops]")
 	_, err = cl.Apply(ctx, expectComment(poolOp(plan.ActionConfigurePool, "web", "comment", "edge"), "edge [proxops]"), opts)
 	if pve.ClassOf(err) != plan.ErrorConflict {
 		t.Fatalf("configure over a hand edit: %v", err)
 	}
 	// A hand edit that drops the marker makes the pool foreign again.
-	c.root(t, http.MethodPut, "/pools", "poolid", "web", "comment", "mine+now")
+	c.root(t, http.MethodPut, "/pools", "poolid", "web", "comment", "mine now")
 	_, err = cl.Apply(ctx, poolOp(plan.ActionDeletePool, "web"), opts)
 	wantRefusal(t, err, pve.RefusalNotOwned)
 	if _, found := readPool(t, cl, "web"); !found {
 		t.Fatal("a foreign pool was deleted")
 	}
-	c.root(t, http.MethodPut, "/pools", "poolid", "web", "comment", "mine+now+[proxops]")
+	c.root(t, http.MethodPut, "/pools", "poolid", "web", "comment", "mine now [proxops]")
 	if _, err := cl.Apply(ctx, poolOp(plan.ActionDeletePool, "web"), opts); err != nil {
 		t.Fatalf("delete: %v", err)
 	}

@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -245,9 +246,13 @@ func (s *Sim) checkPool(pool string) error {
 	return permErr(fmt.Sprintf("pool '%s' does not exist", pool))
 }
 
-// AdminRequest sends one API request as the default root token, in process, the way an administrator
-// changes PVE by hand outside ProxOps (pvesh, the web interface): it passes every check any request passes
-// and is logged like one. params travel as the form body (the query of a GET or DELETE). It returns an error
+// adminRequest marks the context of a request AdminRequest makes: it is root's, whatever tokens the
+// simulator holds. Only a request made in process can carry it.
+type adminRequest struct{}
+
+// AdminRequest sends one API request as root@pam, in process, the way an administrator changes PVE by hand
+// outside ProxOps (pvesh, the web interface): it passes every check any request passes but the
+// authentication, and is logged like one. params travel as the form body (the query of a GET or DELETE). It returns an error
 // naming the request, the status and PVE's answer when PVE refuses it.
 func (s *Sim) AdminRequest(method, path string, params url.Values) error {
 	target, body := "/api2/json"+path, params.Encode()
@@ -257,9 +262,9 @@ func (s *Sim) AdminRequest(method, path string, params url.Values) error {
 		}
 		body = ""
 	}
-	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req := httptest.NewRequestWithContext(context.WithValue(context.Background(), adminRequest{}, true), method, target,
+		strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "PVEAPIToken="+DefaultRootTokenID+"="+DefaultRootTokenSecret)
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {

@@ -3,9 +3,7 @@ package reliability_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -41,26 +39,8 @@ func r4Seeds(t *testing.T) []uint64 {
 // pveRequest sends a request to the simulator as an operator would, by hand.
 func (e *env) pveRequest(method, path string, form url.Values) {
 	e.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, e.srv.URL+"/api2/json"+path, body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	req.Header.Set("Authorization", "PVEAPIToken="+pvesim.DefaultRootTokenID+"="+pvesim.DefaultRootTokenSecret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	data, _ := io.ReadAll(res.Body)
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		e.t.Fatalf("%s %s by hand: %s: %s", method, path, res.Status, data)
+	if err := e.sim.AdminRequest(method, path, form); err != nil {
+		e.t.Fatalf("by hand: %v", err)
 	}
 }
 
