@@ -13,10 +13,11 @@ import (
 
 // parsePlain builds the node tree of a one-document file written in the plain YAML that manifests use:
 // block mappings with plain keys, block sequences, single-line plain and quoted scalars (quoted without
-// escapes), flow collections that close on their line, and comments, indented with spaces. It returns the
-// nodes yaml.v3 builds for the same text (positions, kinds, styles and tags; comments are not kept, nothing
-// reads them), and ok false as soon as the text uses anything else, so that the caller parses it with
-// yaml.v3, which also reports every syntax error. A nil root with ok true is an empty document.
+// escapes), flow collections that close on their line, and comments, indented with spaces, with LF or CRLF
+// line ends. It returns the nodes yaml.v3 builds for the same text (positions, kinds, styles and tags;
+// comments are not kept, nothing reads them), and ok false as soon as the text uses anything else, so that
+// the caller parses it with yaml.v3, which also reports every syntax error. A nil root with ok true is an
+// empty document.
 //
 // It exists for speed: yaml.v3 spends most of a repository's load in its scanner, and this subset is
 // nearly every manifest.
@@ -100,12 +101,14 @@ type plainParser struct {
 	wide  bool        // the text has characters of more than one byte
 }
 
-// split keeps the lines with content, refusing bytes the subset does not cover: tabs, carriage returns,
-// control characters, non-ASCII (whose columns yaml.v3 counts in characters), and document markers or
-// directives.
+// split keeps the lines with content, refusing what the subset does not cover: tabs, a carriage return
+// other than that of a CRLF line end, other control characters, characters yaml.v3 does not read as
+// printable, and document markers or directives.
 func (p *plainParser) split(data []byte) bool {
-	for _, b := range data {
-		if b == 0x7f || (b < 0x20 && b != '\n') {
+	for i, b := range data {
+		switch {
+		case b == '\r' && i+1 < len(data) && data[i+1] == '\n':
+		case b == 0x7f || (b < 0x20 && b != '\n'):
 			return false
 		}
 		p.wide = p.wide || b >= 0x80
@@ -123,6 +126,7 @@ func (p *plainParser) split(data []byte) bool {
 		} else {
 			line, data = data, nil
 		}
+		line = bytes.TrimSuffix(line, []byte{'\r'})
 		indent := 0
 		for indent < len(line) && line[indent] == ' ' {
 			indent++

@@ -108,6 +108,9 @@ func TestPlainParserBuildsTheTreeYAMLv3Builds(t *testing.T) {
 		"a: b\u0085c\n",
 		"a: \xff\n",
 		"a: \U0001F600\n",
+		"a: 1\r\nb:\r\n  - c # d\r\n  - [e, 'f']\r\n\r\n# g\r\n",
+		"a: 1\rb: 2\n",
+		"a: 'x\r\n  y'\r\n",
 		"---\na: 1\n",
 		"a:\n- b\n  - c\n",
 		"key: value\n- item\n",
@@ -144,6 +147,9 @@ func TestPlainParserAgreesWithYAMLv3OnTheRepositorysManifests(t *testing.T) {
 		}
 		total++
 		covered := agree(t, p, data)
+		if crlf := bytes.ReplaceAll(data, []byte("\n"), []byte("\r\n")); agree(t, p+" with CRLF", crlf) != covered && !bytes.Contains(data, []byte("\r")) {
+			t.Errorf("%s: the plain subset covers it with one kind of line end only", p)
+		}
 		if covered {
 			accepted++
 		}
@@ -323,9 +329,12 @@ func TestPlainParserAgreesWithYAMLv3OnGeneratedDocuments(t *testing.T) {
 	accepted := 0
 	const n = 20000
 	for i := range n {
-		if agree(t, fmt.Sprintf("document %d", i), generatedDocument(r)) {
+		doc := generatedDocument(r)
+		if agree(t, fmt.Sprintf("document %d", i), doc) {
 			accepted++
 		}
+		// The same with CRLF line ends, as an editor on Windows writes them.
+		agree(t, fmt.Sprintf("document %d with CRLF", i), bytes.ReplaceAll(doc, []byte("\n"), []byte("\r\n")))
 	}
 	if accepted < n/10 {
 		t.Errorf("the plain parser accepted %d of %d generated documents", accepted, n)
