@@ -81,6 +81,7 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add("qemu", "#descr\ncores: 2\nnet0: virtio=A2:C0:43:77:08:A0,bridge=vmbr0\n\n[snap]\ncores: 1\n")
 	f.Add("lxc", "arch: amd64\nlxc.cgroup2.devices.allow: c 1:3 rwm\nrootfs: local:100/vm-100-disk-0.raw,size=8G\n[pve:pending]\nmemory: 1024\n")
 	f.Add("qemu", "[PENDING]\ndelete: net1,!scsi1\n")
+	f.Add("lxc", "#")
 	f.Fuzz(func(t *testing.T, kind, raw string) {
 		if kind != "qemu" && kind != "lxc" {
 			return
@@ -89,9 +90,10 @@ func FuzzConfigFile(f *testing.F) {
 		cf, _ := parseConfigFile(d, 100, raw)
 		text := renderConfigFile(kind, cf)
 		again, _ := parseConfigFile(d, 100, text)
-		if descr, ok := cf.current.conf["description"]; ok && !perlTrue(descr) {
-			// write_vm_config and write_pct_config write a description only when Perl reads it as true, so an
-			// empty one and "0" are dropped.
+		if descr, ok := cf.current.conf["description"]; ok && (!perlTrue(descr) || len(perlSplitLines(descr)) == 0) {
+			// write_vm_config and write_pct_config write a description only when Perl reads it as true, as the
+			// lines split(/\n/) gives: an empty one, "0", and (LXC keeps the "\n" of a lone "#") one of line
+			// breaks only are dropped.
 			delete(cf.current.conf, "description")
 		}
 		if len(again.current.conf) != len(cf.current.conf) {
