@@ -2,10 +2,8 @@ package yamldecode
 
 import (
 	"bytes"
-	"hash/maphash"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -299,7 +297,7 @@ func (p *plainParser) plainKey(v plainView) (key *yaml.Node, colon int, rest pla
 			if v.text[i-1] == ' ' {
 				return nil, 0, v, false
 			}
-			value, tag := plainValue(v.text[:i])
+			value, tag := sharePlain(v.text[:i])
 			return p.newNode(yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value, Line: v.num, Column: v.col + 1}),
 				v.col + i, v.skip(i + 1), true
 		case '#':
@@ -364,32 +362,9 @@ scan:
 			return nil, v, false
 		}
 	}
-	value, tag := plainValue(bytes.TrimRight(v.text[:end], " "))
+	value, tag := sharePlain(bytes.TrimRight(v.text[:end], " "))
 	n := p.newNode(yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value, Line: v.num, Column: v.col + 1})
 	return n, v.skip(end), true
-}
-
-// plainScalars holds recently read plain scalars with their tags, so that a value or key a repository
-// repeats is neither copied nor resolved again. Like share's table, a slot holds the last entry stored
-// there, its size never grows, and it is safe to use from any goroutine.
-var plainScalars [4096]atomic.Pointer[plainEntry]
-
-type plainEntry struct{ value, tag string }
-
-// plainValue returns the text of a plain scalar as a string and the tag yaml.v3 resolves it to.
-func plainValue(b []byte) (value, tag string) {
-	if len(b) > maxShared {
-		value = string(b)
-		return value, plainTag(value)
-	}
-	slot := &plainScalars[maphash.Bytes(seed, b)%uint64(len(plainScalars))]
-	if e := slot.Load(); e != nil && e.value == string(b) {
-		return e.value, e.tag
-	}
-	e := &plainEntry{value: string(b)}
-	e.tag = plainTag(e.value)
-	slot.Store(e)
-	return e.value, e.tag
 }
 
 // plainTag is the tag yaml.v3 resolves a plain scalar to.
@@ -463,32 +438,16 @@ func (p *plainParser) flowCollection(v plainView, depth int) (*yaml.Node, plainV
 // flowMapping reads a flow mapping of plain keys that closes on its line.
 func (p *plainParser) flowMapping(v plainView, depth int) (*yaml.Node, plainView, bool) {
 	m := p.newNode(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle, Line: v.num, Column: v.col + 1})
-	cur := v.skip(1)
-	if len(cur.text) > 0 && cur.text[0] == '}' {
-		return m, cur.skip(1), true
-	}
-	for {
+	rest, ok := p.flowEntries(v, '}', func(cur plainView) (plainView, bool) {
 		key, rest, ok := p.flowKey(cur)
 		if !ok {
-			return nil, v, false
+			return cur, false
 		}
-		var val *yaml.Node
-		if val, cur, ok = p.flowNode(rest, depth); !ok || len(cur.text) == 0 {
-			return nil, v, false
-		}
+		val, rest, ok := p.flowNode(rest, depth)
 		m.Content = append(m.Content, key, val)
-		switch cur.text[0] {
-		case '}':
-			return m, cur.skip(1), true
-		case ',':
-			cur = cur.skip(1)
-			if len(cur.text) == 0 || cur.text[0] == '}' || cur.text[0] == ',' {
-				return nil, v, false
-			}
-		default:
-			return nil, v, false
-		}
-	}
+		return rest, ok
+	})
+	return m, rest, ok
 }
 
 // flowKey reads a plain key of a flow mapping and the colon and space after it.
@@ -499,7 +458,7 @@ func (p *plainParser) flowKey(v plainView) (*yaml.Node, plainView, bool) {
 	for i := 1; i+1 < len(v.text) && i <= maxPlainKey; i++ {
 		switch c := v.text[i]; {
 		case c == ':' && v.text[i+1] == ' ' && v.text[i-1] != ' ':
-			value, tag := plainValue(v.text[:i])
+			value, tag := sharePlain(v.text[:i])
 			return p.newNode(yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value, Line: v.num, Column: v.col + 1}), v.skip(i + 1), true
 		case !flowPlainByte(c):
 			return nil, v, false
@@ -511,27 +470,37 @@ func (p *plainParser) flowKey(v plainView) (*yaml.Node, plainView, bool) {
 // flowSequence reads a flow sequence that closes on its line.
 func (p *plainParser) flowSequence(v plainView, depth int) (*yaml.Node, plainView, bool) {
 	s := p.newNode(yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle, Line: v.num, Column: v.col + 1})
+	rest, ok := p.flowEntries(v, ']', func(cur plainView) (plainView, bool) {
+		n, rest, ok := p.flowNode(cur, depth)
+		s.Content = append(s.Content, n)
+		return rest, ok
+	})
+	return s, rest, ok
+}
+
+// flowEntries reads the comma-separated entries of the flow collection opening at v, each with entry, up to
+// close: an empty collection, or entries with no empty one and no trailing comma. It returns what follows
+// close.
+func (p *plainParser) flowEntries(v plainView, close byte, entry func(plainView) (plainView, bool)) (plainView, bool) {
 	cur := v.skip(1)
-	if len(cur.text) > 0 && cur.text[0] == ']' {
-		return s, cur.skip(1), true
+	if len(cur.text) > 0 && cur.text[0] == close {
+		return cur.skip(1), true
 	}
 	for {
-		n, next, ok := p.flowNode(cur, depth)
-		cur = next
-		if !ok || len(cur.text) == 0 {
-			return nil, v, false
+		var ok bool
+		if cur, ok = entry(cur); !ok || len(cur.text) == 0 {
+			return v, false
 		}
-		s.Content = append(s.Content, n)
 		switch cur.text[0] {
-		case ']':
-			return s, cur.skip(1), true
+		case close:
+			return cur.skip(1), true
 		case ',':
 			cur = cur.skip(1)
-			if len(cur.text) == 0 || cur.text[0] == ']' || cur.text[0] == ',' {
-				return nil, v, false
+			if len(cur.text) == 0 || cur.text[0] == close || cur.text[0] == ',' {
+				return v, false
 			}
 		default:
-			return nil, v, false
+			return v, false
 		}
 	}
 }
