@@ -3,13 +3,10 @@ package adopt
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/proxops/proxops/internal/firewall"
 	"github.com/proxops/proxops/internal/inventory"
 	"github.com/proxops/proxops/internal/manifest"
 	"github.com/proxops/proxops/internal/repo"
@@ -30,14 +27,8 @@ func (r *run) adoptClusterFirewall() error {
 	if r.in.ClusterFirewallManaged {
 		return nil
 	}
-	var cf *inventory.ClusterFirewall
-	for _, n := range r.nodes {
-		if n.ClusterFirewall != nil && n.ClusterFirewall.ClusterRead {
-			cf = n.ClusterFirewall
-			break
-		}
-	}
-	if cf == nil {
+	cf := r.clusterFirewall()
+	if cf == nil || !cf.ClusterRead {
 		return nil
 	}
 	decl, gaps := clusterFirewallDecl(r.in.Cluster, cf)
@@ -75,29 +66,13 @@ func clusterFirewallDecl(cluster string, cf *inventory.ClusterFirewall) (*repo.C
 			Key: "rules[" + strconv.Itoa(i) + "]", Value: value},
 			Note: note + "; the cluster's firewall is not offered for adoption because a managed cluster firewall is owned as a whole"})
 	}
-	live := make([]firewall.Rule, len(cf.Rules))
-	for i, m := range cf.Rules {
-		live[i] = firewall.RuleFromFields(m)
-		if unknown := unknownRuleKeys(m); len(unknown) > 0 {
-			gap(i, live[i].String(), "rule property "+strings.Join(unknown, ", ")+" is not in the model")
-			continue
-		}
-		decl.Rules = append(decl.Rules, manifestRule(live[i]))
-	}
-	if len(gaps) > 0 {
+	rules, ok := carryRules(cf.Rules, "rules", func(rules []manifest.FirewallRule) []manifest.FieldProblem {
+		return manifest.CheckClusterFirewallRules("rules", rules)
+	}, gap)
+	if !ok {
 		return nil, gaps
 	}
-	for _, p := range manifest.CheckClusterFirewallRules("rules", decl.Rules) {
-		if i, ok := indexAfter(p.Field, "rules"); ok {
-			gap(i, live[i].String(), p.Message)
-		}
-	}
-	if len(gaps) == 0 && !slices.Equal(decl.PVERules(), live) {
-		gap(0, "", "the rules do not read back as PVE reports them")
-	}
-	if len(gaps) > 0 {
-		return nil, gaps
-	}
+	decl.Rules = rules
 	if len(decl.Rules) == 0 && (decl.Enabled == nil || !*decl.Enabled) && decl.PolicyIn == "" && decl.PolicyOut == "" {
 		return nil, nil
 	}

@@ -118,47 +118,64 @@ func (r *run) adoptFirewallObjects() error {
 
 // groupSpec is a live security group as a manifest's spec, or the gaps of the rules it cannot carry.
 func groupSpec(g inventory.FirewallGroup) (*manifest.SecurityGroupSpec, []inventory.Gap) {
-	spec := &manifest.SecurityGroupSpec{Comment: pveformat.CommentText(g.Comment)}
 	var gaps []inventory.Gap
 	gap := func(i int, value, note string) {
 		gaps = append(gaps, inventory.Gap{Setting: inventory.Setting{Kind: string(manifest.KindSecurityGroup), Name: g.Name,
 			Key: "rules[" + strconv.Itoa(i) + "]", Value: value},
 			Note: note + "; the security group is not adopted (not owned) because a declared group is owned as a whole"})
 	}
-	for i, m := range g.Rules {
-		r := firewall.RuleFromFields(m)
-		if unknown := unknownRuleKeys(m); len(unknown) > 0 {
-			gap(i, r.String(), "rule property "+strings.Join(unknown, ", ")+" is not in the manifest model")
-			continue
+	check := func(rules []manifest.FirewallRule) []manifest.FieldProblem {
+		probe := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindSecurityGroup,
+			Metadata: manifest.Metadata{Name: "probe"}, Spec: &manifest.SecurityGroupSpec{Name: g.Name, Rules: rules}}
+		var out []manifest.FieldProblem
+		for _, d := range validationDiags(probe) {
+			out = append(out, manifest.FieldProblem{Field: d.Field, Message: d.Message})
 		}
-		spec.Rules = append(spec.Rules, manifestRule(r))
+		return out
 	}
-	if len(gaps) > 0 {
+	rules, ok := carryRules(g.Rules, "spec.rules", check, gap)
+	if !ok {
 		return nil, gaps
 	}
-	probe := &manifest.Resource{APIVersion: manifest.APIVersion, Kind: manifest.KindSecurityGroup,
-		Metadata: manifest.Metadata{Name: "probe"}, Spec: &manifest.SecurityGroupSpec{Name: g.Name, Rules: spec.Rules}}
-	for _, d := range validationDiags(probe) {
-		if i, ok := groupRuleIndex(d.Field); ok {
-			gap(i, firewall.RuleFromFields(g.Rules[i]).String(), d.Message)
-		}
-	}
-	if len(gaps) == 0 && !slices.Equal(spec.PVERules(), liveGroupRules(g)) {
-		gap(0, "", "the rules do not read back as PVE reports them")
-	}
-	if len(gaps) > 0 {
-		return nil, gaps
-	}
-	return spec, nil
+	return &manifest.SecurityGroupSpec{Comment: pveformat.CommentText(g.Comment), Rules: rules}, nil
 }
 
-// groupRuleIndex reads N from "spec.rules[N]…".
-func groupRuleIndex(field string) (int, bool) { return indexAfter(field, "spec.rules") }
-
-func liveGroupRules(g inventory.FirewallGroup) []firewall.Rule {
-	out := make([]firewall.Rule, len(g.Rules))
-	for i, m := range g.Rules {
-		out[i] = firewall.RuleFromFields(m)
+// carryRules is a live rule list (a security group's, the cluster's own) as manifest rules, whole or not at
+// all. Each rule the model cannot carry is a gap (gap takes its index, its text and why): a property the
+// model does not know, what check (the model's own validation, whose fields name a rule as list[N]) refuses,
+// or a list that does not read back as PVE reports it. ok is false when there is any gap.
+func carryRules(live []map[string]string, list string, check func([]manifest.FirewallRule) []manifest.FieldProblem,
+	gap func(i int, value, note string)) (rules []manifest.FirewallRule, ok bool) {
+	ok = true
+	pve := make([]firewall.Rule, len(live))
+	for i, m := range live {
+		pve[i] = firewall.RuleFromFields(m)
+		if unknown := unknownRuleKeys(m); len(unknown) > 0 {
+			gap(i, pve[i].String(), "rule property "+strings.Join(unknown, ", ")+" is not in the manifest model")
+			ok = false
+			continue
+		}
+		rules = append(rules, manifestRule(pve[i]))
 	}
-	return out
+	if !ok {
+		return nil, false
+	}
+	for _, p := range check(rules) {
+		if i, found := indexAfter(p.Field, list); found {
+			gap(i, pve[i].String(), p.Message)
+			ok = false
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	back := make([]firewall.Rule, len(rules))
+	for i, r := range rules {
+		back[i] = r.PVE()
+	}
+	if !slices.Equal(back, pve) {
+		gap(0, "", "the rules do not read back as PVE reports them")
+		return nil, false
+	}
+	return rules, true
 }
