@@ -41,7 +41,8 @@ func corpusSpec() pvesim.Spec {
 var reSection = regexp.MustCompile(`^\[(.*)\]\s*$`)
 
 // rawKeys lists the keys of a config file's current and pending sections as PVE reads them: '#' lines
-// make the description, cdrom is ide2, lxc.* keys come together as "lxc", a pending delete names keys.
+// make the description, cdrom is ide2, each raw lxc.* key is its own key (PVE's GET config gives them as one
+// "lxc" list of pairs, which the client spreads out), a pending delete names keys.
 func rawKeys(raw string) []string {
 	keys := map[string]bool{}
 	section := ""
@@ -58,8 +59,6 @@ func rawKeys(raw string) []string {
 			if section == "" {
 				keys["description"] = true
 			}
-		case strings.HasPrefix(line, "lxc."):
-			keys["lxc"] = true
 		default:
 			k, v, ok := strings.Cut(line, ":")
 			if !ok || k == "" {
@@ -92,12 +91,12 @@ func TestObserveReturnsEveryRawKeyOfTheCorpusConfigs(t *testing.T) {
 	want := map[int][]string{}
 	names := map[int]string{}
 	vmid := 1000
-	for _, kind := range []string{"qemu-server", "pve-container"} {
+	for _, corpus := range testcorpus.Guests {
+		kind, typ := corpus.Name, corpus.Type
 		files, err := filepath.Glob(filepath.Join(testcorpus.Dir(kind), "*.conf"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no corpus for %s: %v", kind, err)
 		}
-		typ := map[string]string{"qemu-server": "qemu", "pve-container": "lxc"}[kind]
 		for _, f := range files {
 			raw, err := os.ReadFile(f)
 			if err != nil {

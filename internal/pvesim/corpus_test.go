@@ -44,7 +44,8 @@ var notModelled = map[string]bool{"old-qemu.conf": true}
 // its current section; the values (drives normalised as PVE prints them) are pinned by golden files.
 // Fixtures marked EXPECT_ERROR load as PVE loads them and fail at start with PVE's message.
 func TestCorpusConfigsRoundTrip(t *testing.T) {
-	for _, kind := range []string{"qemu-server", "pve-container"} {
+	for _, corpus := range testcorpus.Guests {
+		kind := corpus.Name
 		dir := testcorpus.Dir(kind)
 		files, err := filepath.Glob(filepath.Join(dir, "*.conf"))
 		if err != nil || len(files) == 0 {
@@ -57,10 +58,7 @@ func TestCorpusConfigsRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				typ, path := "qemu", "qemu"
-				if kind == "pve-container" {
-					typ, path = "lxc", "lxc"
-				}
+				typ, path := corpus.Type, corpus.Type
 				spec := corpusSpec()
 				spec.Guests = []pvesim.GuestSpec{{VMID: 8006, Type: typ, Node: "localhost", Config: string(raw)}}
 				c := newCluster(t, spec)

@@ -16,8 +16,8 @@ import (
 )
 
 // valuePool gathers, per config key of a guest type, values PVE accepts: the schema's own (booleans, enums,
-// integers at their minimum or 1) and every value the corpus configs hold for the key.
-func valuePool(t *testing.T, s *Sim, typ, corpus string) map[string][]string {
+// integers at their minimum or 1) and every value the corpus configs of the type hold for the key.
+func valuePool(t *testing.T, s *Sim, typ string) map[string][]string {
 	t.Helper()
 	d := s.desc(typ)
 	pool := map[string][]string{}
@@ -43,11 +43,18 @@ func valuePool(t *testing.T, s *Sim, typ, corpus string) map[string][]string {
 			add(k, strconv.Itoa(n))
 		}
 	}
-	files, err := filepath.Glob(filepath.Join(testcorpus.Dir(corpus), "*.conf"))
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, c := range testcorpus.Guests {
+		if c.Type != typ {
+			continue
+		}
+		found, err := filepath.Glob(filepath.Join(testcorpus.Dir(c.Name), "*.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(found)
+		files = append(files, found...)
 	}
-	slices.Sort(files)
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -74,10 +81,10 @@ func TestRandomConfigsFromTheSchemaReprintStablyAndEveryKeyIsModelledOrAGap(t *t
 	s := newDescs(t)
 	rng := rand.New(rand.NewPCG(18, 2026))
 	for _, c := range []struct {
-		typ, corpus string
-		gtype       inventory.GuestType
-	}{{"qemu", "qemu-server", inventory.QEMU}, {"lxc", "pve-container", inventory.LXC}} {
-		pool := valuePool(t, s, c.typ, c.corpus)
+		typ   string
+		gtype inventory.GuestType
+	}{{"qemu", inventory.QEMU}, {"lxc", inventory.LXC}} {
+		pool := valuePool(t, s, c.typ)
 		keys := make([]string, 0, len(pool))
 		for k := range pool {
 			keys = append(keys, k)

@@ -8,7 +8,7 @@ import (
 )
 
 func TestDirFindsEveryCorpus(t *testing.T) {
-	for _, name := range []string{"qemu-server", "pve-container", "upstream-examples"} {
+	for _, name := range []string{"qemu-server", "pve-container", "field-qemu", "field-lxc", "upstream-examples"} {
 		entries, err := os.ReadDir(testcorpus.Dir(name))
 		if err != nil {
 			t.Fatalf("corpus %s: %v", name, err)
