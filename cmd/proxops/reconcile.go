@@ -177,8 +177,10 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	if err != nil {
 		return err
 	}
-	files := snap.FS() // one index of the snapshot's files, for the load and the executors
-	r := repo.LoadWith(files, repo.LoadOptions{Process: src.Process})
+	files := snap.FS() // one index of the snapshot's files, for the loads and the executors
+	// The configuration names the clusters and the data directory. The manifests are parsed here only when
+	// this process runs the planner; a running proxops up or a deployed system parses the tree it is sent.
+	r := repo.LoadWith(files, repo.LoadOptions{Process: src.Process, ConfigOnly: true})
 	selected, err := selectClusters(r, opts.clusters)
 	if err != nil {
 		return err
@@ -196,6 +198,7 @@ func runReconcile(ctx context.Context, out, errOut io.Writer, opts reconcileOpti
 	}
 	defer release()
 	if b == nil {
+		r = repo.LoadWith(files, repo.LoadOptions{Process: src.Process})
 		cfg := systemConfig{DataDir: dir, Repo: root, RequestsOnly: true, ObserveOnly: !apply, Warnings: errOut, Logger: cliLogger(errOut, opts.logLevel),
 			Executors: localExecutors(ctx, errOut, r, files, root, selected, opts.pve),
 			// A diff never carries on an apply an earlier command left open on the data directory.
@@ -335,7 +338,8 @@ type reconcileRequest struct {
 	timeout  time.Duration
 	// process is laid over the announced tree's proxops.yaml to find its clusters (--config, flags).
 	process *repo.Config
-	// loaded is tree as this command loaded it with process, when it did: its clusters are not read again.
+	// loaded is tree as this command loaded it with process (its configuration at least), when it did: its
+	// clusters are not read again.
 	loaded *repo.Repository
 }
 
@@ -768,7 +772,7 @@ func (q reconcileRequest) clusterNames(ctx context.Context, ev event.RepoChanged
 		if err != nil {
 			return nil, fmt.Errorf("read the announced tree %s: %w", ev.Tree, err)
 		}
-		names = repo.LoadWith(snap.FS(), repo.LoadOptions{Process: q.process}).ClusterNames()
+		names = repo.LoadWith(snap.FS(), repo.LoadOptions{Process: q.process, ConfigOnly: true}).ClusterNames()
 	}
 	var out []string
 	for _, n := range names {

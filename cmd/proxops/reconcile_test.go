@@ -363,6 +363,15 @@ func TestDiffTalksToTheSystemHoldingTheDataDirectory(t *testing.T) {
 	if code != 2 || remote != out {
 		t.Fatalf("remote preview: exit %d\n%s\n%s", code, remote, errOut)
 	}
+
+	// The command reads only the configuration of a tree it hands to the running system: a broken manifest
+	// is found by that system's planner, with its position.
+	e.edit("vm/demo/web-01.yaml", func(s string) string { return strings.Replace(s, "memory: 2GiB", "memory: lots", 1) })
+	e.commit("a memory size no one can read")
+	out, errOut, code = e.run("diff")
+	if code != 1 || !strings.Contains(out, "vm/demo/web-01.yaml:") || !strings.Contains(out, "memory") {
+		t.Fatalf("broken manifest through the running system: exit %d\n%s\n%s", code, out, errOut)
+	}
 }
 
 func loadForTest(t *testing.T, root string) (*repo.Repository, fs.FS) {

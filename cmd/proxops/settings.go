@@ -363,7 +363,7 @@ func loadTreeConfig(ctx context.Context, root, branch string) (*repo.Config, err
 	if err != nil {
 		return nil, err
 	}
-	r := repo.Load(snap.FS())
+	r := repo.LoadWith(snap.FS(), repo.LoadOptions{ConfigOnly: true})
 	for _, d := range r.Diagnostics {
 		if d.File == repo.ProcessConfigFile && d.Severity == diag.Error {
 			return repo.DefaultConfig(), nil

@@ -116,7 +116,7 @@ func resolveUp(ctx context.Context, opts upOptions) (upConfig, error) {
 			return uc, fmt.Errorf("%w (proxops up follows the committed branch: commit the manifests)", err)
 		}
 		uc.head = &snap
-		r := repo.Load(snap.FS())
+		r := repo.LoadWith(snap.FS(), repo.LoadOptions{ConfigOnly: true})
 		if !slices.ContainsFunc(r.Diagnostics, func(d diag.Diagnostic) bool { return d.File == repo.ProcessConfigFile && d.Severity == diag.Error }) {
 			tree = r.Config
 		}
@@ -583,7 +583,7 @@ func startupReconcile(ctx context.Context, sys *system, pub *upPublisher, log *s
 		return firstReconcile{}, fmt.Errorf("read the announced tree: %w", err)
 	}
 	var names []string
-	for _, n := range repo.LoadWith(snap.FS(), repo.LoadOptions{Process: pub.set.currentProcess()}).ClusterNames() {
+	for _, n := range repo.LoadWith(snap.FS(), repo.LoadOptions{Process: pub.set.currentProcess(), ConfigOnly: true}).ClusterNames() {
 		if bus.ValidateCluster(n) == nil {
 			names = append(names, n)
 		}

@@ -125,6 +125,10 @@ func (l *loader) load() *Repository {
 	l.loadProcessConfig()
 	l.repo.Config = Overlay(l.repo.Config, l.process)
 	l.loadClusters()
+	if l.configOnly {
+		l.checkEndpoints()
+		return l.repo
+	}
 	l.scanKindRoots()
 	files := l.compose()
 	results := l.parseAll(files)
@@ -141,6 +145,8 @@ type loader struct {
 	repo *Repository
 	// process is laid over proxops.yaml (LoadOptions.Process); its clusters replace the repository's.
 	process *Config
+	// configOnly stops after the configuration (LoadOptions.ConfigOnly).
+	configOnly bool
 	// entries are each cluster's composition files in listed order, after path checks.
 	entries map[string][]listed
 	// kindFiles are the manifest files found under kind roots (not directly in them), sorted.

@@ -17,11 +17,15 @@ type LoadOptions struct {
 	// clusters/<name>/config.yaml. It is the caller's to check (ParseConfigFile); Load does not report its
 	// problems again.
 	Process *Config
+	// ConfigOnly reads the configuration (proxops.yaml and every cluster's config.yaml) and no manifest: the
+	// repository's clusters and their settings, for a caller that hands the tree to a planner elsewhere.
+	// Its clusters have no resources, and problems of the manifests and compositions are not reported.
+	ConfigOnly bool
 }
 
 // LoadWith reads a repository like Load, with options.
 func LoadWith(fsys fs.FS, opts LoadOptions) *Repository {
-	l := &loader{fsys: fsys, repo: &Repository{}, process: opts.Process}
+	l := &loader{fsys: fsys, repo: &Repository{}, process: opts.Process, configOnly: opts.ConfigOnly}
 	return l.load()
 }
 

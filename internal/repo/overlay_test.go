@@ -1,6 +1,9 @@
 package repo_test
 
 import (
+	"io/fs"
+	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -73,5 +76,55 @@ func TestLoadWithAProcessConfigurationReplacesItsClusters(t *testing.T) {
 	plain := repo.Load(fsys)
 	if plain.Cluster("lab").Config.BaseURL != "https://pve.example.invalid:8006" || plain.Config.Reconcile.PruneBudget != 5 {
 		t.Fatal("Load without a process configuration changed")
+	}
+}
+
+// openLog is a file system that records every file opened (it offers only Open, so every read opens).
+type openLog struct {
+	files  fstest.MapFS
+	opened map[string]bool
+}
+
+func (o *openLog) Open(name string) (fs.File, error) {
+	o.opened[name] = true
+	return o.files.Open(name)
+}
+
+// A configuration-only load reads proxops.yaml and the clusters' config files and no manifest: it finds the
+// clusters and settings a full load finds, without their resources, and reports nothing about manifests.
+func TestAConfigurationOnlyLoadReadsNoManifest(t *testing.T) {
+	files := fstest.MapFS{
+		"proxops.yaml":                 {Data: []byte("reconcile:\n  prune-budget: 5\n")},
+		"clusters/lab/config.yaml":     {Data: []byte("pve:\n  clusters:\n    lab:\n      base-url: https://pve.example.invalid:8006\n      nodes: [pve1]\n")},
+		"clusters/lab/resources.yaml":  {Data: []byte("resources:\n  - ../../vm/lab/web.yaml\n")},
+		"clusters/edge/config.yaml":    {Data: []byte("pve:\n  clusters:\n    edge:\n      base-url: https://edge.example.invalid:8006\n")},
+		"clusters/edge/resources.yaml": {Data: []byte("resources: []\n")},
+		"vm/lab/web.yaml":              {Data: []byte("kind: VM\nname: web\nspec: [broken\n")},
+	}
+	fullLog := &openLog{files: files, opened: map[string]bool{}}
+	full := repo.Load(fullLog)
+	if !full.ClusterDiagnostics("lab").HasErrors() || !fullLog.opened["vm/lab/web.yaml"] {
+		t.Fatalf("the full load does not read and report the broken manifest: %v", full.ClusterDiagnostics("lab"))
+	}
+	log := &openLog{files: files, opened: map[string]bool{}}
+	r := repo.LoadWith(log, repo.LoadOptions{ConfigOnly: true})
+	if got, want := r.ClusterNames(), full.ClusterNames(); !slices.Equal(got, want) {
+		t.Fatalf("clusters %v, the full load %v", got, want)
+	}
+	if r.Cluster("lab").Config.BaseURL != "https://pve.example.invalid:8006" || r.Config.Reconcile.PruneBudget != 5 {
+		t.Fatalf("config %+v, settings %+v", r.Cluster("lab").Config, r.Config.Reconcile)
+	}
+	if ds := r.AllDiagnostics(); len(ds) != 0 {
+		t.Fatalf("diagnostics of a configuration-only load: %v", ds)
+	}
+	if len(r.Cluster("lab").Resources) != 0 {
+		t.Fatalf("resources read: %d", len(r.Cluster("lab").Resources))
+	}
+	// Only the root, proxops.yaml and the clusters' directory (config files; compositions are only checked to
+	// exist) are opened.
+	for name := range log.opened {
+		if name != "." && name != "proxops.yaml" && name != repo.ClustersDir && !strings.HasPrefix(name, repo.ClustersDir+"/") {
+			t.Errorf("opened %s", name)
+		}
 	}
 }
