@@ -210,16 +210,17 @@ func Plan(live, declared []Rule) []Edit {
 		}
 		if p != q+1 {
 			emit(Edit{Kind: Move, Pos: p, MoveTo: q + 1})
-			tags = moveInts(tags, p, q+1)
+			tags = MoveRule(tags, p, q+1)
 		}
 		settled[t] = true
 	}
 	return edits
 }
 
-// moveInts performs a PVE move on a list of tags.
-func moveInts(list []int, pos, to int) []int {
-	out := make([]int, 0, len(list))
+// MoveRule is PVE's move of the rule at pos to position to (update_rule with moveto): it is taken out and put
+// before the rule that stood at to, or last when to is past the end.
+func MoveRule[T any](list []T, pos, to int) []T {
+	out := make([]T, 0, len(list))
 	for i, v := range list {
 		if i == pos {
 			continue

@@ -480,20 +480,7 @@ func (s *Sim) handleFWRuleUpdate(c *call) (any, error) {
 	}
 	if c.has("moveto") {
 		if to, _ := strconv.Atoi(c.str("moveto")); to != pos {
-			var out []fwRule
-			for i, r := range rules {
-				if i == pos {
-					continue
-				}
-				if i == to {
-					out = append(out, rules[pos])
-				}
-				out = append(out, r)
-			}
-			if to >= len(rules) {
-				out = append(out, rules[pos])
-			}
-			sc.saveRules(c, out)
+			sc.saveRules(c, firewall.MoveRule(rules, pos, to))
 			return nil, nil
 		}
 	}
