@@ -185,6 +185,101 @@ func TestACommitToTheGuestsManifestEndsItsSuspension(t *testing.T) {
 	}
 }
 
+// With --output json a rollback prints one JSON object per line for a program: the preview (the diff's
+// document, naming the rollback and its snapshot), the plan, results and summary as apply prints them, and
+// the outcome. Without --yes it is refused before anything is planned.
+func TestARollbackPrintsOneJSONObjectPerLine(t *testing.T) {
+	e := newDemoEnv(t)
+	e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
+	e.commitMoreMemory()
+	e.mustRun(0, "up", "--once", "--listen", "127.0.0.1:0")
+	if out, errOut, code := e.run("rollback", "demo/web-01", "-o", "json"); code != 1 || out != "" ||
+		!strings.Contains(errOut, "--output json needs --yes") {
+		t.Fatalf("rollback -o json without --yes: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if cfg, _ := e.sim.Config(101); cfg["memory"] != "3072" {
+		t.Fatalf("a refused rollback changed the guest: memory %s", cfg["memory"])
+	}
+
+	// A refused rollback ends after the preview, whose rejections say why.
+	e.handSnapshot("pve1", 101, "proxops-byhand")
+	refused, errOut, code := e.run("rollback", "demo/web-01", "proxops-byhand", "-o", "json", "--yes")
+	var preview struct {
+		Type   string `json:"type"`
+		Report struct {
+			Rejections []struct {
+				Cluster string `json:"cluster"`
+			} `json:"rejections"`
+		} `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(refused), &preview); code != 1 || err != nil || strings.Count(refused, "\n") != 1 ||
+		preview.Type != "preview" || len(preview.Report.Rejections) != 1 || !strings.Contains(refused, "was not taken by ProxOps") {
+		t.Fatalf("refused rollback -o json: exit %d (%v)\nstdout:\n%s\nstderr:\n%s", code, err, refused, errOut)
+	}
+
+	out := e.mustRun(0, "rollback", "demo/web-01", "-o", "json", "--yes")
+	type line struct {
+		Type   string `json:"type"`
+		Report struct {
+			Clusters []struct {
+				Operations []struct {
+					Action string `json:"action"`
+					Ref    string `json:"ref"`
+					Params []struct {
+						Key   string `json:"key"`
+						Value string `json:"value"`
+					} `json:"params"`
+				} `json:"operations"`
+			} `json:"clusters"`
+		} `json:"report"`
+		OK        bool   `json:"ok"`
+		Ref       string `json:"ref"`
+		VMID      int    `json:"vmid"`
+		Snapshot  string `json:"snapshot"`
+		Suspended bool   `json:"suspended"`
+		Resume    string `json:"resume"`
+	}
+	var lines []line
+	for _, text := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		var l line
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			t.Fatalf("not one JSON object: %q (%v)\n%s", text, err, out)
+		}
+		lines = append(lines, l)
+	}
+	first, last := lines[0], lines[len(lines)-1]
+	previewed := ""
+	if first.Type == "preview" && len(first.Report.Clusters) == 1 {
+		for _, op := range first.Report.Clusters[0].Operations {
+			for _, p := range op.Params {
+				if op.Action == "rollback" && op.Ref == "VM/web-01" && p.Key == "snapname" {
+					previewed = p.Value
+				}
+			}
+		}
+	}
+	if previewed == "" || !strings.HasPrefix(previewed, "proxops-") {
+		t.Fatalf("the first line is not a preview naming the rollback and its snapshot:\n%s", out)
+	}
+	types := map[string]bool{}
+	for _, l := range lines {
+		types[l.Type] = true
+		if l.Type == "summary" && !l.OK {
+			t.Fatalf("the summary says the rollback failed:\n%s", out)
+		}
+	}
+	if !types["plan"] || !types["summary"] {
+		t.Fatalf("the plan and the summary are not printed as apply prints them:\n%s", out)
+	}
+	if last.Type != "rolled-back" || last.Ref != "VM/web-01" || last.VMID != 101 || last.Snapshot != previewed ||
+		!last.Suspended || last.Resume != "proxops resume demo/web-01" {
+		t.Fatalf("the last line is not the outcome: %+v\n%s", last, out)
+	}
+	if cfg, _ := e.sim.Config(101); cfg["memory"] != "2048" {
+		t.Fatalf("after the rollback: memory %s", cfg["memory"])
+	}
+}
+
 // The confirmation on a terminal takes only "yes".
 func TestRollbackConfirmationTakesOnlyYes(t *testing.T) {
 	for answer, want := range map[string]bool{"yes\n": true, "y\n": false, "\n": false, "YES\n": false, "": false} {

@@ -84,12 +84,19 @@ func (r *reporter) jsonLine(v any) {
 	if !r.apply || !r.json {
 		return
 	}
+	_ = writeJSONLine(r.out, v)
+}
+
+// writeJSONLine prints v as one line of JSON (HTML characters as they are).
+func writeJSONLine(out io.Writer, v any) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err == nil {
-		_, _ = r.out.Write(b.Bytes())
+	if err := enc.Encode(v); err != nil {
+		return err
 	}
+	_, err := out.Write(b.Bytes())
+	return err
 }
 
 func (r *reporter) planned(p plan.Planned) {
@@ -305,10 +312,7 @@ func (res *reconcileResult) exit(out io.Writer, opts reconcileOptions, apply boo
 	slices.SortFunc(rejections, func(a, b plan.Rejection) int { return cmp.Compare(a.Cluster, b.Cluster) })
 	ok := !failed && !held && !superseded && !notApplied && len(rejections) == 0
 	if opts.output == "json" {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(struct {
+		_ = writeJSONLine(out, struct {
 			Type       string   `json:"type"`
 			OK         bool     `json:"ok"`
 			Succeeded  int      `json:"succeeded"`
@@ -317,7 +321,6 @@ func (res *reconcileResult) exit(out io.Writer, opts reconcileOptions, apply boo
 			Superseded int      `json:"superseded"`
 			Rejected   []string `json:"rejected"`
 		}{"summary", ok, sum.Succeeded, sum.Failed, sum.Skipped, sum.Superseded, rejectedNames(rejections)})
-		_, _ = out.Write(b.Bytes())
 	} else {
 		for _, rj := range rejections {
 			fmt.Fprint(out, render.RejectionText(rj))

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,7 +43,8 @@ commit changes the guest's manifest, or with proxops resume CLUSTER/GUEST. A sus
 suspend) does not stop an operator's rollback.
 
 Without --nats it runs on the data directory like apply (or talks to the proxops up running there); with
---nats it asks a deployed system, as the operator user --nats-user.`,
+--nats it asks a deployed system, as the operator user --nats-user. With --output json (and --yes) every
+line is one JSON object: the preview, what apply prints, and the outcome.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.useGlobals(cmd)
@@ -56,7 +59,13 @@ Without --nats it runs on the data directory like apply (or talks to the proxops
 			if len(args) == 2 {
 				rb.Snapshot = args[1]
 			}
-			opts.clusters, opts.rollback, opts.output = []string{cluster}, rb, "text"
+			opts.clusters, opts.rollback = []string{cluster}, rb
+			switch {
+			case opts.output != "text" && opts.output != "json":
+				return fmt.Errorf("--output %q: want text or json", opts.output)
+			case opts.output == "json" && !opts.yes:
+				return errors.New("--output json needs --yes: a rollback printed for a program is not asked about on a terminal")
+			}
 			if !opts.yes {
 				if !stdinIsTerminal() {
 					return errors.New("a rollback needs confirmation and there is no terminal to ask on: give --yes to confirm it")
@@ -71,6 +80,7 @@ Without --nats it runs on the data directory like apply (or talks to the proxops
 	opts.nats.flags(f)
 	f.StringVar(&opts.pve.tokenID, "pve-token-id", "", "PVE API token name (its secret from PROXOPS_PVE_TOKEN)")
 	f.BoolVar(&opts.yes, "yes", false, "confirm the rollback without asking")
+	f.StringVarP(&opts.output, "output", "o", "text", "output format: text, or json (one object per line, as apply prints them; needs --yes)")
 	f.DurationVar(&opts.timeout, "timeout", 30*time.Minute, "how long to wait for the rollback to finish")
 	return cmd
 }
@@ -90,7 +100,9 @@ func askOnTerminal(in io.Reader, out io.Writer) func(what string) bool {
 }
 
 // runRollback is rollback on a prepared request: plan it as a dry run and show it, confirm, then ask for it
-// with the snapshot the preview named (a newer snapshot taken meanwhile is not rolled back to unasked).
+// with the snapshot the preview named (a newer snapshot taken meanwhile is not rolled back to unasked). With
+// --output json every line is one JSON object: the preview (the diff's document), then what apply prints,
+// then the outcome.
 func runRollback(ctx context.Context, out, errOut io.Writer, opts reconcileOptions, q reconcileRequest) error {
 	preview := q
 	preview.apply, preview.operator, preview.yes = false, "", false
@@ -98,8 +110,19 @@ func runRollback(ctx context.Context, out, errOut io.Writer, opts reconcileOptio
 	if err != nil {
 		return err
 	}
-	if err := res.exit(out, opts, false); err != nil {
-		return err
+	previewOut := out
+	var doc bytes.Buffer
+	if opts.output == "json" {
+		previewOut = &doc
+	}
+	exitErr := res.exit(previewOut, opts, false)
+	if opts.output == "json" {
+		if err := jsonPreviewLine(out, doc.Bytes()); err != nil {
+			return err
+		}
+	}
+	if exitErr != nil {
+		return exitErr
 	}
 	op, ok := rollbackOf(res, q.clusters[0])
 	if !ok {
@@ -123,9 +146,34 @@ func runRollback(ctx context.Context, out, errOut io.Writer, opts reconcileOptio
 	if err := res.exit(out, opts, true); err != nil {
 		return err
 	}
+	resume := fmt.Sprintf("proxops resume %s/%s", op.Cluster, shortRef(op.Ref))
+	if opts.output == "json" {
+		return writeJSONLine(out, struct {
+			Type      string `json:"type"`
+			Cluster   string `json:"cluster"`
+			Ref       string `json:"ref"`
+			VMID      int    `json:"vmid"`
+			Node      string `json:"node"`
+			Snapshot  string `json:"snapshot"`
+			Suspended bool   `json:"suspended"`
+			Resume    string `json:"resume"`
+		}{"rolled-back", op.Cluster, op.Ref, op.VMID, op.Node, name, true, resume})
+	}
 	fmt.Fprintf(out, "%s was rolled back to %s and is suspended from correction: plans report its drift from git and change nothing on it,\n"+
-		"until a commit changes its manifest or you run: proxops resume %s/%s\n", op.Ref, name, op.Cluster, shortRef(op.Ref))
+		"until a commit changes its manifest or you run: %s\n", op.Ref, name, resume)
 	return nil
+}
+
+// jsonPreviewLine prints the preview's diff document as one line: {"type":"preview","report":…}.
+func jsonPreviewLine(out io.Writer, doc []byte) error {
+	var report bytes.Buffer
+	if err := json.Compact(&report, doc); err != nil {
+		return fmt.Errorf("the rollback's preview: %w", err)
+	}
+	return writeJSONLine(out, struct {
+		Type   string          `json:"type"`
+		Report json.RawMessage `json:"report"`
+	}{"preview", report.Bytes()})
 }
 
 // rollbackOf finds the rollback operation of a cluster's plan in a request's result.
