@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/proxops/proxops/internal/diag"
 	"github.com/proxops/proxops/internal/inventory"
@@ -226,6 +227,13 @@ func (c *guest) checkState() {
 	}
 	for _, k := range c.g.PendingKeys() {
 		c.incomplete("", "pending change to %s: apply or revert it on PVE first (a restart applies it), then adopt again", k)
+	}
+	for _, e := range c.g.Config {
+		if !utf8.ValidString(e.Key) || !utf8.ValidString(e.Value) {
+			// A manifest is text: YAML would carry such a value as binary data, which no manifest reads back.
+			c.incomplete(e.Key, "%s: its value is not UTF-8 text, which a manifest cannot hold: correct it on PVE, then adopt again",
+				strings.ToValidUTF8(e.Key, "?"))
+		}
 	}
 }
 

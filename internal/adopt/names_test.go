@@ -123,7 +123,7 @@ func TestDeclaredGuestsAreSkippedAndDeclaredISOsReferenced(t *testing.T) {
 }
 
 // What makes a guest INCOMPLETE is said precisely: a volume without a size, a pending change (one reason
-// per key), a lock (with what releases it); and such a
+// per key), a lock (with what releases it), a value that is not UTF-8 text (one reason per key); and such a
 // manifest is not part of the composition. What PVE lets a guest lack (memory, cores, disks) is left out of
 // the manifest, which is complete; a guest without a name gets the generated one, which the first apply
 // writes.
@@ -133,6 +133,8 @@ func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 		inventory.Entry{Key: "onboot", Value: "1", HasValue: true, Delete: 1})
 	locked := guestOn("pve1", 105, inventory.QEMU, vmLines("busy")...)
 	locked.Lock = "backup"
+	latin := guestOn("pve1", 106, inventory.QEMU, "name: latin", "cores: 1", "memory: 1024", "scsi0: local-lvm:vm-106-disk-0,size=8G",
+		"net0: virtio=BC:24:11:00:00:06,bridge=vmbr\xe9")
 	res, err := adopt.Adopt(adopt.Input{Cluster: "lab", Observed: oneNode(
 		guestOn("pve1", 100, inventory.QEMU, "cores: 1", "memory: 512", "scsi0: local-lvm:vm-100-disk-0,size=1G"),
 		guestOn("pve1", 101, inventory.QEMU, "name: nomem", "cores: 1", "scsi0: local-lvm:vm-101-disk-0,size=1G"),
@@ -140,6 +142,7 @@ func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 		guestOn("pve1", 103, inventory.QEMU, "name: nodisk", "cores: 1", "memory: 512"),
 		pending,
 		locked,
+		latin,
 	)})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +154,8 @@ func TestIncompleteGuestsSayWhatIsMissing(t *testing.T) {
 		"vm/lab/nodisk.yaml": "",
 		"vm/lab/pend.yaml": "pending change to cores: apply or revert it on PVE first (a restart applies it), then adopt again; " +
 			"pending change to onboot: apply or revert it on PVE first (a restart applies it), then adopt again",
-		"vm/lab/busy.yaml": "locked (backup): wait for the backup to finish (a lock a failed backup left behind: qm unlock), then adopt again",
+		"vm/lab/busy.yaml":  "locked (backup): wait for the backup to finish (a lock a failed backup left behind: qm unlock), then adopt again",
+		"vm/lab/latin.yaml": "net0: its value is not UTF-8 text, which a manifest cannot hold: correct it on PVE, then adopt again",
 	}
 	for _, m := range res.Manifests {
 		if got := strings.Join(m.Incomplete, "; "); got != want[m.Path] {

@@ -358,8 +358,15 @@ func (d *Decoder) Scalar(n *yaml.Node, path, want string) (string, bool) {
 		}
 		return "", false
 	}
+	if n.Tag == binaryTag {
+		d.Errorf(Of(n), path, "expected %s, got binary data (a %s value): the files hold text", want, binaryTag)
+		return "", false
+	}
 	return n.Value, true
 }
+
+// binaryTag is YAML's tag of base64-encoded binary data, which no field of a file ProxOps reads holds.
+const binaryTag = "!!binary"
 
 // Int returns the integer value of a scalar node.
 func (d *Decoder) Int(n *yaml.Node, path string) (int64, bool) {
