@@ -110,19 +110,8 @@ func runRollback(ctx context.Context, out, errOut io.Writer, opts reconcileOptio
 	if err != nil {
 		return err
 	}
-	previewOut := out
-	var doc bytes.Buffer
-	if opts.output == "json" {
-		previewOut = &doc
-	}
-	exitErr := res.exit(previewOut, opts, false)
-	if opts.output == "json" {
-		if err := jsonPreviewLine(out, doc.Bytes()); err != nil {
-			return err
-		}
-	}
-	if exitErr != nil {
-		return exitErr
+	if err := showPreview(out, res, opts); err != nil {
+		return err
 	}
 	op, ok := rollbackOf(res, q.clusters[0])
 	if !ok {
@@ -164,16 +153,25 @@ func runRollback(ctx context.Context, out, errOut io.Writer, opts reconcileOptio
 	return nil
 }
 
-// jsonPreviewLine prints the preview's diff document as one line: {"type":"preview","report":…}.
-func jsonPreviewLine(out io.Writer, doc []byte) error {
-	var report bytes.Buffer
-	if err := json.Compact(&report, doc); err != nil {
+// showPreview prints the rollback's preview as diff prints it, or with --output json as one line
+// {"type":"preview","report":…} holding the diff's document; it returns the preview's outcome (a refused
+// rollback ends there).
+func showPreview(out io.Writer, res *reconcileResult, opts reconcileOptions) error {
+	if opts.output != "json" {
+		return res.exit(out, opts, false)
+	}
+	var doc, report bytes.Buffer
+	outcome := res.exit(&doc, opts, false)
+	if err := json.Compact(&report, doc.Bytes()); err != nil {
 		return fmt.Errorf("the rollback's preview: %w", err)
 	}
-	return writeJSONLine(out, struct {
+	if err := writeJSONLine(out, struct {
 		Type   string          `json:"type"`
 		Report json.RawMessage `json:"report"`
-	}{"preview", report.Bytes()})
+	}{"preview", report.Bytes()}); err != nil {
+		return err
+	}
+	return outcome
 }
 
 // rollbackOf finds the rollback operation of a cluster's plan in a request's result.
